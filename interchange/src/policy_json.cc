@@ -1,0 +1,59 @@
+#include "packoracle/interchange/policy_json.h"
+
+#include "packoracle/oracle/error.h"
+
+namespace packoracle {
+namespace {
+
+PolicyValue ToValue(const nlohmann::json& v, const std::string& where, const std::string& key) {
+  if (v.is_null()) return nullptr;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_string()) return v.get<std::string>();
+  throw InputError(where + ": policy key '" + key + "' has a " + v.type_name() +
+                   " value; expected a string, an integer, a boolean or null");
+}
+
+void SetKey(Policy& policy, const std::string& key, const nlohmann::json& value, const std::string& where) {
+  try {
+    SetPolicyKey(policy, key, ToValue(value, where, key));
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    if (message.rfind(where, 0) == 0) throw;
+    throw InputError(where + ": " + message);
+  }
+}
+
+}  // namespace
+
+Policy ApplyPolicyOverrides(Policy policy, const nlohmann::json& overrides, const std::string& where) {
+  if (!overrides.is_object()) {
+    throw InputError(where + ": a policy must be a JSON object, got " + std::string(overrides.type_name()));
+  }
+  if (auto preset = overrides.find("preset"); preset != overrides.end() && !preset->is_null()) {
+    SetKey(policy, "preset", *preset, where);
+  }
+  for (const auto& [key, value] : overrides.items()) {
+    if (key != "preset") SetKey(policy, key, value, where);
+  }
+  try {
+    ValidatePolicy(policy);
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  }
+  return policy;
+}
+
+Policy PolicyFromJson(const nlohmann::json& object, const std::string& where) {
+  return ApplyPolicyOverrides(Policy{}, object, where);
+}
+
+nlohmann::ordered_json PolicyToJson(const Policy& policy) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : PolicyKeyValues(policy)) {
+    std::visit([&out, &k = key](const auto& v) { out[k] = v; }, value);
+  }
+  return out;
+}
+
+}  // namespace packoracle

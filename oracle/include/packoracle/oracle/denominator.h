@@ -1,0 +1,63 @@
+// Denominators and the step objective (reference/conventions.md §4).
+//
+// Notation: V(r,m) the predictions of micro-batch m on data-parallel rank r, w_p a prediction's weight, ℓ_p
+// its loss (nats), R the data-parallel world size, M the accumulation steps (micro-batches per rank).
+//   global_targets   L = Σ_{r,m,p} w_p ℓ_p / Σ_{r,m,p} w_p                     (the lesson's objective)
+//   rank_mean        L = (1/R) Σ_r [ Σ_{m,p} w_p ℓ_p / max(1, Σ_{m,p} w_p) ]
+//   microbatch_mean  L = (1/(R·M)) Σ_{r,m} [ Σ_p w_p ℓ_p / max(1, Σ_p w_p) ]     (Megatron's max(1, n))
+//   sequence_mean    L = mean over sequences s with Σ_{p∈s} w_p > 0 of Σ_{p∈s} w_p ℓ_p / Σ_{p∈s} w_p
+//   all_positions    L = Σ w_p ℓ_p / (number of slots of all rows)               (llm.c: B·T·GA·R)
+//   count_basis unshifted_labels: the count is the number of labels != ignore_index, taken without the shift.
+// A step with no weighted prediction has no objective: that is reported, never divided.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "packoracle/oracle/batch.h"
+
+namespace packoracle {
+
+// R and M of the step; 0 means "derive from the rows" (largest rank + 1, largest micro_step + 1).
+struct StepShape {
+  std::int64_t dp_world_size = 0;
+  std::int64_t grad_accum_steps = 0;
+};
+
+using MicrobatchKey = std::pair<std::int64_t, std::int64_t>;  // (rank, micro_step)
+
+struct StepDenominators {
+  std::int64_t dp_world_size = 1;     // R
+  std::int64_t grad_accum_steps = 1;  // M
+  double global_targets = 0;          // Σ w over the step
+  std::map<std::int64_t, double> per_rank;         // Σ w per rank (every rank 0..R-1 present)
+  std::map<MicrobatchKey, double> per_microbatch;  // Σ w per (rank, micro_step) (all R·M present)
+  std::int64_t all_positions = 0;     // slots of all rows
+  std::int64_t unshifted_labels = 0;  // labels != ignore_index over all rows, without the shift
+  std::int64_t sequences = 0;         // documents with a weighted prediction (by the input token's document)
+};
+
+// Computes every count above from the oracle's weights. Throws InputError when a row's rank or micro_step
+// lies outside the given shape.
+StepDenominators Denominators(const OracleBatch& batch, StepShape shape = {});
+
+// Per-target losses, as in the exec protocol: losses[d][k] is the loss of predicting token k of effective
+// document d (entry 0 is used only where the policy makes a document's first token a target).
+using TargetLosses = std::vector<std::vector<double>>;
+
+struct StepObjective {
+  bool has_targets = false;  // false: no weighted prediction in the step; value is then meaningless
+  double value = 0;          // the objective L under the formula
+  double loss_sum = 0;       // Σ w_p ℓ_p over the step
+  std::string formula;       // e.g. "global_targets"
+};
+
+// The objective under `formula` and `basis` (the policy's are the usual choice). Throws InputError when a
+// weighted prediction has no loss in `losses`.
+StepObjective Objective(const OracleBatch& batch, const TargetLosses& losses, Denominator formula,
+                        CountBasis basis = CountBasis::kTargets, StepShape shape = {});
+
+}  // namespace packoracle

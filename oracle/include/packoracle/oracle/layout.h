@@ -1,0 +1,72 @@
+// Layouts: which piece of which document sits in which slots of which row, and which micro-batch and rank
+// each row belongs to. A layout is the packer's decision; the oracle derives everything else from it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "packoracle/oracle/document.h"
+#include "packoracle/oracle/policy.h"
+
+namespace packoracle {
+
+// Tokens [doc_offset, doc_offset + length) of effective document `doc` occupy slots [start, start + length).
+struct Piece {
+  std::int64_t doc = 0;
+  std::int64_t doc_offset = 0;
+  std::int64_t start = 0;
+  std::int64_t length = 0;
+  bool operator==(const Piece& o) const {
+    return doc == o.doc && doc_offset == o.doc_offset && start == o.start && length == o.length;
+  }
+};
+
+// One row: `length` slots; slots covered by no piece are padding.
+struct RowLayout {
+  std::int64_t length = 0;
+  std::vector<Piece> pieces;  // in slot order
+  std::int64_t micro_step = 0;
+  std::int64_t rank = 0;
+};
+
+// All rows of one optimizer step. `row_length` is L, the most slots a row may have.
+struct Layout {
+  std::int64_t row_length = 0;
+  std::vector<RowLayout> rows;
+};
+
+// Throws InputError, naming the row and piece, when the layout is not a layout of these documents: a
+// non-positive row length, a row longer than L or of negative length, a piece of an unknown document, of no
+// tokens, outside its document or outside its row, pieces that overlap, a negative micro_step or rank.
+void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout);
+
+// ---- Reference layouts: what simple packers produce from the documents alone ---------------------------
+// Each uses the policy's delimiters (documents are made Effective first), overflow and padding, and puts
+// every row in micro-batch 0 of rank 0; AssignMicrobatches spreads them.
+
+// Sequential greedy: documents in order, each into the current row if it fits in the space left, else into a
+// new row. A document longer than L: overflow error → InputError; truncate → its first L tokens; split →
+// every row is filled to the end and the rest of the document continues in the next row (torchtune
+// split_across_pack).
+Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
+
+// One document per row (HF padded batches). Overflow: error, truncate to L, or split into chunks of L.
+Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
+
+// Stream windows: the effective documents concatenated into one stream of N tokens; row r holds stream
+// tokens [r·s, r·s + L) with s = L (stream_stride "L" or null) or L + 1 ("L+1"). With padding right the
+// last, partial window is kept and padded (every token is an input); with padding none only full windows
+// are kept, rows while r·s + L + 1 ≤ N (llm.c: the window and its last target), and a stream too short for
+// one window is refused.
+Layout StreamWindows(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
+
+// The reference layout that fits the policy, as the golden fixtures use it: StreamWindows when the policy has
+// a stream_stride, OneDocumentPerRow when it encodes no boundaries (boundary_source none), else
+// SequentialLayout.
+Layout DefaultLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
+
+// Row k goes to micro-batch m = k / rows_per_microbatch, which goes to rank m % dp_world_size as its
+// micro_step m / dp_world_size (round-robin over ranks, as a distributed sampler deals batches).
+void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size);
+
+}  // namespace packoracle

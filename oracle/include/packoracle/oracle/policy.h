@@ -1,0 +1,155 @@
+// The policy: a packed batch's declared boundary semantics (DESIGN.md §3).
+//
+// Every packing convention answers the same questions differently: how labels are aligned, where document
+// boundaries are encoded, who may attend to whom, how positions count, whether the prediction that crosses
+// into the next document is trained, what a row's last slot predicts, how rows are padded, what happens to a
+// document longer than a row, and what the summed loss is divided by. A Policy is one answer to each.
+// A default-constructed Policy is the `reference` preset: document isolation as in the lesson,
+//   L = Σ m·ℓ / Σ m,   A_ij = 1[j ≤ i]·1[d_j = d_i].
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "packoracle/oracle/document.h"
+
+namespace packoracle {
+
+// aligned: the target of prediction (r,i) is labels[r][i+1]; the last slot has none (HF, TRL).
+// pre_shifted: labels[r][i] is the target of (r,i) (Megatron, torchtune, llm.c).
+enum class LabelAlignment { kAligned, kPreShifted };
+
+// Where the producer encodes document boundaries; the kit re-derives segments from it.
+enum class BoundarySource {
+  kSpans,          // the dump's doc_spans (ground truth) only
+  kCuSeqlens,      // flash-attention varlen cu_seqlens
+  kSeqLens,        // torchtune seq_lens
+  kPositionReset,  // a segment starts where position == position_base (HF flash path, TRL)
+  kPositionStep,   // a segment starts where position[i] - position[i-1] != 1 (HF SDPA/flex)
+  kDocIds,         // per-token document ids (FlexAttention document_id, HF seq_idx)
+  kEodCloses,      // the token after an EOD starts a segment (Megatron, torchtitan)
+  kBosOpens,       // a BOS/EOT token starts a segment (llm.c)
+  kNone,           // not encoded (one document per row, or attention across documents)
+};
+
+// doc_causal: C(i) = {j ≤ i : d_j = d_i}.  row_causal: C(i) = {j ≤ i}.
+enum class Attention { kDocCausal, kRowCausal };
+
+// How padding keys are treated by non-padding queries.
+enum class PadKeys { kMasked, kOwnSegment, kVisible };
+
+// doc_reset: position = offset in the document + position_base.  row_continuous: slot index + base.
+enum class Positions { kDocReset, kRowContinuous };
+
+// What positions padding slots carry: 0, the previous position + 1 (at most base + L - 1), or anything.
+enum class PadPositions { kZero, kContinue, kAny };
+
+// Positions of a document piece continued from an earlier row (doc_reset only): counting on from the
+// document's start, counting on modulo the row length (torchtune split_across_pack), or from the base
+// again at the row start (Megatron).
+enum class SplitPositions { kContinue, kModulo, kRestart };
+
+// May the prediction whose input is in document d target the first token of the next document?
+enum class BoundaryTarget { kExcluded, kIncluded };
+
+// The target of a row's last slot: none, the next token of the stream (windows overlap, Megatron/llm.c),
+// or the next token of the same document carried into the next row (torchtune split_across_pack).
+enum class RowEndTarget { kNone, kNextInStream, kNextInDoc };
+
+// How far stream windows advance: L (llm.c, Megatron, TRL wrapped) or L+1 (torchtitan). JSON null = none.
+enum class StreamStride { kNone, kL, kLPlus1 };
+
+enum class Padding { kNone, kRight };
+
+// Rows padded to the row length L, or to the next multiple of k.
+struct PadTo {
+  enum class Kind { kRowLen, kMultipleOf };
+  Kind kind = Kind::kRowLen;
+  std::int64_t multiple = 0;  // k, for kMultipleOf
+  bool operator==(const PadTo& o) const { return kind == o.kind && multiple == o.multiple; }
+};
+
+// A document longer than a row: refused, cut to the row length, or continued in the next row.
+enum class Overflow { kError, kTruncate, kSplit };
+
+// The normalisation the producer declares (conventions.md §4 gives each formula; denominator.h computes).
+enum class Denominator { kGlobalTargets, kRankMean, kMicrobatchMean, kSequenceMean, kAllPositions };
+
+// What the producer counts: weighted targets, or labels != ignore_index without the shift (HF before #46204).
+enum class CountBasis { kTargets, kUnshiftedLabels };
+
+struct Policy {
+  std::string preset;  // the preset this policy started from ("" when built key by key)
+  LabelAlignment label_alignment = LabelAlignment::kPreShifted;
+  std::int64_t ignore_index = -100;
+  bool loss_mask = false;
+  BoundarySource boundary_source = BoundarySource::kSpans;
+  Attention attention = Attention::kDocCausal;
+  PadKeys pad_keys = PadKeys::kMasked;
+  Positions positions = Positions::kDocReset;
+  std::int64_t position_base = 0;
+  PadPositions pad_positions = PadPositions::kAny;
+  SplitPositions split_positions = SplitPositions::kContinue;
+  BoundaryTarget boundary_target = BoundaryTarget::kExcluded;
+  RowEndTarget row_end_target = RowEndTarget::kNone;
+  StreamStride stream_stride = StreamStride::kNone;
+  Padding padding = Padding::kRight;
+  Token pad_id = 0;
+  PadTo pad_to;
+  Overflow overflow = Overflow::kError;
+  std::optional<Token> eos_id;  // appended to every document by the packer
+  std::optional<Token> bos_id;  // prepended to every document by the packer
+  Denominator denominator = Denominator::kGlobalTargets;
+  CountBasis count_basis = CountBasis::kTargets;
+};
+
+bool operator==(const Policy& a, const Policy& b);
+inline bool operator!=(const Policy& a, const Policy& b) { return !(a == b); }
+
+// A policy key's value as JSON would carry it: null, a boolean, an integer or a string.
+using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string>;
+
+// The keys of DESIGN §3 in their canonical order ("preset" first).
+const std::vector<std::string>& PolicyKeys();
+
+// Sets one key from its JSON-like value; throws InputError naming the key, the value and what is allowed.
+void SetPolicyKey(Policy& policy, std::string_view key, const PolicyValue& value);
+
+// Every key with its value, in canonical order: the fully resolved form handed to other tools.
+std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& policy);
+
+// Human-readable value ("pre_shifted", "null", "-100", "multiple_of:8").
+std::string ToString(const PolicyValue& value);
+
+// Contradictions between keys, one sentence each (empty when the policy is coherent).
+std::vector<std::string> PolicyProblems(const Policy& policy);
+
+// Throws InputError listing PolicyProblems when there are any.
+void ValidatePolicy(const Policy& policy);
+
+// The effective document under the policy: [bos_id] + tokens + [eos_id], every delimiter supervised.
+// Throws InputError when `supervised` has the wrong length or values other than 0 and 1.
+EffectiveDocument Effective(const Document& document, const Policy& policy);
+std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy);
+
+// Names of enum values as they appear in JSON (e.g. "pre_shifted").
+const char* Name(LabelAlignment v);
+const char* Name(BoundarySource v);
+const char* Name(Attention v);
+const char* Name(PadKeys v);
+const char* Name(Positions v);
+const char* Name(PadPositions v);
+const char* Name(SplitPositions v);
+const char* Name(BoundaryTarget v);
+const char* Name(RowEndTarget v);
+const char* Name(Padding v);
+const char* Name(Overflow v);
+const char* Name(Denominator v);
+const char* Name(CountBasis v);
+
+}  // namespace packoracle

@@ -1,0 +1,43 @@
+// Segments re-derived from each boundary encoding, exactly as the backends that read them do.
+//
+// A segmentation of a row is the sorted list of slots where a segment starts (0 first, for a non-empty
+// row). The kit derives one from every encoding a producer emits and checks that all agree with the truth
+// (the oracle's pieces and padding runs): DESIGN §4 `segments`. Each function names the backend rule.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "packoracle/oracle/batch.h"
+#include "packoracle/oracle/document.h"
+
+namespace packoracle {
+
+using SegmentStarts = std::vector<std::int64_t>;
+
+// The truth: a segment starts at every piece and at every run of padding.
+SegmentStarts TrueSegmentStarts(const OracleRow& row);
+
+// flash-attention varlen: cu_seqlens [0, c1, ..., L]; repeated values are zero-length segments and mean
+// nothing. Throws InputError unless it starts at 0, never decreases and ends at the row length.
+SegmentStarts FromCuSeqlens(const std::vector<std::int64_t>& cu_seqlens, std::int64_t row_length);
+
+// torchtune: seq_lens summing to the row length (zero lengths are skipped). Throws InputError otherwise.
+SegmentStarts FromSeqLens(const std::vector<std::int64_t>& seq_lens, std::int64_t row_length);
+
+// HF flash path (prepare_fa_kwargs_from_position_ids): a segment starts where position == base.
+SegmentStarts FromPositionReset(const std::vector<std::int64_t>& positions, std::int64_t base);
+
+// HF SDPA / flex (find_packed_sequence_indices): a segment starts where position[i] - position[i-1] != 1.
+SegmentStarts FromPositionStep(const std::vector<std::int64_t>& positions);
+
+// FlexAttention document_id / HF seq_idx: a segment starts where the id changes.
+SegmentStarts FromDocIds(const std::vector<std::int64_t>& doc_ids);
+
+// Megatron / torchtitan: the token after an EOD starts a segment (the EOD closes its document).
+SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id);
+
+// llm.c: a BOS/EOT token opens a segment.
+SegmentStarts FromBosOpens(const std::vector<Token>& input_ids, Token bos_id);
+
+}  // namespace packoracle

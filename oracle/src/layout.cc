@@ -1,0 +1,211 @@
+#include "packoracle/oracle/layout.h"
+
+#include <algorithm>
+#include <string>
+
+#include "packoracle/oracle/error.h"
+
+namespace packoracle {
+namespace {
+
+std::string Where(std::size_t row, std::size_t piece) {
+  return "row " + std::to_string(row) + ", piece " + std::to_string(piece);
+}
+
+std::string Span(std::int64_t begin, std::int64_t length) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(begin + length) + ")";
+}
+
+void RequirePositiveRowLength(std::int64_t row_length) {
+  if (row_length <= 0) throw InputError("row length must be positive, got " + std::to_string(row_length));
+}
+
+// Pads (or trims to content) every row according to the policy: padding right with pad_to row_len gives
+// every row L slots; multiple_of:k rounds the content up to a multiple of k; padding none keeps the content.
+void ApplyPadding(Layout& layout, const Policy& policy) {
+  for (auto& row : layout.rows) {
+    std::int64_t content = 0;
+    for (const auto& piece : row.pieces) content = std::max(content, piece.start + piece.length);
+    if (policy.padding == Padding::kNone) {
+      row.length = content;
+    } else if (policy.pad_to.kind == PadTo::Kind::kRowLen) {
+      row.length = layout.row_length;
+    } else {
+      const std::int64_t k = policy.pad_to.multiple;
+      row.length = (content + k - 1) / k * k;
+    }
+  }
+}
+
+std::vector<std::int64_t> Lengths(const std::vector<EffectiveDocument>& docs) {
+  std::vector<std::int64_t> out;
+  for (const auto& d : docs) out.push_back(d.size());
+  return out;
+}
+
+[[noreturn]] void Overlong(const EffectiveDocument& doc, std::size_t index, std::int64_t row_length) {
+  throw InputError("document '" + doc.uid + "' (index " + std::to_string(index) + ") has " +
+                   std::to_string(doc.size()) + " tokens, longer than the row length " +
+                   std::to_string(row_length) + ", and the policy says overflow: error");
+}
+
+}  // namespace
+
+void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout) {
+  RequirePositiveRowLength(layout.row_length);
+  for (std::size_t r = 0; r < layout.rows.size(); ++r) {
+    const RowLayout& row = layout.rows[r];
+    const std::string where_row = "row " + std::to_string(r);
+    if (row.length < 0) throw InputError(where_row + ": negative row length " + std::to_string(row.length));
+    if (row.length > layout.row_length) {
+      throw InputError(where_row + ": " + std::to_string(row.length) + " slots, more than the row length " +
+                       std::to_string(layout.row_length));
+    }
+    if (row.micro_step < 0 || row.rank < 0) {
+      throw InputError(where_row + ": micro_step " + std::to_string(row.micro_step) + " and rank " +
+                       std::to_string(row.rank) + " must not be negative");
+    }
+    std::vector<const Piece*> by_start;
+    for (std::size_t p = 0; p < row.pieces.size(); ++p) {
+      const Piece& piece = row.pieces[p];
+      if (piece.doc < 0 || piece.doc >= static_cast<std::int64_t>(documents.size())) {
+        throw InputError(Where(r, p) + ": document index " + std::to_string(piece.doc) + " does not exist (" +
+                         std::to_string(documents.size()) + " documents)");
+      }
+      const EffectiveDocument& doc = documents[static_cast<std::size_t>(piece.doc)];
+      if (piece.length <= 0) {
+        throw InputError(Where(r, p) + ": piece of document '" + doc.uid + "' has length " +
+                         std::to_string(piece.length) + " (a piece holds at least one token)");
+      }
+      if (piece.doc_offset < 0 || piece.doc_offset + piece.length > doc.size()) {
+        throw InputError(Where(r, p) + ": span " + Span(piece.doc_offset, piece.length) + " of document '" +
+                         doc.uid + "' lies outside the document's " + std::to_string(doc.size()) + " tokens");
+      }
+      if (piece.start < 0 || piece.start + piece.length > row.length) {
+        throw InputError(Where(r, p) + ": slots " + Span(piece.start, piece.length) + " lie outside the row's " +
+                         std::to_string(row.length) + " slots");
+      }
+      by_start.push_back(&piece);
+    }
+    std::sort(by_start.begin(), by_start.end(), [](const Piece* a, const Piece* b) { return a->start < b->start; });
+    for (std::size_t p = 1; p < by_start.size(); ++p) {
+      const Piece& prev = *by_start[p - 1];
+      const Piece& next = *by_start[p];
+      if (next.start < prev.start + prev.length) {
+        throw InputError(where_row + ": slots " + Span(prev.start, prev.length) + " (document '" +
+                         documents[static_cast<std::size_t>(prev.doc)].uid + "') and " +
+                         Span(next.start, next.length) + " (document '" +
+                         documents[static_cast<std::size_t>(next.doc)].uid + "') overlap");
+      }
+    }
+  }
+}
+
+Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
+  RequirePositiveRowLength(row_length);
+  const auto docs = Effective(documents, policy);
+  Layout layout{row_length, {}};
+  std::int64_t used = row_length;  // slots used in the current row; "full" forces a new row first
+  auto new_row = [&] {
+    layout.rows.push_back(RowLayout{});
+    used = 0;
+  };
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    std::int64_t n = docs[d].size();
+    if (n == 0) continue;  // an empty document occupies no slot
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    if (n > row_length && policy.overflow == Overflow::kTruncate) n = row_length;
+    if (policy.overflow == Overflow::kSplit) {
+      // Fill the current row to its end, carry the rest of the document on (split_across_pack).
+      std::int64_t offset = 0;
+      while (offset < n) {
+        if (used == row_length) new_row();
+        const std::int64_t take = std::min(n - offset, row_length - used);
+        layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), offset, used, take});
+        used += take;
+        offset += take;
+      }
+      continue;
+    }
+    if (used + n > row_length) new_row();
+    layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), 0, used, n});
+    used += n;
+  }
+  ApplyPadding(layout, policy);
+  return layout;
+}
+
+Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
+  RequirePositiveRowLength(row_length);
+  const auto docs = Effective(documents, policy);
+  Layout layout{row_length, {}};
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    const std::int64_t n = docs[d].size();
+    if (n == 0) continue;
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    const std::int64_t keep = policy.overflow == Overflow::kTruncate ? std::min(n, row_length) : n;
+    for (std::int64_t offset = 0; offset < keep; offset += row_length) {
+      RowLayout row;
+      row.pieces.push_back({static_cast<std::int64_t>(d), offset, 0, std::min(row_length, keep - offset)});
+      layout.rows.push_back(row);
+    }
+  }
+  ApplyPadding(layout, policy);
+  return layout;
+}
+
+Layout StreamWindows(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
+  RequirePositiveRowLength(row_length);
+  const auto docs = Effective(documents, policy);
+  const auto lengths = Lengths(docs);
+  std::int64_t total = 0;
+  for (auto n : lengths) total += n;
+  const std::int64_t stride = policy.stream_stride == StreamStride::kLPlus1 ? row_length + 1 : row_length;
+  const bool keep_partial = policy.padding == Padding::kRight;
+
+  Layout layout{row_length, {}};
+  for (std::int64_t s = 0;; s += stride) {
+    const bool full_window = s + row_length + 1 <= total;
+    if (!(full_window || (keep_partial && s < total))) break;
+    // Cut stream tokens [s, min(s + L, N)) into pieces of the documents they belong to.
+    RowLayout row;
+    const std::int64_t end = std::min(s + row_length, total);
+    std::int64_t doc_begin = 0;  // stream index of document d's first token
+    for (std::size_t d = 0; d < docs.size(); doc_begin += lengths[d], ++d) {
+      const std::int64_t lo = std::max(s, doc_begin);
+      const std::int64_t hi = std::min(end, doc_begin + lengths[d]);
+      if (lo < hi) row.pieces.push_back({static_cast<std::int64_t>(d), lo - doc_begin, lo - s, hi - lo});
+    }
+    layout.rows.push_back(row);
+  }
+  if (layout.rows.empty() && total > 0) {
+    throw InputError("the stream of " + std::to_string(total) + " tokens is shorter than one window of " +
+                     std::to_string(row_length) + " inputs and their " + std::to_string(row_length) +
+                     " targets (" + std::to_string(row_length + 1) +
+                     " tokens), and padding is none: no full row can be cut");
+  }
+  ApplyPadding(layout, policy);
+  return layout;
+}
+
+Layout DefaultLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
+  if (policy.stream_stride != StreamStride::kNone) return StreamWindows(documents, policy, row_length);
+  if (policy.boundary_source == BoundarySource::kNone) return OneDocumentPerRow(documents, policy, row_length);
+  return SequentialLayout(documents, policy, row_length);
+}
+
+void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size) {
+  if (rows_per_microbatch <= 0) {
+    throw InputError("rows per micro-batch must be positive, got " + std::to_string(rows_per_microbatch));
+  }
+  if (dp_world_size <= 0) {
+    throw InputError("data-parallel world size must be positive, got " + std::to_string(dp_world_size));
+  }
+  for (std::size_t k = 0; k < layout.rows.size(); ++k) {
+    const std::int64_t m = static_cast<std::int64_t>(k) / rows_per_microbatch;
+    layout.rows[k].rank = m % dp_world_size;
+    layout.rows[k].micro_step = m / dp_world_size;
+  }
+}
+
+}  // namespace packoracle

@@ -1,0 +1,358 @@
+#include "packoracle/oracle/policy.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <sstream>
+
+#include "packoracle/oracle/error.h"
+#include "packoracle/oracle/presets.h"
+
+namespace packoracle {
+namespace {
+
+template <class E>
+struct Named {
+  E value;
+  const char* name;
+};
+
+constexpr std::array<Named<LabelAlignment>, 2> kLabelAlignment{
+    {{LabelAlignment::kAligned, "aligned"}, {LabelAlignment::kPreShifted, "pre_shifted"}}};
+constexpr std::array<Named<BoundarySource>, 9> kBoundarySource{{{BoundarySource::kSpans, "spans"},
+                                                                 {BoundarySource::kCuSeqlens, "cu_seqlens"},
+                                                                 {BoundarySource::kSeqLens, "seq_lens"},
+                                                                 {BoundarySource::kPositionReset, "position_reset"},
+                                                                 {BoundarySource::kPositionStep, "position_step"},
+                                                                 {BoundarySource::kDocIds, "doc_ids"},
+                                                                 {BoundarySource::kEodCloses, "eod_closes"},
+                                                                 {BoundarySource::kBosOpens, "bos_opens"},
+                                                                 {BoundarySource::kNone, "none"}}};
+constexpr std::array<Named<Attention>, 2> kAttention{
+    {{Attention::kDocCausal, "doc_causal"}, {Attention::kRowCausal, "row_causal"}}};
+constexpr std::array<Named<PadKeys>, 3> kPadKeys{
+    {{PadKeys::kMasked, "masked"}, {PadKeys::kOwnSegment, "own_segment"}, {PadKeys::kVisible, "visible"}}};
+constexpr std::array<Named<Positions>, 2> kPositions{
+    {{Positions::kDocReset, "doc_reset"}, {Positions::kRowContinuous, "row_continuous"}}};
+constexpr std::array<Named<PadPositions>, 3> kPadPositions{
+    {{PadPositions::kZero, "zero"}, {PadPositions::kContinue, "continue"}, {PadPositions::kAny, "any"}}};
+constexpr std::array<Named<SplitPositions>, 3> kSplitPositions{{{SplitPositions::kContinue, "continue"},
+                                                                 {SplitPositions::kModulo, "modulo"},
+                                                                 {SplitPositions::kRestart, "restart"}}};
+constexpr std::array<Named<BoundaryTarget>, 2> kBoundaryTarget{
+    {{BoundaryTarget::kExcluded, "excluded"}, {BoundaryTarget::kIncluded, "included"}}};
+constexpr std::array<Named<RowEndTarget>, 3> kRowEndTarget{{{RowEndTarget::kNone, "none"},
+                                                             {RowEndTarget::kNextInStream, "next_in_stream"},
+                                                             {RowEndTarget::kNextInDoc, "next_in_doc"}}};
+constexpr std::array<Named<Padding>, 2> kPadding{{{Padding::kNone, "none"}, {Padding::kRight, "right"}}};
+constexpr std::array<Named<Overflow>, 3> kOverflow{
+    {{Overflow::kError, "error"}, {Overflow::kTruncate, "truncate"}, {Overflow::kSplit, "split"}}};
+constexpr std::array<Named<Denominator>, 5> kDenominator{{{Denominator::kGlobalTargets, "global_targets"},
+                                                           {Denominator::kRankMean, "rank_mean"},
+                                                           {Denominator::kMicrobatchMean, "microbatch_mean"},
+                                                           {Denominator::kSequenceMean, "sequence_mean"},
+                                                           {Denominator::kAllPositions, "all_positions"}}};
+constexpr std::array<Named<CountBasis>, 2> kCountBasis{
+    {{CountBasis::kTargets, "targets"}, {CountBasis::kUnshiftedLabels, "unshifted_labels"}}};
+
+template <class E, std::size_t N>
+const char* NameIn(const std::array<Named<E>, N>& table, E v) {
+  for (const auto& entry : table)
+    if (entry.value == v) return entry.name;
+  return "?";
+}
+
+template <class E, std::size_t N>
+std::string Allowed(const std::array<Named<E>, N>& table) {
+  std::string out;
+  for (const auto& entry : table) out += (out.empty() ? "" : " | ") + std::string(entry.name);
+  return out;
+}
+
+std::string Describe(const PolicyValue& value) {
+  if (std::holds_alternative<std::string>(value)) return "\"" + std::get<std::string>(value) + "\"";
+  return ToString(value);
+}
+
+[[noreturn]] void BadValue(std::string_view key, const PolicyValue& value, const std::string& allowed) {
+  throw InputError("policy key '" + std::string(key) + "': value " + Describe(value) + " is not allowed (" +
+                   allowed + ")");
+}
+
+template <class E, std::size_t N>
+void SetEnum(E& field, const std::array<Named<E>, N>& table, std::string_view key, const PolicyValue& value) {
+  if (const auto* s = std::get_if<std::string>(&value)) {
+    for (const auto& entry : table) {
+      if (*s == entry.name) {
+        field = entry.value;
+        return;
+      }
+    }
+  }
+  BadValue(key, value, Allowed(table));
+}
+
+std::int64_t GetInt(std::string_view key, const PolicyValue& value) {
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return *i;
+  BadValue(key, value, "an integer");
+}
+
+bool GetBool(std::string_view key, const PolicyValue& value) {
+  if (const auto* b = std::get_if<bool>(&value)) return *b;
+  BadValue(key, value, "true | false");
+}
+
+std::optional<Token> GetOptionalInt(std::string_view key, const PolicyValue& value) {
+  if (std::holds_alternative<std::nullptr_t>(value)) return std::nullopt;
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return *i;
+  BadValue(key, value, "an integer or null");
+}
+
+PolicyValue OptionalValue(const std::optional<Token>& v) {
+  if (v) return PolicyValue(*v);
+  return PolicyValue(nullptr);
+}
+
+PolicyValue Str(const char* s) { return PolicyValue(std::string(s)); }
+
+}  // namespace
+
+const char* Name(LabelAlignment v) { return NameIn(kLabelAlignment, v); }
+const char* Name(BoundarySource v) { return NameIn(kBoundarySource, v); }
+const char* Name(Attention v) { return NameIn(kAttention, v); }
+const char* Name(PadKeys v) { return NameIn(kPadKeys, v); }
+const char* Name(Positions v) { return NameIn(kPositions, v); }
+const char* Name(PadPositions v) { return NameIn(kPadPositions, v); }
+const char* Name(SplitPositions v) { return NameIn(kSplitPositions, v); }
+const char* Name(BoundaryTarget v) { return NameIn(kBoundaryTarget, v); }
+const char* Name(RowEndTarget v) { return NameIn(kRowEndTarget, v); }
+const char* Name(Padding v) { return NameIn(kPadding, v); }
+const char* Name(Overflow v) { return NameIn(kOverflow, v); }
+const char* Name(Denominator v) { return NameIn(kDenominator, v); }
+const char* Name(CountBasis v) { return NameIn(kCountBasis, v); }
+
+bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
+
+const std::vector<std::string>& PolicyKeys() {
+  static const std::vector<std::string> keys = {
+      "preset",          "label_alignment", "ignore_index",    "loss_mask",      "boundary_source",
+      "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
+      "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
+      "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
+      "denominator",     "count_basis"};
+  return keys;
+}
+
+void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
+  if (key == "preset") {
+    const auto* name = std::get_if<std::string>(&value);
+    if (name == nullptr) BadValue(key, value, "a preset name");
+    p = FindPreset(*name).policy;  // throws for an unknown name, listing the known ones
+  } else if (key == "label_alignment") {
+    SetEnum(p.label_alignment, kLabelAlignment, key, value);
+  } else if (key == "ignore_index") {
+    p.ignore_index = GetInt(key, value);
+  } else if (key == "loss_mask") {
+    p.loss_mask = GetBool(key, value);
+  } else if (key == "boundary_source") {
+    SetEnum(p.boundary_source, kBoundarySource, key, value);
+  } else if (key == "attention") {
+    SetEnum(p.attention, kAttention, key, value);
+  } else if (key == "pad_keys") {
+    SetEnum(p.pad_keys, kPadKeys, key, value);
+  } else if (key == "positions") {
+    SetEnum(p.positions, kPositions, key, value);
+  } else if (key == "position_base") {
+    p.position_base = GetInt(key, value);
+  } else if (key == "pad_positions") {
+    SetEnum(p.pad_positions, kPadPositions, key, value);
+  } else if (key == "split_positions") {
+    SetEnum(p.split_positions, kSplitPositions, key, value);
+  } else if (key == "boundary_target") {
+    SetEnum(p.boundary_target, kBoundaryTarget, key, value);
+  } else if (key == "row_end_target") {
+    SetEnum(p.row_end_target, kRowEndTarget, key, value);
+  } else if (key == "stream_stride") {
+    const auto* s = std::get_if<std::string>(&value);
+    if (std::holds_alternative<std::nullptr_t>(value)) {
+      p.stream_stride = StreamStride::kNone;
+    } else if (s != nullptr && *s == "L") {
+      p.stream_stride = StreamStride::kL;
+    } else if (s != nullptr && *s == "L+1") {
+      p.stream_stride = StreamStride::kLPlus1;
+    } else {
+      BadValue(key, value, "null | \"L\" | \"L+1\"");
+    }
+  } else if (key == "padding") {
+    SetEnum(p.padding, kPadding, key, value);
+  } else if (key == "pad_id") {
+    p.pad_id = GetInt(key, value);
+  } else if (key == "pad_to") {
+    const auto* s = std::get_if<std::string>(&value);
+    const std::string prefix = "multiple_of:";
+    if (s != nullptr && *s == "row_len") {
+      p.pad_to = PadTo{};
+    } else if (s != nullptr && s->rfind(prefix, 0) == 0 && s->size() > prefix.size() &&
+               std::all_of(s->begin() + static_cast<std::ptrdiff_t>(prefix.size()), s->end(),
+                           [](char c) { return c >= '0' && c <= '9'; }) &&
+               s->size() - prefix.size() <= 9) {
+      p.pad_to = PadTo{PadTo::Kind::kMultipleOf, std::stoll(s->substr(prefix.size()))};
+    } else {
+      BadValue(key, value, "\"row_len\" | \"multiple_of:k\" with k a positive integer");
+    }
+  } else if (key == "overflow") {
+    SetEnum(p.overflow, kOverflow, key, value);
+  } else if (key == "eos_id") {
+    p.eos_id = GetOptionalInt(key, value);
+  } else if (key == "bos_id") {
+    p.bos_id = GetOptionalInt(key, value);
+  } else if (key == "denominator") {
+    SetEnum(p.denominator, kDenominator, key, value);
+  } else if (key == "count_basis") {
+    SetEnum(p.count_basis, kCountBasis, key, value);
+  } else {
+    std::string known;
+    for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
+    throw InputError("unknown policy key '" + std::string(key) + "' (known keys: " + known + ")");
+  }
+}
+
+std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p) {
+  PolicyValue stride = nullptr;
+  if (p.stream_stride == StreamStride::kL) stride = std::string("L");
+  if (p.stream_stride == StreamStride::kLPlus1) stride = std::string("L+1");
+  const std::string pad_to = p.pad_to.kind == PadTo::Kind::kRowLen
+                                 ? std::string("row_len")
+                                 : "multiple_of:" + std::to_string(p.pad_to.multiple);
+  return {{"preset", p.preset.empty() ? PolicyValue(nullptr) : PolicyValue(p.preset)},
+          {"label_alignment", Str(Name(p.label_alignment))},
+          {"ignore_index", p.ignore_index},
+          {"loss_mask", p.loss_mask},
+          {"boundary_source", Str(Name(p.boundary_source))},
+          {"attention", Str(Name(p.attention))},
+          {"pad_keys", Str(Name(p.pad_keys))},
+          {"positions", Str(Name(p.positions))},
+          {"position_base", p.position_base},
+          {"pad_positions", Str(Name(p.pad_positions))},
+          {"split_positions", Str(Name(p.split_positions))},
+          {"boundary_target", Str(Name(p.boundary_target))},
+          {"row_end_target", Str(Name(p.row_end_target))},
+          {"stream_stride", stride},
+          {"padding", Str(Name(p.padding))},
+          {"pad_id", p.pad_id},
+          {"pad_to", pad_to},
+          {"overflow", Str(Name(p.overflow))},
+          {"eos_id", OptionalValue(p.eos_id)},
+          {"bos_id", OptionalValue(p.bos_id)},
+          {"denominator", Str(Name(p.denominator))},
+          {"count_basis", Str(Name(p.count_basis))}};
+}
+
+std::string ToString(const PolicyValue& value) {
+  if (std::holds_alternative<std::nullptr_t>(value)) return "null";
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return std::to_string(*i);
+  return std::get<std::string>(value);
+}
+
+std::vector<std::string> PolicyProblems(const Policy& p) {
+  std::vector<std::string> problems;
+  if (p.boundary_source == BoundarySource::kEodCloses && !p.eos_id) {
+    problems.push_back("boundary_source: eod_closes needs an EOD id, but eos_id is null");
+  }
+  if (p.boundary_source == BoundarySource::kBosOpens && !p.bos_id) {
+    problems.push_back("boundary_source: bos_opens needs a BOS id, but bos_id is null");
+  }
+  if (p.attention == Attention::kDocCausal && p.boundary_source == BoundarySource::kNone) {
+    problems.push_back(
+        "attention: doc_causal needs document boundaries, but boundary_source is none (nothing tells a "
+        "backend where documents start)");
+  }
+  if ((p.boundary_source == BoundarySource::kPositionReset ||
+       p.boundary_source == BoundarySource::kPositionStep) &&
+      p.positions != Positions::kDocReset) {
+    problems.push_back(std::string("boundary_source: ") + Name(p.boundary_source) +
+                       " reads boundaries from position ids, but positions is row_continuous (they never reset)");
+  }
+  if (p.row_end_target == RowEndTarget::kNextInStream && p.stream_stride == StreamStride::kNone) {
+    problems.push_back("row_end_target: next_in_stream needs stream_stride \"L\" or \"L+1\", but it is null");
+  }
+  if (p.row_end_target == RowEndTarget::kNextInDoc && p.overflow != Overflow::kSplit) {
+    problems.push_back(std::string("row_end_target: next_in_doc carries a document into the next row, but "
+                                   "overflow is ") +
+                       Name(p.overflow) + " (documents are never split)");
+  }
+  if (p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple < 1) {
+    problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) + " needs k >= 1");
+  }
+  if (p.padding == Padding::kNone && p.pad_to.kind == PadTo::Kind::kMultipleOf) {
+    problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) +
+                       " asks for padding, but padding is none");
+  }
+  if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) {
+    // Not impossible, but no system does it and "indexed like the targets" would be ambiguous.
+    problems.push_back("loss_mask: true is defined for pre_shifted labels only (Megatron), but label_alignment "
+                       "is aligned");
+  }
+  return problems;
+}
+
+void ValidatePolicy(const Policy& policy) {
+  const auto problems = PolicyProblems(policy);
+  if (problems.empty()) return;
+  std::string message = "contradictory policy";
+  if (!policy.preset.empty()) message += " (from preset '" + policy.preset + "')";
+  message += ":";
+  for (const auto& problem : problems) message += "\n  - " + problem;
+  throw InputError(message);
+}
+
+EffectiveDocument Effective(const Document& document, const Policy& policy) {
+  const auto n = document.tokens.size();
+  if (!document.supervised.empty() && document.supervised.size() != n) {
+    throw InputError("document '" + document.uid + "': supervised has " + std::to_string(document.supervised.size()) +
+                     " entries but tokens has " + std::to_string(n));
+  }
+  for (std::size_t k = 0; k < document.supervised.size(); ++k) {
+    if (document.supervised[k] != 0 && document.supervised[k] != 1) {
+      throw InputError("document '" + document.uid + "': supervised[" + std::to_string(k) + "] is " +
+                       std::to_string(document.supervised[k]) + ", expected 0 or 1");
+    }
+  }
+  EffectiveDocument out;
+  out.uid = document.uid;
+  if (policy.bos_id) {
+    out.tokens.push_back(*policy.bos_id);
+    out.supervised.push_back(1);
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    out.tokens.push_back(document.tokens[k]);
+    out.supervised.push_back(document.supervised.empty() ? 1 : document.supervised[k]);
+  }
+  if (policy.eos_id) {
+    out.tokens.push_back(*policy.eos_id);
+    out.supervised.push_back(1);
+  }
+  return out;
+}
+
+std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy) {
+  std::vector<EffectiveDocument> out;
+  std::set<std::string> seen;
+  for (std::size_t d = 0; d < documents.size(); ++d) {
+    if (!seen.insert(documents[d].uid).second) {
+      throw InputError("document " + std::to_string(d) + ": uid '" + documents[d].uid +
+                       "' is used by an earlier document (uids must be unique)");
+    }
+    out.push_back(Effective(documents[d], policy));
+  }
+  return out;
+}
+
+std::vector<Document> MakeDocuments(const std::vector<std::vector<Token>>& token_lists) {
+  std::vector<Document> out;
+  for (std::size_t d = 0; d < token_lists.size(); ++d) out.push_back({"d" + std::to_string(d), token_lists[d], {}});
+  return out;
+}
+
+}  // namespace packoracle

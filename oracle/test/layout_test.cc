@@ -1,0 +1,80 @@
+// The reference layouts on small inputs, checked piece by piece.
+#include <gtest/gtest.h>
+
+#include "packoracle/oracle.h"
+
+namespace packoracle {
+namespace {
+
+const auto kSetB = MakeDocuments({{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10, 11, 12, 13, 14}, {15}});
+
+std::vector<Piece> Pieces(const Layout& layout, std::size_t row) { return layout.rows.at(row).pieces; }
+
+TEST(Layout, SequentialGreedyStartsANewRowWhenTheDocumentDoesNotFit) {
+  const auto layout = SequentialLayout(kSetB, FindPreset("reference").policy, 8);
+  ASSERT_EQ(layout.rows.size(), 2u);
+  EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{0, 0, 0, 5}, {1, 0, 5, 2}}));
+  EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{2, 0, 0, 7}, {3, 0, 7, 1}}));
+  EXPECT_EQ(layout.rows[0].length, 8);  // padded right to the row length
+}
+
+TEST(Layout, SequentialSplitFillsEveryRowLikeSplitAcrossPack) {
+  Policy policy = FindPreset("torchtune-packed").policy;
+  policy.overflow = Overflow::kSplit;
+  const auto layout = SequentialLayout(kSetB, policy, 8);
+  ASSERT_EQ(layout.rows.size(), 2u);  // torchtune no_eos_split_true packs: [1..8], [9..15, pad]
+  EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{0, 0, 0, 5}, {1, 0, 5, 2}, {2, 0, 7, 1}}));
+  EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{2, 1, 0, 6}, {3, 0, 6, 1}}));
+}
+
+TEST(Layout, TruncationKeepsTheFirstRowLengthTokens) {
+  const auto layout = SequentialLayout(MakeDocuments({{1, 2, 3, 4, 5, 6}}), FindPreset("trl-padding-free").policy, 4);
+  ASSERT_EQ(layout.rows.size(), 1u);
+  EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{0, 0, 0, 4}}));
+  EXPECT_EQ(layout.rows[0].length, 4);  // padding none: as long as the content
+}
+
+TEST(Layout, OneDocumentPerRowSplitCutsChunks) {
+  Policy policy = FindPreset("hf-padded").policy;
+  policy.overflow = Overflow::kSplit;
+  const auto layout = OneDocumentPerRow(MakeDocuments({{1, 2, 3, 4, 5}, {6}}), policy, 2);
+  ASSERT_EQ(layout.rows.size(), 4u);
+  EXPECT_EQ(Pieces(layout, 2), (std::vector<Piece>{{0, 4, 0, 1}}));
+  EXPECT_EQ(Pieces(layout, 3), (std::vector<Piece>{{1, 0, 0, 1}}));
+}
+
+TEST(Layout, StreamWindowsWithStrideLAndLPlus1) {
+  Policy policy = FindPreset("llmc").policy;  // bos 0 prepended: stream 0 1 2 3 4 5 0 6 7 0 8 ... (19 tokens)
+  auto layout = StreamWindows(kSetB, policy, 8);
+  ASSERT_EQ(layout.rows.size(), 2u);  // rows while r·8 + 9 <= 19, as llm.c's (N-1)/(B·T)
+  EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{1, 2, 0, 1}, {2, 0, 1, 7}}));
+  policy.stream_stride = StreamStride::kLPlus1;  // torchtitan: one transition per window never trained
+  layout = StreamWindows(kSetB, policy, 8);
+  ASSERT_EQ(layout.rows.size(), 2u);
+  EXPECT_EQ(Pieces(layout, 1).front(), (Piece{2, 0, 0, 8}));  // starts at stream token 9
+}
+
+TEST(Layout, StreamWindowsKeepThePaddedTailUnderPaddingRight) {
+  const auto layout = StreamWindows(MakeDocuments({{11, 12, 13}, {21, 22, 23, 24, 25, 26}}),
+                                    FindPreset("megatron-gpt").policy, 8);
+  ASSERT_EQ(layout.rows.size(), 2u);  // Megatron's validation split: [25 26 EOD pad ...]
+  EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{1, 4, 0, 3}}));
+  EXPECT_EQ(layout.rows[1].length, 8);
+}
+
+TEST(Layout, MicrobatchesAreDealtRoundRobinOverRanks) {
+  Layout layout{4, std::vector<RowLayout>(5)};
+  AssignMicrobatches(layout, 2, 2);  // micro-batches 0 0 1 1 2 → ranks 0 0 1 1 0, micro_steps 0 0 0 0 1
+  std::vector<std::pair<std::int64_t, std::int64_t>> got;
+  for (const auto& row : layout.rows) got.emplace_back(row.rank, row.micro_step);
+  EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {0, 0}, {1, 0}, {1, 0}, {0, 1}}));
+}
+
+TEST(Layout, EmptyDocumentsOccupyNoSlot) {
+  const auto layout = SequentialLayout(MakeDocuments({{}, {1, 2}, {}}), Policy{}, 4);
+  ASSERT_EQ(layout.rows.size(), 1u);
+  EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{1, 0, 0, 2}}));
+}
+
+}  // namespace
+}  // namespace packoracle
