@@ -1,0 +1,21 @@
+# ctest script: installs packoracle from BUILD_DIR into a fresh prefix, builds examples/consumer against it
+# with find_package(packoracle) and runs it. Fails on the first step that fails.
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "ConsumerTest.cmake needs -D${var}=...")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+function(step name)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${name}: ok\n${out}")
+endfunction()
+step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+step("configure consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/consumer
+     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+step("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
+step("run consumer" ${WORK_DIR}/consumer/lesson_denominator)

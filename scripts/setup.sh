@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages packoracle needs (only those missing), then configures and builds it in build/.
+# Used by scripts/run.sh and scripts/test.sh; safe to run again (it only rebuilds what changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(g++ cmake ninja-build pkg-config
+          libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+          libxtensor-dev xtl-dev libxsimd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing missing Debian packages: ${missing[*]}"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$(nproc)"
