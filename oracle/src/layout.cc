@@ -162,11 +162,15 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
   for (auto n : lengths) total += n;
   const std::int64_t stride = policy.stream_stride == StreamStride::kLPlus1 ? row_length + 1 : row_length;
   const bool keep_partial = policy.padding == Padding::kRight;
+  // Under next_in_stream a window's last token is the previous window's row-end target: a partial window
+  // must hold at least one prediction with a target (Megatron makes ceil((N-1)/L) samples); otherwise every
+  // remaining token is kept as an input (TRL wrapped).
+  const std::int64_t partial_limit = policy.row_end_target == RowEndTarget::kNextInStream ? total - 1 : total;
 
   Layout layout{row_length, {}};
   for (std::int64_t s = 0;; s += stride) {
     const bool full_window = s + row_length + 1 <= total;
-    if (!(full_window || (keep_partial && s < total))) break;
+    if (!(full_window || (keep_partial && s < partial_limit))) break;
     // Cut stream tokens [s, min(s + L, N)) into pieces of the documents they belong to.
     RowLayout row;
     const std::int64_t end = std::min(s + row_length, total);

@@ -78,3 +78,18 @@ TEST(Layout, EmptyDocumentsOccupyNoSlot) {
 
 }  // namespace
 }  // namespace packoracle
+
+namespace packoracle {
+namespace {
+
+TEST(Layout, StreamTailUnderNextInStreamNeedsATargetAsMegatronDoes) {
+  // 8 tokens + EOD = 9 = L + 1: one full window whose row-end target is the last token; no second row.
+  const auto docs = MakeDocuments({{1, 2, 3, 4, 5, 6, 7, 8}});
+  EXPECT_EQ(StreamWindows(docs, FindPreset("megatron-gpt").policy, 8).rows.size(), 1u);
+  Policy wrapped = FindPreset("trl-wrapped").policy;  // row_end_target none: every token is an input
+  wrapped.eos_id = 0;
+  EXPECT_EQ(StreamWindows(docs, wrapped, 8).rows.size(), 2u);
+}
+
+}  // namespace
+}  // namespace packoracle

@@ -55,7 +55,9 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
 
 // Stream windows: the effective documents concatenated into one stream of N tokens; row r holds stream
 // tokens [r·s, r·s + L) with s = L (stream_stride "L" or null) or L + 1 ("L+1"). With padding right the
-// last, partial window is kept and padded (every token is an input); with padding none only full windows
+// last, partial window is kept and padded (every token is an input; under row_end_target next_in_stream a
+// window holding only the stream's last token, already the previous row's target, is not made, as Megatron's
+// ceil((N-1)/L) samples); with padding none only full windows
 // are kept, rows while r·s + L + 1 ≤ N (llm.c: the window and its last target), and a stream too short for
 // one window is refused.
 Layout StreamWindows(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
