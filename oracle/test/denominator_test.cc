@@ -91,3 +91,20 @@ TEST(Denominators, AStepWithoutTargetsHasNoObjective) {
 
 }  // namespace
 }  // namespace packoracle
+
+namespace packoracle {
+namespace {
+
+TEST(Denominators, EveryRankAndMicroStepOfTheStepIsListedZeroWhereEmpty) {
+  // Three rows over two ranks: rank 0 gets micro-steps 0 and 1, rank 1 only micro-step 0.
+  const auto docs = MakeDocuments({{1, 2, 3}, {4, 5}, {6, 7, 8, 9}});
+  const Policy& policy = FindPreset("reference").policy;
+  auto layout = OneDocumentPerRow(docs, policy, 4);
+  AssignMicrobatches(layout, 1, 2);
+  const auto counts = Denominators(Materialize(docs, layout, policy));
+  EXPECT_EQ(counts.per_microbatch, (std::map<MicrobatchKey, double>{{{0, 0}, 2}, {{0, 1}, 3}, {{1, 0}, 1}, {{1, 1}, 0}}));
+  EXPECT_EQ(counts.per_rank, (std::map<std::int64_t, double>{{0, 5}, {1, 1}}));
+}
+
+}  // namespace
+}  // namespace packoracle

@@ -45,9 +45,9 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
 // every row in micro-batch 0 of rank 0; AssignMicrobatches spreads them.
 
 // Sequential greedy: documents in order, each into the current row if it fits in the space left, else into a
-// new row. A document longer than L: overflow error → InputError; truncate → its first L tokens; split →
-// every row is filled to the end and the rest of the document continues in the next row (torchtune
-// split_across_pack).
+// new row. A document longer than L: overflow error → InputError; truncate → its first L tokens. Under
+// split every row is filled to the end: any document that does not fit in the space left (not only one
+// longer than L) is cut there and continues in the next row (torchtune split_across_pack).
 Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // One document per row (HF padded batches). Overflow: error, truncate to L, or split into chunks of L.
