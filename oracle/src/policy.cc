@@ -282,6 +282,11 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
                                    "overflow is ") +
                        Name(p.overflow) + " (documents are never split)");
   }
+  if (p.row_end_target != RowEndTarget::kNone && p.label_alignment == LabelAlignment::kAligned) {
+    problems.push_back(std::string("row_end_target: ") + Name(p.row_end_target) +
+                       " gives a row's last slot a target, but under label_alignment: aligned the last slot reads "
+                       "no label (the target of slot i is labels[i+1])");
+  }
   if (p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple < 1) {
     problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) + " needs k >= 1");
   }

@@ -94,6 +94,11 @@ TEST(BadInput, OtherContradictoryKeys) {
   policy.positions = Positions::kRowContinuous;
   EXPECT_THAT(ErrorOf([&] { ValidatePolicy(policy); }), HasSubstr("they never reset"));
   policy = Policy{};
+  policy.label_alignment = LabelAlignment::kAligned;
+  policy.row_end_target = RowEndTarget::kNextInDoc;
+  policy.overflow = Overflow::kSplit;
+  EXPECT_THAT(ErrorOf([&] { ValidatePolicy(policy); }), HasSubstr("the last slot reads no label"));
+  policy = Policy{};
   policy.boundary_source = BoundarySource::kBosOpens;
   EXPECT_THAT(ErrorOf([&] { ValidatePolicy(policy); }), HasSubstr("bos_id is null"));
 }

@@ -17,6 +17,7 @@
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
 #include "packoracle/oracle/presets.h"
+#include "packoracle/properties/candidate.h"
 
 namespace packoracle {
 
@@ -110,6 +111,99 @@ inline rc::Gen<std::vector<std::vector<double>>> ExactLosses(const std::vector<s
       losses.push_back(l);
     }
     return losses;
+  });
+}
+
+// A fuzzing profile (Csmith's swarm idea): drawn once per run, it skews every case of the run towards one
+// corner of the input space, so that a run explores that corner deeply instead of averaging over all.
+struct Profile {
+  std::string name;            // for reports: "edges", "short", "long", "sft", "collide"
+  int token_range = 24;        // token ids drawn from [0, token_range): small ranges collide with pad/eos/bos
+  bool sft_masks = false;      // prompt/completion supervision masks
+  int length_mode = 0;         // 0 edges, 1 short (1..3), 2 long (L..2L+1), 3 anything
+  std::size_t max_documents = 6;
+};
+
+inline const std::vector<Profile>& Profiles() {
+  static const std::vector<Profile> profiles = {
+      {"edges", 24, false, 0, 6}, {"short", 24, false, 1, 8}, {"long", 24, false, 2, 4},
+      {"sft", 24, true, 3, 6},    {"collide", 3, true, 0, 6}};
+  return profiles;
+}
+
+inline rc::Gen<std::int64_t> ProfileLength(const Profile& profile, std::int64_t row_length) {
+  switch (profile.length_mode) {
+    case 1: return rc::gen::inRange<std::int64_t>(1, 4);
+    case 2: return rc::gen::inRange<std::int64_t>(row_length, 2 * row_length + 2);
+    case 3: return rc::gen::inRange<std::int64_t>(1, 2 * row_length + 2);
+    default: return DocumentLength(row_length);
+  }
+}
+
+// Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
+// discarded): the repair sets the key the contradiction names to a value that makes the policy coherent.
+inline rc::Gen<Policy> MixedPolicy() {
+  return rc::gen::exec([] {
+    Policy p = *PresetPolicy();
+    p.preset.clear();
+    if (*rc::gen::arbitrary<bool>()) p.label_alignment = *rc::gen::element(LabelAlignment::kAligned, LabelAlignment::kPreShifted);
+    if (*rc::gen::arbitrary<bool>()) p.attention = *rc::gen::element(Attention::kDocCausal, Attention::kRowCausal);
+    if (*rc::gen::arbitrary<bool>()) p.boundary_target = *rc::gen::element(BoundaryTarget::kExcluded, BoundaryTarget::kIncluded);
+    if (*rc::gen::arbitrary<bool>()) p.positions = *rc::gen::element(Positions::kDocReset, Positions::kRowContinuous);
+    if (*rc::gen::arbitrary<bool>()) p.position_base = *rc::gen::inRange<std::int64_t>(0, 3);
+    if (*rc::gen::arbitrary<bool>()) p.pad_positions = *rc::gen::element(PadPositions::kZero, PadPositions::kContinue, PadPositions::kAny);
+    if (*rc::gen::arbitrary<bool>()) p.overflow = *rc::gen::element(Overflow::kError, Overflow::kTruncate, Overflow::kSplit);
+    if (*rc::gen::arbitrary<bool>()) p.denominator = *rc::gen::element(Denominator::kGlobalTargets, Denominator::kRankMean, Denominator::kMicrobatchMean, Denominator::kAllPositions);
+    if (*rc::gen::arbitrary<bool>()) p.eos_id = *rc::gen::element<std::optional<Token>>(std::nullopt, Token{0}, Token{2});
+    // Repairs: each contradiction of PolicyProblems, resolved.
+    if (p.boundary_source == BoundarySource::kEodCloses && !p.eos_id) p.eos_id = 2;
+    if (p.boundary_source == BoundarySource::kBosOpens && !p.bos_id) p.bos_id = 1;
+    if ((p.boundary_source == BoundarySource::kPositionReset || p.boundary_source == BoundarySource::kPositionStep) &&
+        p.positions != Positions::kDocReset) p.positions = Positions::kDocReset;
+    if (p.attention == Attention::kDocCausal && p.boundary_source == BoundarySource::kNone) p.boundary_source = BoundarySource::kSpans;
+    if (p.row_end_target == RowEndTarget::kNextInDoc && p.overflow != Overflow::kSplit) p.overflow = Overflow::kSplit;
+    if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) p.loss_mask = false;
+    if (p.row_end_target != RowEndTarget::kNone && p.label_alignment == LabelAlignment::kAligned) {
+      p.label_alignment = LabelAlignment::kPreShifted;
+    }
+    return p;
+  });
+}
+
+// One case of a run: the exec protocol's request, sized from the profile.
+inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> policies, std::int64_t max_row_length = 16) {
+  return rc::gen::exec([profile, policies, max_row_length] {
+    PackRequest r;
+    r.policy = policies.empty() ? *rc::gen::weightedOneOf<Policy>({{4, PresetPolicy()}, {1, MixedPolicy()}})
+                                : *rc::gen::elementOf(policies);
+    r.row_length = *rc::gen::inRange<std::int64_t>(1, max_row_length + 1);
+    // Under eod_closes / bos_opens a delimiter id inside a document is itself a boundary: such data cannot be
+    // encoded, whatever the packer does, so documents never contain it (other collisions are kept).
+    std::optional<Token> reserved;
+    if (r.policy.boundary_source == BoundarySource::kEodCloses) reserved = r.policy.eos_id;
+    if (r.policy.boundary_source == BoundarySource::kBosOpens) reserved = r.policy.bos_id;
+    const auto count = *rc::gen::inRange<std::size_t>(0, profile.max_documents + 1);
+    for (std::size_t d = 0; d < count; ++d) {
+      const std::int64_t n = *ProfileLength(profile, r.row_length);
+      Document doc;
+      doc.uid = "d" + std::to_string(d);
+      doc.tokens = *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, profile.token_range));
+      if (reserved)
+        for (auto& t : doc.tokens)
+          if (t == *reserved) t = *reserved + profile.token_range;
+      doc.supervised = profile.sft_masks ? *Supervision(n) : std::vector<int>(static_cast<std::size_t>(n), 1);
+      r.documents.push_back(std::move(doc));
+    }
+    r.micro_batch_rows = *rc::gen::inRange<std::int64_t>(1, 4);
+    r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, 3);
+    // Losses: exact binary fractions k/8, one per effective token (delimiters included).
+    const std::int64_t extra = (r.policy.bos_id ? 1 : 0) + (r.policy.eos_id ? 1 : 0);
+    for (const auto& doc : r.documents) {
+      std::vector<double> l;
+      for (std::int64_t k = 0; k < static_cast<std::int64_t>(doc.tokens.size()) + extra; ++k) l.push_back(*rc::gen::inRange(0, 64) / 8.0);
+      r.target_losses[doc.uid] = l;
+    }
+    return r;
   });
 }
 

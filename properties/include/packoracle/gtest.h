@@ -1,0 +1,114 @@
+// GoogleTest integration: the only packoracle header that needs gtest (link packoracle::gtest).
+//
+// One call, in the spirit of absl's VerifyTypeImplementsAbslHashCorrectly:
+//
+//   TEST(MyPacker, KeepsInvariants) {
+//     EXPECT_TRUE(packoracle::VerifyPackerKeepsInvariants(MyPacker{}));
+//   }
+//
+// or one test per invariant, for any default-constructible candidate type:
+//
+//   INSTANTIATE_TYPED_TEST_SUITE_P(MyPacker, PackerConformance, ::testing::Types<MyPacker>);
+//
+// The failure message is the whole report: the broken invariant, the minimal counterexample, the rows and
+// the attention grid, the reproduce string and a regression test draft. Environment variables steer a run
+// without recompiling: PACKORACLE_CASES (cases per property), PACKORACLE_SEED, PACKORACLE_REPRODUCE (replay
+// one reproduce string), PACKORACLE_PROFILE.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+#include <typeinfo>
+
+#include <gtest/gtest.h>
+
+#include "packoracle/properties/verify.h"
+
+namespace packoracle {
+
+// VerifyOptions with the PACKORACLE_* environment variables applied on top of `base`.
+inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
+  if (const char* cases = std::getenv("PACKORACLE_CASES")) base.cases = std::atoi(cases);
+  if (const char* seed = std::getenv("PACKORACLE_SEED")) base.seed = std::strtoull(seed, nullptr, 10);
+  if (const char* reproduce = std::getenv("PACKORACLE_REPRODUCE")) base.reproduce = std::string(reproduce);
+  if (const char* profile = std::getenv("PACKORACLE_PROFILE")) base.profile = std::string(profile);
+  return base;
+}
+
+inline std::string ReproduceCommand(const std::string& reproduce) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string filter = info ? std::string(info->test_suite_name()) + "." + info->name() : "*";
+  return "PACKORACLE_REPRODUCE=\"" + reproduce + "\" <test binary> --gtest_filter='" + filter + "'";
+}
+
+// Runs the candidate against generated cases; the AssertionResult carries the full report on failure.
+inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOptions options = OptionsFromEnvironment()) {
+  VerifyReport report = Verify(candidate, options);
+  if (report.passed) return ::testing::AssertionSuccess() << report.cases_run << " cases passed";
+  options.reproduce_command = ReproduceCommand(report.reproduce);
+  if (report.counterexample && report.failure) {
+    report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
+  }
+  return ::testing::AssertionFailure() << "\n" << report.text;
+}
+
+template <int&... ExplicitBarrier, class T>
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+::testing::AssertionResult VerifyPackerKeepsInvariants(T candidate_object, VerifyOptions options = OptionsFromEnvironment()) {
+  Candidate candidate = MakeCandidate(typeid(T).name(), std::move(candidate_object));
+  return VerifyCandidate(candidate, std::move(options));
+}
+
+// One given case (a regression): passes when the candidate keeps every invariant on it.
+inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackRequest& request) {
+  VerifyReport report = VerifyOne(candidate, request);
+  if (report.passed) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\n" << report.text;
+}
+
+template <class T>
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request) {
+  Candidate candidate = MakeCandidate(typeid(T).name(), std::move(candidate_object));
+  return CheckOneCase(candidate, request);
+}
+
+// ---- The abstract typed suite: one test per invariant -----------------------------------------------------
+// T must be default-constructible and model Packer, LossReducer and/or AttentionConsumer. Optionally it has
+// `static std::vector<packoracle::Policy> Policies()` naming the policies it implements (default: all).
+
+template <class T>
+class PackerConformance : public ::testing::Test {
+ protected:
+  void Check(Invariant invariant) {
+    std::vector<Policy> policies;
+    if constexpr (requires { T::Policies(); }) policies = T::Policies();
+    Candidate candidate = MakeCandidate(typeid(T).name(), T{}, policies);
+    VerifyOptions options = OptionsFromEnvironment();
+    options.only = invariant;
+    VerifyReport report = Verify(candidate, options);
+    if (report.passed && !report.checked.count(invariant)) {
+      GTEST_SKIP() << Name(invariant) << " is not applicable to this candidate (it lacks the role that produces it)";
+    }
+    if (!report.passed) {
+      options.reproduce_command = ReproduceCommand(report.reproduce);
+      report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
+    }
+    EXPECT_TRUE(report.passed) << "\n" << report.text;
+  }
+};
+
+TYPED_TEST_SUITE_P(PackerConformance);
+TYPED_TEST_P(PackerConformance, Shape) { this->Check(Invariant::kShape); }
+TYPED_TEST_P(PackerConformance, Coverage) { this->Check(Invariant::kCoverage); }
+TYPED_TEST_P(PackerConformance, Segments) { this->Check(Invariant::kSegments); }
+TYPED_TEST_P(PackerConformance, Positions) { this->Check(Invariant::kPositions); }
+TYPED_TEST_P(PackerConformance, Targets) { this->Check(Invariant::kTargets); }
+TYPED_TEST_P(PackerConformance, Attention) { this->Check(Invariant::kAttention); }
+TYPED_TEST_P(PackerConformance, Denominator) { this->Check(Invariant::kDenominator); }
+TYPED_TEST_P(PackerConformance, Loss) { this->Check(Invariant::kLoss); }
+TYPED_TEST_P(PackerConformance, Determinism) { this->Check(Invariant::kDeterminism); }
+REGISTER_TYPED_TEST_SUITE_P(PackerConformance, Shape, Coverage, Segments, Positions, Targets, Attention, Denominator,
+                            Loss, Determinism);
+
+}  // namespace packoracle

@@ -1,0 +1,208 @@
+// The candidate interface: what a packer, a loss reducer or an attention consumer under test must provide.
+//
+// A candidate fills any subset of three roles:
+//   packer              documents → micro-batches of rows with their encodings (and doc_spans, the truth)
+//   loss reducer        rows + per-slot losses → loss_sum, denominator, loss per micro-batch
+//   attention consumer  one row → the dense mask a backend really uses
+// Properties needing a role the candidate lacks are reported as not applicable, never as passed.
+//
+// The types mirror the exec protocol of DESIGN §6 (a request, `microbatch` records, `producer` totals), so
+// the same checks serve an in-process C++ candidate and an external process.
+//
+//   struct MyPacker {
+//     packoracle::PackResult Pack(const packoracle::PackRequest& request);   // the only requirement
+//   };
+//   auto candidate = packoracle::MakeCandidate("my-packer", MyPacker{});
+#pragma once
+
+#include <cstdint>
+#include <concepts>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "packoracle/oracle/document.h"
+#include "packoracle/oracle/policy.h"
+
+namespace packoracle {
+
+// One generated case: the input of a packer (the exec protocol's `request`).
+struct PackRequest {
+  std::int64_t id = 0;
+  std::int64_t row_length = 0;        // L
+  std::int64_t micro_batch_rows = 1;  // rows per micro-batch
+  std::int64_t dp_world_size = 1;     // data-parallel ranks sharing the step
+  Policy policy;                      // fully resolved
+  std::vector<Document> documents;
+  // target_losses[uid][k]: the loss ℓ of predicting token k of that document after the policy's delimiters
+  // are added (entry 0 is used only where the policy makes a document's first token a target).
+  std::map<std::string, std::vector<double>> target_losses;
+};
+
+// The ground truth of where a document piece sits: tokens [doc_offset, doc_offset + length) of the effective
+// document `doc_uid` occupy slots [start, start + length) of the row.
+struct DocSpan {
+  std::string doc_uid;
+  std::int64_t start = 0;
+  std::int64_t length = 0;
+  std::int64_t doc_offset = 0;
+  bool operator==(const DocSpan&) const = default;
+};
+
+// One row as the producer emits it (DESIGN §5). Optional encodings are absent when the producer has none.
+struct CandidateRow {
+  std::vector<Token> input_ids;
+  std::vector<Token> labels;                                // under the policy's label_alignment
+  std::optional<std::vector<double>> loss_mask;             // Megatron; indexed like the targets
+  std::optional<std::vector<std::int64_t>> position_ids;    // as fed to the model
+  std::optional<std::vector<std::int64_t>> cu_seqlens;      // row-local, 0 .. row length
+  std::optional<std::vector<std::int64_t>> seq_lens;        // torchtune style
+  std::optional<std::vector<std::int64_t>> doc_ids;         // -1 for padding
+  std::optional<std::vector<std::int64_t>> attention_mask;  // 2-D per token 0/1 (HF padded)
+  std::vector<DocSpan> doc_spans;                           // required
+  bool operator==(const CandidateRow&) const = default;
+};
+
+// What the producer computed for one micro-batch (DESIGN §5 `producer`).
+struct ProducerTotals {
+  double loss_sum = 0;             // Σ w·ℓ over its valid targets
+  double denominator = 0;          // the number loss_sum was divided by
+  std::string denominator_scope;   // "microbatch" | "step" | "global"
+  std::optional<double> loss;      // loss_sum / denominator
+  bool operator==(const ProducerTotals&) const = default;
+};
+
+struct CandidateMicrobatch {
+  std::int64_t step = 0;
+  std::int64_t micro_step = 0;
+  std::int64_t rank = 0;
+  std::vector<CandidateRow> rows;
+  std::optional<ProducerTotals> producer;
+  bool operator==(const CandidateMicrobatch&) const = default;
+};
+
+// A packer's answer: micro-batches, or a refusal with its reason (exec protocol `error`).
+struct PackResult {
+  std::vector<CandidateMicrobatch> microbatches;
+  std::optional<std::string> refusal;
+  static PackResult Refuse(std::string message) { return {{}, std::move(message)}; }
+  bool operator==(const PackResult&) const = default;
+};
+
+// The input of a loss reducer: the step's micro-batches and, per row and slot, the loss the model gives the
+// prediction at that slot against the labels' target (0 where there is none, as cross-entropy with an ignore
+// index gives). The reducer must weight, count and normalise them as its policy declares.
+struct ReduceRequest {
+  Policy policy;
+  std::int64_t dp_world_size = 1;
+  std::int64_t grad_accum_steps = 1;
+  std::vector<CandidateMicrobatch> microbatches;
+  std::vector<std::vector<std::vector<double>>> slot_losses;  // [microbatch][row][slot]
+};
+
+// One ProducerTotals per micro-batch of the request, in the same order.
+using ReduceResult = std::vector<ProducerTotals>;
+
+// A dense [L][L] mask, 1 where query i may attend key j.
+using DenseMask = std::vector<std::vector<std::uint8_t>>;
+
+// ---- The roles, type-erased ---------------------------------------------------------------------------
+
+class PackerRole {
+ public:
+  virtual ~PackerRole() = default;
+  virtual PackResult Pack(const PackRequest& request) = 0;
+};
+
+class LossReducerRole {
+ public:
+  virtual ~LossReducerRole() = default;
+  virtual ReduceResult Reduce(const ReduceRequest& request) = 0;
+};
+
+class AttentionConsumerRole {
+ public:
+  virtual ~AttentionConsumerRole() = default;
+  // The mask the backend really uses for `row` under `policy`.
+  virtual DenseMask Consume(const CandidateRow& row, const Policy& policy) = 0;
+};
+
+// A candidate under test: a name and any subset of the roles.
+struct Candidate {
+  std::string name;
+  std::shared_ptr<PackerRole> packer;
+  std::shared_ptr<LossReducerRole> reducer;
+  std::shared_ptr<AttentionConsumerRole> consumer;
+  // Policies the candidate implements; empty = it claims every policy it is handed.
+  std::vector<Policy> policies;
+};
+
+// ---- Concepts: what a plain C++ type needs to fill a role ---------------------------------------------
+
+template <class T>
+concept Packer = requires(T& t, const PackRequest& r) {
+  { t.Pack(r) } -> std::convertible_to<PackResult>;
+};
+
+template <class T>
+concept LossReducer = requires(T& t, const ReduceRequest& r) {
+  { t.Reduce(r) } -> std::convertible_to<ReduceResult>;
+};
+
+template <class T>
+concept AttentionConsumer = requires(T& t, const CandidateRow& row, const Policy& p) {
+  { t.Consume(row, p) } -> std::convertible_to<DenseMask>;
+};
+
+namespace internal {
+template <class T>
+struct SharedImpl {
+  std::shared_ptr<T> object;
+};
+template <class T>
+struct PackerAdapter final : PackerRole, SharedImpl<T> {
+  PackResult Pack(const PackRequest& r) override { return this->object->Pack(r); }
+};
+template <class T>
+struct ReducerAdapter final : LossReducerRole, SharedImpl<T> {
+  ReduceResult Reduce(const ReduceRequest& r) override { return this->object->Reduce(r); }
+};
+template <class T>
+struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
+  DenseMask Consume(const CandidateRow& row, const Policy& p) override { return this->object->Consume(row, p); }
+};
+}  // namespace internal
+
+// Wraps any object that models at least one of the concepts; each role it models is filled, sharing the one
+// object (so a packer that also reduces sees its own state).
+template <class T>
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+Candidate MakeCandidate(std::string name, T object, std::vector<Policy> policies = {}) {
+  auto shared = std::make_shared<T>(std::move(object));
+  Candidate c;
+  c.name = std::move(name);
+  c.policies = std::move(policies);
+  if constexpr (Packer<T>) {
+    auto a = std::make_shared<internal::PackerAdapter<T>>();
+    a->object = shared;
+    c.packer = a;
+  }
+  if constexpr (LossReducer<T>) {
+    auto a = std::make_shared<internal::ReducerAdapter<T>>();
+    a->object = shared;
+    c.reducer = a;
+  }
+  if constexpr (AttentionConsumer<T>) {
+    auto a = std::make_shared<internal::ConsumerAdapter<T>>();
+    a->object = shared;
+    c.consumer = a;
+  }
+  return c;
+}
+
+}  // namespace packoracle

@@ -1,0 +1,106 @@
+// The invariants of DESIGN §4, each with a stable name, and the check of one case against all of them.
+//
+// Every failure names one invariant:
+//   shape        every per-token array of a row has the row's length; rows are at most L long (exactly L when
+//                padded to the row length); cu_seqlens start at 0, never decrease, end at the row length
+//   coverage     every document token appears exactly once, in order (or as the overflow policy says); slots
+//                outside the spans are padding; a refusal happens exactly when the policy demands one
+//   segments     the boundaries every encoding implies (cu_seqlens, seq_lens, doc_ids, positions, EOD/BOS
+//                tokens, a 2-D mask) agree with the spans
+//   positions    position ids follow the declared rule
+//   targets      every weighted target is the next token of the same document (or a declared boundary or
+//                row-end target); padding and unsupervised tokens are never targets; supervised ones always are
+//   attention    the context sets equal the declared rule (from the encodings, or the consumer's dense mask)
+//   denominator  the reported denominator equals the count of its declared scope, on the same targets
+//   loss         the reported losses give the declared objective: Σwℓ/Σw over the step for global_targets
+//   determinism  the same input gives the same output, whatever was packed before
+//   efficiency   (reported) utilization; a violation only when asked for
+// A common way to break `targets` is shifting the labels of the whole packed row instead of each document
+// (torchtune before PR #2613); `loss`, averaging micro-batch means under a global token mean (HF before 4.46).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "packoracle/oracle/batch.h"
+#include "packoracle/oracle/denominator.h"
+#include "packoracle/oracle/layout.h"
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle {
+
+enum class Invariant {
+  kShape,
+  kCoverage,
+  kSegments,
+  kPositions,
+  kTargets,
+  kAttention,
+  kDenominator,
+  kLoss,
+  kPackingInvariance,
+  kDeterminism,
+  kEfficiency,
+};
+
+const char* Name(Invariant invariant);
+const char* Statement(Invariant invariant);  // DESIGN §4's sentence
+std::optional<Invariant> ParseInvariant(const std::string& name);
+// The invariants this kit checks today, in report order.
+const std::vector<Invariant>& CheckedInvariants();
+
+struct Violation {
+  Invariant invariant = Invariant::kShape;
+  std::string sentence;        // one sentence: what is wrong and where
+  std::int64_t row = -1;       // index into the step's rows (micro-batches flattened in order), -1: none
+  std::int64_t slot = -1;      // -1: the whole row or step
+  std::string expected;        // short renderings, may be empty
+  std::string actual;
+  std::vector<std::pair<std::int64_t, std::int64_t>> cells;  // attention (query, key) cells that disagree
+};
+
+struct CheckOptions {
+  bool determinism = true;  // pack every case twice, once after an unrelated case
+  bool efficiency = false;  // report utilization below `min_utilization` as a violation
+  double min_utilization = 0.0;
+};
+
+// Everything one case produced, for the verdict and for the report.
+struct CaseResult {
+  std::vector<Violation> violations;      // sorted by invariant; the first is the headline
+  std::set<Invariant> checked;            // invariants that applied and were checked
+  std::set<Invariant> not_applicable;     // needing a role the candidate lacks, or nothing to check
+  std::optional<PackResult> packed;       // the packer's answer
+  std::optional<OracleBatch> oracle;      // the oracle on the candidate's layout (or the reference layout)
+  std::optional<ReduceResult> reduced;    // the reducer's answer
+  double utilization = 0;                 // non-pad slots / slots
+  std::optional<double> declared_objective;  // the step objective the producer's totals give
+  std::optional<double> token_mean;          // Σwℓ/Σw over the step (none without targets)
+  bool passed() const { return violations.empty(); }
+};
+
+// Checks one case against every invariant the candidate's roles allow. Never throws for a candidate's
+// misbehaviour (a throw from the candidate is reported as that case's failure); throws InputError when the
+// request itself is invalid (a bug in the caller, not the candidate).
+CaseResult CheckCase(Candidate& candidate, const PackRequest& request, const CheckOptions& options = {});
+
+// The oracle's rows for a layout as a correct producer emits them (every encoding the policy's systems use),
+// with producer totals under the policy's denominator: the reference packer's output.
+std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch, const PackRequest& request);
+
+// The reference packer of the kit: DefaultLayout, Materialize, ReferenceMicrobatches. Passes every invariant
+// for every policy.
+Candidate ReferenceCandidate();
+
+// The layout a packer's doc_spans describe (micro-batches flattened in order); throws InputError naming the
+// micro-batch, row and span when a span names an unknown document.
+Layout LayoutFromSpans(const std::vector<CandidateMicrobatch>& microbatches, const std::vector<EffectiveDocument>& docs,
+                       std::int64_t row_length);
+
+// Per-target losses of a request as the oracle indexes them (by effective document).
+TargetLosses LossesOf(const PackRequest& request, const std::vector<EffectiveDocument>& docs);
+
+}  // namespace packoracle

@@ -1,0 +1,68 @@
+// Verification entry points: run a candidate against generated cases, shrink the first failure to a minimal
+// counterexample, and report it in a form a person reads in ten seconds.
+//
+//   packoracle::VerifyReport report = packoracle::Verify(candidate, {.cases = 300});
+//   if (!report.passed) std::cerr << report.text;
+//
+// With GoogleTest, prefer packoracle/gtest.h: EXPECT_TRUE(packoracle::VerifyPackerKeepsInvariants(packer)).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "packoracle/properties/candidate.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle {
+
+struct VerifyOptions {
+  int cases = 200;                       // generated cases before declaring a pass
+  std::uint64_t seed = 20261129;         // the run's seed: the same seed gives the same cases
+  std::int64_t max_row_length = 16;
+  std::optional<Invariant> only;         // fail only on this invariant (one gtest per invariant)
+  std::optional<std::string> profile;    // a profile name (generators.h Profiles()); default: drawn from seed
+  bool shrink = true;
+  int max_shrink_steps = 2000;           // candidate evaluations spent shrinking
+  CheckOptions check;
+  std::optional<std::string> reproduce;  // replay exactly the case of a reproduce string, then stop
+  std::string reproduce_command;         // how a person reruns this run (shown in reports), e.g. a gtest filter
+};
+
+struct VerifyReport {
+  std::string candidate;
+  bool passed = true;
+  int cases_run = 0;                     // cases generated and checked
+  int cases_to_failure = 0;              // 1-based index of the first failing case (0: none)
+  int shrinks = 0;                       // successful shrink steps
+  std::string profile;
+  std::set<Invariant> checked;           // checked on at least one case
+  std::set<Invariant> not_applicable;    // never applicable (a role the candidate lacks)
+  std::optional<PackRequest> counterexample;  // the minimal failing case
+  std::optional<CaseResult> failure;          // what it produced
+  std::string reproduce;                 // the reproduce string of the minimal case
+  std::string text;                      // the whole report (empty when passed)
+  // The headline invariant of the failure.
+  std::optional<Invariant> broken() const {
+    if (!failure || failure->violations.empty()) return std::nullopt;
+    return failure->violations.front().invariant;
+  }
+  // Documents and tokens of the counterexample.
+  std::size_t counterexample_documents() const;
+  std::size_t counterexample_tokens() const;
+};
+
+VerifyReport Verify(Candidate& candidate, const VerifyOptions& options = {});
+
+// Checks one given case (e.g. a saved regression) and reports it the same way.
+VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const VerifyOptions& options = {});
+
+// The human-readable report of a failing case: the broken invariant in one sentence, the policy, the
+// documents, the rows involved, the attention grid with disagreeing cells marked, denominators and losses,
+// the reproduce string and a regression test draft.
+std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
+                          const VerifyReport& run, const VerifyOptions& options);
+
+}  // namespace packoracle

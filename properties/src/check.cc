@@ -1,0 +1,773 @@
+// CheckCase: one case against every invariant the candidate's roles allow.
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <map>
+#include <sstream>
+
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle {
+namespace {
+
+template <class T>
+std::string Show(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? " " : "") << v[i];
+  return os.str() + "]";
+}
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+bool Close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
+
+// The rows of a step, micro-batches flattened in order, with their position for messages.
+struct RowRef {
+  const CandidateRow* row;
+  std::size_t microbatch;
+  std::size_t index_in_microbatch;
+};
+
+std::vector<RowRef> Flatten(const std::vector<CandidateMicrobatch>& mbs) {
+  std::vector<RowRef> out;
+  for (std::size_t m = 0; m < mbs.size(); ++m)
+    for (std::size_t r = 0; r < mbs[m].rows.size(); ++r) out.push_back({&mbs[m].rows[r], m, r});
+  return out;
+}
+
+class Checker {
+ public:
+  Checker(Candidate& candidate, const PackRequest& request, const CheckOptions& options, CaseResult& result)
+      : candidate_(candidate), request_(request), options_(options), result_(result),
+        policy_(request.policy), docs_(Effective(request.documents, request.policy)) {}
+
+  void Run();
+
+ private:
+  void Add(Invariant inv, std::string sentence, std::int64_t row = -1, std::int64_t slot = -1, std::string expected = "",
+           std::string actual = "") {
+    result_.violations.push_back({inv, std::move(sentence), row, slot, std::move(expected), std::move(actual), {}});
+  }
+  bool Has(Invariant inv) const {
+    return std::any_of(result_.violations.begin(), result_.violations.end(),
+                       [inv](const Violation& v) { return v.invariant == inv; });
+  }
+  std::string At(std::size_t flat_row, std::int64_t slot = -1) const {
+    const RowRef& ref = rows_[flat_row];
+    std::string s = "micro-batch " + std::to_string(ref.microbatch) + " row " + std::to_string(ref.index_in_microbatch);
+    if (slot >= 0) s += " slot " + std::to_string(slot);
+    return s;
+  }
+
+  // A refusal is demanded when overflow is error and a document is longer than the row, or when the policy
+  // cuts full stream windows only (stream_stride set, padding none: llm.c) and the stream is non-empty but
+  // shorter than one window and its last target (L + 1 tokens).
+  bool PolicyDemandsRefusal() const {
+    std::int64_t total = 0;
+    bool overlong = false;
+    for (const auto& d : docs_) {
+      total += d.size();
+      overlong = overlong || d.size() > request_.row_length;
+    }
+    const bool stream_only_full = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+    if (stream_only_full) return total > 0 && total < request_.row_length + 1;
+    return policy_.overflow == Overflow::kError && overlong;
+  }
+
+  void CheckPacker();
+  bool CheckShape();
+  bool CheckCoverage();
+  void CheckSegments();
+  void CheckPositions();
+  void CheckTargets();
+  void CheckBoundaryEncodingPresent();
+  void CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                   const std::string& who);
+  void CheckReducer();
+  void CheckConsumer();
+
+  Candidate& candidate_;
+  const PackRequest& request_;
+  const CheckOptions& options_;
+  CaseResult& result_;
+  const Policy& policy_;
+  std::vector<EffectiveDocument> docs_;
+  std::vector<CandidateMicrobatch> microbatches_;  // the packer's, or the reference's when there is no packer
+  std::vector<RowRef> rows_;
+  bool rows_are_candidates_ = false;
+};
+
+void Checker::Run() {
+  if (candidate_.packer) {
+    CheckPacker();
+  } else {
+    for (auto inv : {Invariant::kShape, Invariant::kCoverage, Invariant::kSegments, Invariant::kPositions,
+                     Invariant::kTargets, Invariant::kDeterminism})
+      result_.not_applicable.insert(inv);
+    // Reducers and consumers are fed the reference packer's rows.
+    Layout layout;
+    try {
+      layout = DefaultLayout(request_.documents, policy_, request_.row_length);
+    } catch (const InputError&) {
+      return;  // the policy refuses this input: nothing for a reducer or consumer to see
+    }
+    AssignMicrobatches(layout, request_.micro_batch_rows, request_.dp_world_size);
+    result_.oracle = Materialize(request_.documents, layout, policy_);
+    microbatches_ = ReferenceMicrobatches(*result_.oracle, request_);
+    for (auto& mb : microbatches_) mb.producer.reset();
+    rows_ = Flatten(microbatches_);
+  }
+  if (result_.oracle) {
+    const auto losses = LossesOf(request_, result_.oracle->documents);
+    const auto token_mean = Objective(*result_.oracle, losses, Denominator::kGlobalTargets);
+    if (token_mean.has_targets) result_.token_mean = token_mean.value;
+  }
+  if (candidate_.reducer) {
+    CheckReducer();
+  } else if (!(rows_are_candidates_ && std::any_of(microbatches_.begin(), microbatches_.end(),
+                                                  [](const CandidateMicrobatch& m) { return m.producer.has_value(); }))) {
+    result_.not_applicable.insert(Invariant::kDenominator);
+    result_.not_applicable.insert(Invariant::kLoss);
+  }
+  if (candidate_.consumer) {
+    CheckConsumer();
+  } else if (!candidate_.packer) {
+    result_.not_applicable.insert(Invariant::kAttention);
+  }
+  std::stable_sort(result_.violations.begin(), result_.violations.end(),
+                   [](const Violation& a, const Violation& b) { return a.invariant < b.invariant; });
+  for (const auto& v : result_.violations) result_.not_applicable.erase(v.invariant);
+}
+
+void Checker::CheckPacker() {
+  PackResult out;
+  try {
+    out = candidate_.packer->Pack(request_);
+  } catch (const std::exception& e) {
+    out = PackResult::Refuse(std::string("the packer threw: ") + e.what());
+  }
+  result_.packed = out;
+  result_.checked.insert(Invariant::kCoverage);
+
+  // determinism: the same request again, after an unrelated one, gives the same output.
+  if (options_.determinism) {
+    result_.checked.insert(Invariant::kDeterminism);
+    PackRequest decoy = request_;
+    std::reverse(decoy.documents.begin(), decoy.documents.end());
+    decoy.id = request_.id + 1;
+    PackResult again;
+    try {
+      candidate_.packer->Pack(decoy);
+      again = candidate_.packer->Pack(request_);
+    } catch (const std::exception& e) {
+      again = PackResult::Refuse(std::string("the packer threw: ") + e.what());
+    }
+    if (!(again == out)) {
+      Add(Invariant::kDeterminism,
+          "packing the same documents again, after packing them in another order, gave a different output");
+    }
+  }
+
+  const bool demanded = PolicyDemandsRefusal();
+  if (out.refusal) {
+    if (!demanded) {
+      Add(Invariant::kCoverage, "the packer refused an input its policy accepts: " + *out.refusal);
+    }
+    return;
+  }
+  if (demanded) {
+    Add(Invariant::kCoverage, "the policy demands a refusal (a document longer than the row length " +
+                                  std::to_string(request_.row_length) +
+                                  " under overflow: error, or a stream shorter than one full window), but the packer "
+                                  "did not refuse");
+    return;
+  }
+  microbatches_ = out.microbatches;
+  rows_ = Flatten(microbatches_);
+  rows_are_candidates_ = true;
+  result_.checked.insert(Invariant::kShape);
+  if (!CheckShape()) return;
+  if (!CheckCoverage()) return;
+
+  Layout layout = LayoutFromSpans(microbatches_, docs_, request_.row_length);
+  result_.oracle = Materialize(request_.documents, layout, policy_);
+  std::int64_t slots = 0, used = 0;
+  for (const auto& row : result_.oracle->rows) {
+    slots += row.length();
+    for (const auto& s : row.slots) used += s.is_pad() ? 0 : 1;
+  }
+  result_.utilization = slots > 0 ? static_cast<double>(used) / static_cast<double>(slots) : 1.0;
+  if (options_.efficiency) {
+    result_.checked.insert(Invariant::kEfficiency);
+    if (result_.utilization < options_.min_utilization) {
+      Add(Invariant::kEfficiency, "utilization " + Num(result_.utilization) + " is below the required " +
+                                      Num(options_.min_utilization));
+    }
+  }
+  CheckSegments();
+  CheckPositions();
+  CheckTargets();
+  CheckBoundaryEncodingPresent();
+  std::vector<ProducerTotals> totals;
+  for (const auto& mb : microbatches_)
+    if (mb.producer) totals.push_back(*mb.producer);
+  if (!totals.empty()) {
+    if (totals.size() != microbatches_.size()) {
+      Add(Invariant::kDenominator, "only " + std::to_string(totals.size()) + " of " +
+                                       std::to_string(microbatches_.size()) + " micro-batches report producer totals");
+    } else {
+      CheckTotals(microbatches_, totals, "the packer");
+    }
+  }
+}
+
+bool Checker::CheckShape() {
+  const std::size_t before = result_.violations.size();
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    const auto n = static_cast<std::int64_t>(row.input_ids.size());
+    auto same_length = [&](const char* field, std::size_t size) {
+      if (static_cast<std::int64_t>(size) != n) {
+        Add(Invariant::kShape, At(r) + ": " + field + " has " + std::to_string(size) + " entries, input_ids has " +
+                                   std::to_string(n), static_cast<std::int64_t>(r), -1, std::to_string(n), std::to_string(size));
+      }
+    };
+    same_length("labels", row.labels.size());
+    if (row.loss_mask) same_length("loss_mask", row.loss_mask->size());
+    if (row.position_ids) same_length("position_ids", row.position_ids->size());
+    if (row.doc_ids) same_length("doc_ids", row.doc_ids->size());
+    if (row.attention_mask) same_length("attention_mask", row.attention_mask->size());
+    if (policy_.loss_mask && !row.loss_mask) {
+      Add(Invariant::kShape, At(r) + ": the policy has loss_mask: true but the row has no loss_mask",
+          static_cast<std::int64_t>(r));
+    }
+    if (n > request_.row_length) {
+      Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, more than the row length " +
+                                 std::to_string(request_.row_length), static_cast<std::int64_t>(r));
+    }
+    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kRowLen && n != request_.row_length) {
+      Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, but the policy pads every row to " +
+                                 std::to_string(request_.row_length), static_cast<std::int64_t>(r));
+    }
+    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kMultipleOf &&
+        n % policy_.pad_to.multiple != 0) {
+      Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, not a multiple of " +
+                                 std::to_string(policy_.pad_to.multiple), static_cast<std::int64_t>(r));
+    }
+    if (row.cu_seqlens) {
+      const auto& cu = *row.cu_seqlens;
+      bool monotone = true;
+      for (std::size_t k = 1; k < cu.size(); ++k) monotone = monotone && cu[k] >= cu[k - 1];
+      if (cu.empty() || cu.front() != 0 || cu.back() != n || !monotone) {
+        Add(Invariant::kShape, At(r) + ": cu_seqlens " + Show(cu) + " must start at 0, never decrease and end at " +
+                                   std::to_string(n), static_cast<std::int64_t>(r));
+      }
+    }
+    if (row.seq_lens) {
+      std::int64_t sum = 0;
+      bool nonnegative = true;
+      for (auto v : *row.seq_lens) {
+        sum += v;
+        nonnegative = nonnegative && v >= 0;
+      }
+      if (sum != n || !nonnegative) {
+        Add(Invariant::kShape, At(r) + ": seq_lens " + Show(*row.seq_lens) + " must be non-negative and sum to " +
+                                   std::to_string(n), static_cast<std::int64_t>(r));
+      }
+    }
+  }
+  return result_.violations.size() == before;
+}
+
+bool Checker::CheckCoverage() {
+  const std::size_t before = result_.violations.size();
+  std::map<std::string, std::size_t> index;
+  for (std::size_t d = 0; d < docs_.size(); ++d) index[docs_[d].uid] = d;
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces(docs_.size());  // (offset, length), in order
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    const auto n = static_cast<std::int64_t>(row.input_ids.size());
+    std::vector<int> covered(static_cast<std::size_t>(n), 0);
+    for (const DocSpan& span : row.doc_spans) {
+      auto it = index.find(span.doc_uid);
+      if (it == index.end()) {
+        Add(Invariant::kCoverage, At(r) + ": a span names document '" + span.doc_uid + "', which is not in the input",
+            static_cast<std::int64_t>(r));
+        continue;
+      }
+      const EffectiveDocument& doc = docs_[it->second];
+      if (span.length <= 0 || span.start < 0 || span.start + span.length > n || span.doc_offset < 0 ||
+          span.doc_offset + span.length > doc.size()) {
+        Add(Invariant::kCoverage, At(r) + ": span of '" + doc.uid + "' (start " + std::to_string(span.start) +
+                                      ", length " + std::to_string(span.length) + ", doc_offset " +
+                                      std::to_string(span.doc_offset) + ") lies outside its row or its document",
+            static_cast<std::int64_t>(r));
+        continue;
+      }
+      for (std::int64_t t = 0; t < span.length; ++t) {
+        const auto slot = static_cast<std::size_t>(span.start + t);
+        if (covered[slot]++) {
+          Add(Invariant::kCoverage, At(r, span.start + t) + " is claimed by two spans", static_cast<std::int64_t>(r),
+              span.start + t);
+        }
+        const Token want = doc.tokens[static_cast<std::size_t>(span.doc_offset + t)];
+        if (row.input_ids[slot] != want) {
+          Add(Invariant::kCoverage,
+              At(r, span.start + t) + " holds " + std::to_string(row.input_ids[slot]) + " but its span says token " +
+                  std::to_string(span.doc_offset + t) + " of '" + doc.uid + "', which is " + std::to_string(want),
+              static_cast<std::int64_t>(r), span.start + t, std::to_string(want), std::to_string(row.input_ids[slot]));
+        }
+      }
+      pieces[it->second].push_back({span.doc_offset, span.length});
+    }
+    // Slots outside the spans are padding: the pad id, and under right padding only at the row's end.
+    bool seen_pad = false;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto slot = static_cast<std::size_t>(i);
+      if (!covered[slot]) {
+        seen_pad = true;
+        if (row.input_ids[slot] != policy_.pad_id) {
+          Add(Invariant::kCoverage, At(r, i) + " holds " + std::to_string(row.input_ids[slot]) +
+                                        ", which is neither a document token (no span covers it) nor the pad id " +
+                                        std::to_string(policy_.pad_id),
+              static_cast<std::int64_t>(r), i);
+        }
+        if (policy_.padding == Padding::kNone) {
+          Add(Invariant::kCoverage, At(r, i) + " is padding, but the policy has padding: none",
+              static_cast<std::int64_t>(r), i);
+        }
+      } else if (seen_pad && policy_.padding == Padding::kRight) {
+        Add(Invariant::kCoverage, At(r, i) + " holds a document token after padding (right padding only)",
+            static_cast<std::int64_t>(r), i);
+      }
+    }
+  }
+  if (result_.violations.size() != before) return false;
+
+  // Every document, piece by piece in row order, tiles its tokens exactly once (or as the overflow policy
+  // says: a truncated document keeps a prefix; only split policies cut a document into several pieces).
+  const bool stream = policy_.stream_stride != StreamStride::kNone;
+  std::int64_t last_doc = -1;
+  for (std::size_t d = 0; d < docs_.size(); ++d)
+    if (docs_[d].size() > 0) last_doc = static_cast<std::int64_t>(d);
+  for (std::size_t d = 0; d < docs_.size(); ++d) {
+    const EffectiveDocument& doc = docs_[d];
+    std::int64_t next = 0;
+    for (const auto& [offset, length] : pieces[d]) {
+      if (offset != next) {
+        Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " + std::to_string(offset) +
+                                      " where token " + std::to_string(next) + " was expected (tokens " +
+                                      (offset > next ? "dropped" : "repeated") + ")",
+            -1, -1, std::to_string(next), std::to_string(offset));
+        return false;
+      }
+      next += length;
+    }
+    if (pieces[d].size() > 1 && policy_.overflow != Overflow::kSplit) {
+      Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
+                                    " pieces, but the policy says overflow: " + Name(policy_.overflow));
+    }
+    if (next == doc.size()) continue;
+    if (policy_.overflow == Overflow::kTruncate && next >= std::min(doc.size(), request_.row_length)) continue;
+    if (stream && policy_.padding == Padding::kNone) continue;  // full windows only: the tail may be dropped
+    if (stream && policy_.row_end_target == RowEndTarget::kNextInStream && static_cast<std::int64_t>(d) == last_doc &&
+        next == doc.size() - 1) {
+      continue;  // the stream's last token is the previous row's row-end target
+    }
+    Add(Invariant::kCoverage, "document '" + doc.uid + "': only " + std::to_string(next) + " of its " +
+                                  std::to_string(doc.size()) + " tokens are packed",
+        -1, -1, std::to_string(doc.size()), std::to_string(next));
+  }
+  return result_.violations.size() == before;
+}
+
+// Segment starts at non-padding slots: every encoding must put them exactly where documents start. (How
+// padding is cut into segments differs between systems and never reaches a loss.)
+std::vector<std::int64_t> RealStarts(const SegmentStarts& starts, const OracleRow& row) {
+  std::vector<std::int64_t> out;
+  for (auto s : starts)
+    if (!row.slots[static_cast<std::size_t>(s)].is_pad()) out.push_back(s);
+  return out;
+}
+
+void Checker::CheckSegments() {
+  result_.checked.insert(Invariant::kSegments);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    const OracleRow& truth_row = result_.oracle->rows[r];
+    const auto truth = RealStarts(TrueSegmentStarts(truth_row), truth_row);
+    const auto n = truth_row.length();
+    auto compare = [&](const char* encoding, const SegmentStarts& derived) {
+      const auto got = RealStarts(derived, truth_row);
+      if (got != truth) {
+        Add(Invariant::kSegments, At(r) + ": " + encoding + " put document starts at " + Show(got) +
+                                      ", the spans at " + Show(truth), static_cast<std::int64_t>(r), -1, Show(truth), Show(got));
+      }
+    };
+    if (row.cu_seqlens) compare("cu_seqlens", FromCuSeqlens(*row.cu_seqlens, n));
+    if (row.seq_lens) compare("seq_lens", FromSeqLens(*row.seq_lens, n));
+    if (row.doc_ids) compare("doc_ids", FromDocIds(*row.doc_ids));
+    if (row.position_ids && policy_.boundary_source == BoundarySource::kPositionReset) {
+      compare("position_ids (a segment starts where position == base, as the flash path reads them)",
+              FromPositionReset(*row.position_ids, policy_.position_base));
+    }
+    if (row.position_ids && policy_.boundary_source == BoundarySource::kPositionStep) {
+      compare("position_ids (a segment starts where positions do not step by 1, as SDPA reads them)",
+              FromPositionStep(*row.position_ids));
+    }
+    if (policy_.boundary_source == BoundarySource::kEodCloses && policy_.eos_id) {
+      compare("EOD tokens", FromEodCloses(row.input_ids, *policy_.eos_id));
+    }
+    if (policy_.boundary_source == BoundarySource::kBosOpens && policy_.bos_id) {
+      compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id));
+    }
+    if (row.attention_mask) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const bool pad = truth_row.slots[static_cast<std::size_t>(i)].is_pad();
+        if ((*row.attention_mask)[static_cast<std::size_t>(i)] != (pad ? 0 : 1)) {
+          Add(Invariant::kSegments, At(r, i) + ": the 2-D attention_mask says " +
+                                        std::to_string((*row.attention_mask)[static_cast<std::size_t>(i)]) +
+                                        " but the slot is " + (pad ? "padding" : "a document token"),
+              static_cast<std::int64_t>(r), i);
+          break;
+        }
+      }
+      const bool has_zeros = std::find(row.attention_mask->begin(), row.attention_mask->end(), 0) != row.attention_mask->end();
+      if (has_zeros && policy_.attention == Attention::kDocCausal && truth.size() > 1 && !row.cu_seqlens) {
+        Add(Invariant::kSegments,
+            At(r) + ": a 2-D attention_mask with zeros next to several documents: the HF flash path unpads by the "
+                    "mask (one sequence per row) and ignores the position resets, so documents see each other",
+            static_cast<std::int64_t>(r));
+      }
+    }
+  }
+}
+
+void Checker::CheckBoundaryEncodingPresent() {
+  // Under doc_causal the declared boundary encoding must be there for a backend to read.
+  if (policy_.attention != Attention::kDocCausal) return;
+  result_.checked.insert(Invariant::kAttention);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    bool present = true;
+    switch (policy_.boundary_source) {
+      case BoundarySource::kCuSeqlens: present = row.cu_seqlens.has_value(); break;
+      case BoundarySource::kSeqLens: present = row.seq_lens.has_value(); break;
+      case BoundarySource::kDocIds: present = row.doc_ids.has_value(); break;
+      case BoundarySource::kPositionReset:
+      case BoundarySource::kPositionStep: present = row.position_ids.has_value(); break;
+      default: break;
+    }
+    if (!present) {
+      Add(Invariant::kAttention, At(r) + std::string(": the policy isolates documents through ") +
+                                     Name(policy_.boundary_source) +
+                                     ", which the row lacks: a backend would attend across documents",
+          static_cast<std::int64_t>(r));
+    }
+  }
+}
+
+void Checker::CheckPositions() {
+  result_.checked.insert(Invariant::kPositions);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    const OracleRow& want = result_.oracle->rows[r];
+    if (!row.position_ids) {
+      // Without position ids the model counts 0..n-1 along the row: right only for row_continuous at base 0.
+      if (policy_.positions == Positions::kDocReset || policy_.position_base != 0) {
+        bool single_piece_at_start = true;  // one document starting at offset 0: default positions are right
+        for (const auto& s : want.slots)
+          if (!s.is_pad() && (s.piece != want.slots[0].piece || want.slots[0].offset != 0)) single_piece_at_start = false;
+        if (!(single_piece_at_start && policy_.position_base == 0 && policy_.split_positions != SplitPositions::kModulo)) {
+          Add(Invariant::kPositions, At(r) + ": no position_ids, so the model counts along the row, but the policy "
+                                             "resets positions per document",
+              static_cast<std::int64_t>(r));
+        }
+      }
+      continue;
+    }
+    for (std::size_t i = 0; i < want.position_ids.size(); ++i) {
+      if (want.position_ids[i] && (*row.position_ids)[i] != *want.position_ids[i]) {
+        std::vector<std::string> w, g;
+        for (std::size_t k = 0; k < want.position_ids.size(); ++k) {
+          w.push_back(want.position_ids[k] ? std::to_string(*want.position_ids[k]) : "*");
+          g.push_back(std::to_string((*row.position_ids)[k]));
+        }
+        Add(Invariant::kPositions, At(r, static_cast<std::int64_t>(i)) + ": position " +
+                                       std::to_string((*row.position_ids)[i]) + ", the policy says " +
+                                       std::to_string(*want.position_ids[i]),
+            static_cast<std::int64_t>(r), static_cast<std::int64_t>(i), Show(w), Show(g));
+        break;
+      }
+    }
+  }
+}
+
+void Checker::CheckTargets() {
+  result_.checked.insert(Invariant::kTargets);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const CandidateRow& row = *rows_[r].row;
+    const OracleRow& want = result_.oracle->rows[r];
+    if (row.loss_mask) {
+      for (std::size_t i = 0; i < row.loss_mask->size(); ++i) {
+        const double m = (*row.loss_mask)[i];
+        if (m != 0.0 && m != 1.0) {
+          Add(Invariant::kTargets, At(r, static_cast<std::int64_t>(i)) + ": loss_mask is " + Num(m) + ", not 0 or 1",
+              static_cast<std::int64_t>(r), static_cast<std::int64_t>(i), "0 or 1", Num(m));
+          return;
+        }
+      }
+    }
+    std::vector<DecodedTarget> got;
+    try {
+      got = DecodeTargets(row.labels, row.loss_mask ? &*row.loss_mask : nullptr, policy_);
+    } catch (const InputError& e) {
+      Add(Invariant::kTargets, At(r) + ": " + e.what(), static_cast<std::int64_t>(r));
+      continue;
+    }
+    for (std::size_t i = 0; i < want.predictions.size(); ++i) {
+      const Prediction& p = want.predictions[i];
+      const Slot& s = want.slots[i];
+      const auto slot = static_cast<std::int64_t>(i);
+      if (got[i].weight != p.weight) {
+        std::string why;
+        if (s.is_pad()) why = "padding is never an input of a target";
+        else if (p.kind == TargetKind::kBoundary && p.weight == 0) why = "it would predict the first token of the next document, and the policy excludes boundary targets";
+        else if (p.kind == TargetKind::kNone) why = "it has no next token in its document under the policy";
+        else if (p.weight == 0) why = "its target token is not supervised";
+        else why = "its target, token " + std::to_string(p.target_offset) + " of '" +
+                   result_.oracle->documents[static_cast<std::size_t>(p.target_doc)].uid + "', is supervised";
+        Add(Invariant::kTargets, At(r, slot) + ": prediction has weight " + Num(got[i].weight) + ", expected " +
+                                     Num(p.weight) + " (" + why + ")",
+            static_cast<std::int64_t>(r), slot, Num(p.weight), Num(got[i].weight));
+        return;
+      }
+      if (p.weight > 0 && got[i].target != p.target) {
+        Add(Invariant::kTargets, At(r, slot) + ": prediction targets " + std::to_string(got[i].target) +
+                                     ", but the next token of its document is " + std::to_string(p.target),
+            static_cast<std::int64_t>(r), slot, std::to_string(p.target), std::to_string(got[i].target));
+        return;
+      }
+    }
+  }
+}
+
+// Counts of the oracle's rows under the policy's basis, per scope.
+struct ScopeCounts {
+  double global = 0;
+  std::map<std::int64_t, double> per_rank;
+  std::vector<double> per_microbatch;
+  std::vector<double> loss_sums;
+};
+
+void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                          const std::string& who) {
+  result_.checked.insert(Invariant::kDenominator);
+  result_.checked.insert(Invariant::kLoss);
+  const OracleBatch& batch = *result_.oracle;
+  const auto losses = LossesOf(request_, batch.documents);
+  ScopeCounts counts;
+  std::size_t flat = 0;
+  for (const auto& mb : mbs) {
+    double n = 0, s = 0;
+    for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
+      const OracleRow& row = batch.rows[flat];
+      if (policy_.denominator == Denominator::kAllPositions) {
+        n += static_cast<double>(row.length());
+      } else if (policy_.count_basis == CountBasis::kUnshiftedLabels) {
+        for (Token label : row.labels) n += label != policy_.ignore_index ? 1 : 0;
+      } else {
+        for (const auto& p : row.predictions) n += p.weight;
+      }
+      for (const auto& p : row.predictions)
+        if (p.weight > 0) s += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+    }
+    counts.per_microbatch.push_back(n);
+    counts.loss_sums.push_back(s);
+    counts.per_rank[mb.rank] += n;
+    counts.global += n;
+  }
+  bool totals_ok = true;
+  for (std::size_t m = 0; m < totals.size(); ++m) {
+    const ProducerTotals& t = totals[m];
+    const std::string where = who + ", micro-batch " + std::to_string(m);
+    if (!std::isfinite(t.loss_sum) || !std::isfinite(t.denominator) || (t.loss && !std::isfinite(*t.loss))) {
+      Add(Invariant::kLoss, where + ": a non-finite loss_sum, denominator or loss (" + Num(t.loss_sum) + ", " +
+                                Num(t.denominator) + ", " + (t.loss ? Num(*t.loss) : std::string("-")) +
+                                "): zero valid targets must be reported, never divided");
+      totals_ok = false;
+      continue;
+    }
+    double expected = 0;
+    if (t.denominator_scope == "microbatch") expected = counts.per_microbatch[m];
+    else if (t.denominator_scope == "step") expected = counts.per_rank[mbs[m].rank];
+    else if (t.denominator_scope == "global") expected = counts.global;
+    else {
+      Add(Invariant::kDenominator, where + ": denominator_scope '" + t.denominator_scope +
+                                       "' is none of microbatch, step, global");
+      totals_ok = false;
+      continue;
+    }
+    const bool empty_ok = expected == 0 && (t.denominator == 0 || t.denominator == 1);  // max(1, n) clamps
+    if (policy_.denominator != Denominator::kSequenceMean && !Close(t.denominator, expected) && !empty_ok) {
+      Add(Invariant::kDenominator, where + ": divided by " + Num(t.denominator) + ", but its " + t.denominator_scope +
+                                       " has " + Num(expected) + " " +
+                                       (policy_.denominator == Denominator::kAllPositions ? "positions" : "valid targets"),
+          -1, -1, Num(expected), Num(t.denominator));
+      totals_ok = false;
+    }
+    if (!Close(t.loss_sum, counts.loss_sums[m])) {
+      Add(Invariant::kLoss, where + ": loss_sum " + Num(t.loss_sum) + ", but Σwℓ of its valid targets is " +
+                                Num(counts.loss_sums[m]), -1, -1, Num(counts.loss_sums[m]), Num(t.loss_sum));
+      totals_ok = false;
+    } else if (t.loss && t.denominator > 0 && !Close(*t.loss, t.loss_sum / t.denominator)) {
+      Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " is not loss_sum / denominator = " +
+                                Num(t.loss_sum / t.denominator), -1, -1, Num(t.loss_sum / t.denominator), Num(*t.loss));
+      totals_ok = false;
+    } else if (t.loss && t.denominator == 0 && *t.loss != 0) {
+      Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " with a zero denominator");
+      totals_ok = false;
+    }
+  }
+  if (!totals_ok || policy_.denominator == Denominator::kSequenceMean) return;
+
+  // The step objective the reported losses give under the declared formula, against the oracle's.
+  const auto R = static_cast<double>(request_.dp_world_size);
+  std::int64_t max_micro = 0;
+  for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
+  const auto M = static_cast<double>(max_micro + 1);
+  double sum = 0;
+  for (std::size_t m = 0; m < totals.size(); ++m)
+    sum += totals[m].loss ? *totals[m].loss : (totals[m].denominator > 0 ? totals[m].loss_sum / totals[m].denominator : 0);
+  double declared = sum;
+  if (policy_.denominator == Denominator::kRankMean) declared = sum / R;
+  if (policy_.denominator == Denominator::kMicrobatchMean) declared = sum / (R * M);
+  result_.declared_objective = declared;
+  const auto objective = Objective(batch, losses, policy_.denominator, policy_.count_basis,
+                                   StepShape{request_.dp_world_size, max_micro + 1});
+  const double want = objective.has_targets ? objective.value : 0.0;
+  if (!Close(declared, want)) {
+    std::string gap;
+    if (result_.token_mean) gap = " (the global token mean Σwℓ/Σw is " + Num(*result_.token_mean) + ")";
+    Add(Invariant::kLoss, who + "'s micro-batch losses give the step objective " + Num(declared) + ", but " +
+                              Name(policy_.denominator) + " over the step is " + Num(want) + gap,
+        -1, -1, Num(want), Num(declared));
+  }
+}
+
+void Checker::CheckReducer() {
+  if (!result_.oracle) {
+    result_.not_applicable.insert(Invariant::kDenominator);
+    result_.not_applicable.insert(Invariant::kLoss);
+    return;
+  }
+  ReduceRequest req;
+  req.policy = policy_;
+  req.dp_world_size = request_.dp_world_size;
+  std::int64_t max_micro = 0;
+  for (const auto& mb : microbatches_) max_micro = std::max(max_micro, mb.micro_step);
+  req.grad_accum_steps = max_micro + 1;
+  req.microbatches = microbatches_;
+  for (auto& mb : req.microbatches) mb.producer.reset();
+  const auto losses = LossesOf(request_, result_.oracle->documents);
+  std::size_t flat = 0;
+  for (const auto& mb : microbatches_) {
+    std::vector<std::vector<double>> per_row;
+    for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
+      std::vector<double> slot_losses;
+      for (const auto& p : result_.oracle->rows[flat].predictions) {
+        slot_losses.push_back(p.has_target() ? losses[static_cast<std::size_t>(p.target_doc)]
+                                                     [static_cast<std::size_t>(p.target_offset)]
+                                             : 0.0);
+      }
+      per_row.push_back(slot_losses);
+    }
+    req.slot_losses.push_back(per_row);
+  }
+  ReduceResult totals;
+  try {
+    totals = candidate_.reducer->Reduce(req);
+  } catch (const std::exception& e) {
+    Add(Invariant::kLoss, std::string("the loss reducer threw: ") + e.what());
+    return;
+  }
+  result_.reduced = totals;
+  if (totals.size() != microbatches_.size()) {
+    Add(Invariant::kDenominator, "the loss reducer returned " + std::to_string(totals.size()) + " totals for " +
+                                     std::to_string(microbatches_.size()) + " micro-batches");
+    return;
+  }
+  CheckTotals(microbatches_, totals, "the loss reducer");
+}
+
+void Checker::CheckConsumer() {
+  if (!result_.oracle) {
+    result_.not_applicable.insert(Invariant::kAttention);
+    return;
+  }
+  result_.checked.insert(Invariant::kAttention);
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    const OracleRow& want = result_.oracle->rows[r];
+    DenseMask mask;
+    try {
+      mask = candidate_.consumer->Consume(*rows_[r].row, policy_);
+    } catch (const std::exception& e) {
+      Add(Invariant::kAttention, At(r) + ": the attention consumer threw: " + e.what(), static_cast<std::int64_t>(r));
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(want.length());
+    bool square = mask.size() == n;
+    for (const auto& line : mask) square = square && line.size() == n;
+    if (!square) {
+      Add(Invariant::kAttention, At(r) + ": the consumer's mask is not " + std::to_string(n) + " x " + std::to_string(n),
+          static_cast<std::int64_t>(r));
+      continue;
+    }
+    Violation v{Invariant::kAttention, "", static_cast<std::int64_t>(r), -1, "", "", {}};
+    for (std::size_t i = 0; i < n; ++i) {
+      if (want.slots[i].is_pad()) continue;  // padding queries reach no loss
+      for (std::size_t j = 0; j < n; ++j) {
+        const bool allowed = Attends(want, policy_, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j));
+        if ((mask[i][j] != 0) != allowed) v.cells.push_back({static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)});
+      }
+    }
+    if (!v.cells.empty()) {
+      const auto [qi, kj] = v.cells.front();
+      const bool future = kj > qi;
+      v.slot = qi;
+      v.sentence = At(r) + ": query " + std::to_string(qi) + (mask[static_cast<std::size_t>(qi)][static_cast<std::size_t>(kj)] ? " may attend" : " may not attend") +
+                   " key " + std::to_string(kj) +
+                   (future ? " (a future position)" : (want.slots[static_cast<std::size_t>(kj)].is_pad() ? " (padding)" : "")) +
+                   ", the policy says " + (mask[static_cast<std::size_t>(qi)][static_cast<std::size_t>(kj)] ? "no" : "yes") +
+                   " (" + std::to_string(v.cells.size()) + " cells disagree)";
+      result_.violations.push_back(v);
+    }
+  }
+}
+
+}  // namespace
+
+CaseResult CheckCase(Candidate& candidate, const PackRequest& request, const CheckOptions& options) {
+  ValidatePolicy(request.policy);
+  if (request.row_length <= 0 || request.micro_batch_rows <= 0 || request.dp_world_size <= 0) {
+    throw InputError("request " + std::to_string(request.id) + ": row_length, micro_batch_rows and dp_world_size must be positive");
+  }
+  // Documents without given losses get 1 nat per target, so that a hand-written case needs only documents.
+  PackRequest filled = request;
+  for (const auto& doc : Effective(request.documents, request.policy)) {
+    auto& losses = filled.target_losses[doc.uid];
+    if (losses.size() < static_cast<std::size_t>(doc.size())) losses.resize(static_cast<std::size_t>(doc.size()), 1.0);
+  }
+  CaseResult result;
+  Checker(candidate, filled, options, result).Run();
+  return result;
+}
+
+}  // namespace packoracle

@@ -1,0 +1,251 @@
+// The failure report: FuzzTest's sections, RapidCheck's counts, abseil's one-sentence verdict, a drawn grid.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "packoracle/oracle.h"
+#include "packoracle/properties/verify.h"
+
+namespace packoracle {
+namespace {
+
+constexpr int kWidth = 4;       // characters per slot in drawn rows
+constexpr int kMaxSlots = 32;   // slots drawn before trimming with "…"
+
+std::string Pad(const std::string& s, int width = kWidth) {
+  return s.size() >= static_cast<std::size_t>(width) ? " " + s : std::string(static_cast<std::size_t>(width) - s.size(), ' ') + s;
+}
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+
+std::string PolicyLine(const Policy& policy) {
+  std::string out = policy.preset.empty() ? std::string("(custom policy)") : "preset " + policy.preset;
+  const auto values = PolicyKeyValues(policy);
+  if (!policy.preset.empty()) {
+    const auto base = PolicyKeyValues(FindPreset(policy.preset).policy);
+    std::string diff;
+    for (std::size_t k = 1; k < values.size(); ++k)
+      if (values[k].second != base[k].second) diff += (diff.empty() ? "" : ", ") + values[k].first + "=" + ToString(values[k].second);
+    if (!diff.empty()) out += " with " + diff;
+    return out;
+  }
+  for (std::size_t k = 1; k < values.size(); ++k) out += (k == 1 ? ": " : ", ") + values[k].first + "=" + ToString(values[k].second);
+  return out;
+}
+
+std::string DocumentsLine(const PackRequest& r) {
+  std::string out;
+  for (const auto& d : r.documents) {
+    out += (out.empty() ? "" : "  ") + d.uid + "=[";
+    for (std::size_t k = 0; k < d.tokens.size(); ++k) {
+      out += (k ? " " : "") + std::to_string(d.tokens[k]);
+      if (!d.supervised.empty() && d.supervised[k] == 0) out += "'";
+    }
+    out += "]";
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+// The candidate's row at flat index r (micro-batches flattened in order).
+const CandidateRow* CandidateRowAt(const CaseResult& result, std::int64_t r) {
+  if (!result.packed) return nullptr;
+  std::int64_t k = 0;
+  for (const auto& mb : result.packed->microbatches)
+    for (const auto& row : mb.rows)
+      if (k++ == r) return &row;
+  return nullptr;
+}
+
+void DrawRow(std::ostream& os, const CaseResult& result, const Policy& policy, std::int64_t r) {
+  const OracleBatch& batch = *result.oracle;
+  const OracleRow& want = batch.rows[static_cast<std::size_t>(r)];
+  const CandidateRow* got = CandidateRowAt(result, r);
+  const auto n = static_cast<int>(want.length());
+  const int shown = std::min(n, kMaxSlots);
+  auto line = [&](const std::string& label, auto cell) {
+    os << "  " << label;
+    for (int i = 0; i < shown; ++i) os << cell(static_cast<std::size_t>(i));
+    if (shown < n) os << "  …";
+    os << "\n";
+  };
+  os << "=== Row " << r << " (micro-batch rank " << want.rank << ", micro_step " << want.micro_step << ")\n";
+  line("slot          ", [&](std::size_t i) { return Pad(std::to_string(i)); });
+  line("input         ", [&](std::size_t i) { return Pad(std::to_string(got ? got->input_ids[i] : want.input_ids[i])); });
+  line("document      ", [&](std::size_t i) {
+    const Slot& s = want.slots[i];
+    return Pad(s.is_pad() ? "." : batch.documents[static_cast<std::size_t>(s.doc)].uid);
+  });
+  line("segment       ", [&](std::size_t i) { return Pad(want.doc_ids[i] < 0 ? "." : std::to_string(want.doc_ids[i])); });
+  line("position want ", [&](std::size_t i) { return Pad(want.position_ids[i] ? std::to_string(*want.position_ids[i]) : "*"); });
+  if (got && got->position_ids) {
+    line("position got  ", [&](std::size_t i) {
+      const auto g = (*got->position_ids)[i];
+      const bool bad = want.position_ids[i] && *want.position_ids[i] != g;
+      return Pad(std::to_string(g) + (bad ? "!" : ""));
+    });
+  }
+  line("target want   ", [&](std::size_t i) {
+    const Prediction& p = want.predictions[i];
+    return Pad(p.weight > 0 ? std::to_string(p.target) : "-");
+  });
+  if (got) {
+    std::vector<DecodedTarget> decoded;
+    try {
+      decoded = DecodeTargets(got->labels, got->loss_mask ? &*got->loss_mask : nullptr, policy);
+    } catch (const InputError&) {
+    }
+    if (decoded.size() == want.predictions.size()) {
+      line("target got    ", [&](std::size_t i) {
+        const Prediction& p = want.predictions[i];
+        const bool bad = decoded[i].weight != p.weight || (p.weight > 0 && decoded[i].target != p.target);
+        return Pad((decoded[i].weight > 0 ? std::to_string(decoded[i].target) : "-") + (bad ? "!" : ""));
+      });
+    }
+  }
+}
+
+void DrawAttention(std::ostream& os, const CaseResult& result, const Policy& policy, const Violation& v) {
+  const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(v.row)];
+  const auto n = static_cast<std::int64_t>(std::min<std::int64_t>(want.length(), kMaxSlots));
+  std::set<std::pair<std::int64_t, std::int64_t>> bad(v.cells.begin(), v.cells.end());
+  std::set<std::int64_t> queries;
+  for (const auto& c : v.cells) queries.insert(c.first);
+  os << "=== Attention row " << v.row << "   (# allowed  . masked  ! the candidate's mask disagrees with the rule)\n";
+  os << "        key";
+  for (std::int64_t j = 0; j < n; ++j) os << " " << j % 10;
+  os << "\n";
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!queries.count(i) && queries.size() > 0 && std::abs(*queries.begin() - i) > 1 && !queries.count(i - 1) &&
+        !queries.count(i + 1))
+      continue;  // show the queries involved and their neighbours
+    os << "    q" << (i < 10 ? " " : "") << i << "    ";
+    for (std::int64_t j = 0; j < n; ++j) {
+      const char c = bad.count({i, j}) ? '!' : (Attends(want, policy, i, j) ? '#' : '.');
+      os << " " << c;
+    }
+    os << "\n";
+  }
+}
+
+// A C++ identifier from a candidate name ("reference-packer" -> "ReferencePacker").
+std::string Identifier(const std::string& name) {
+  std::string out;
+  bool upper = true;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+      upper = false;
+    } else {
+      upper = true;
+    }
+  }
+  return out.empty() || std::isdigit(static_cast<unsigned char>(out[0])) ? "Candidate" + out : out;
+}
+
+std::string SourceDocuments(const PackRequest& r) {
+  std::string out = "{";
+  for (std::size_t d = 0; d < r.documents.size(); ++d) {
+    const auto& doc = r.documents[d];
+    out += (d ? ", " : "") + std::string("{\"") + doc.uid + "\", {";
+    for (std::size_t k = 0; k < doc.tokens.size(); ++k) out += (k ? ", " : "") + std::to_string(doc.tokens[k]);
+    out += "}, {";
+    for (std::size_t k = 0; k < doc.supervised.size(); ++k) out += (k ? ", " : "") + std::to_string(doc.supervised[k]);
+    out += "}}";
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
+                          const VerifyReport& run, const VerifyOptions& options) {
+  std::ostringstream os;
+  const Violation& head = result.violations.front();
+  os << "Verify(" << candidate << ") failed: " << Name(head.invariant) << "\n";
+  os << "  " << head.sentence << "\n";
+  if (!head.expected.empty() || !head.actual.empty()) {
+    os << "  expected " << head.expected << "\n  actual   " << head.actual << "\n";
+  }
+  if (result.violations.size() > 1) {
+    os << "  (" << result.violations.size() - 1 << " more:";
+    std::set<std::string> names;
+    for (std::size_t k = 1; k < result.violations.size(); ++k) names.insert(Name(result.violations[k].invariant));
+    for (const auto& n : names) os << " " << n;
+    os << ")\n";
+  }
+  os << "  invariant " << Name(head.invariant) << ": " << Statement(head.invariant) << "\n";
+  os << "=== Minimal counterexample (after " << run.cases_to_failure << " cases and " << run.shrinks
+     << " shrinks; profile " << run.profile << ")\n";
+  os << "policy   " << PolicyLine(request.policy) << "\n";
+  os << "step     row_length " << request.row_length << ", micro_batch_rows " << request.micro_batch_rows
+     << ", dp_world_size " << request.dp_world_size << "\n";
+  os << "docs     " << DocumentsLine(request) << "   (' = unsupervised)\n";
+  if (result.packed && result.packed->refusal) os << "refusal  " << *result.packed->refusal << "\n";
+
+  if (result.oracle) {
+    std::set<std::int64_t> rows;
+    for (const auto& v : result.violations)
+      if (v.row >= 0) rows.insert(v.row);
+    if (rows.empty())
+      for (std::size_t r = 0; r < std::min<std::size_t>(result.oracle->rows.size(), 2); ++r) rows.insert(static_cast<std::int64_t>(r));
+    for (auto r : rows) {
+      if (r < static_cast<std::int64_t>(result.oracle->rows.size())) DrawRow(os, result, request.policy, r);
+    }
+    for (const auto& v : result.violations) {
+      if (!v.cells.empty()) {
+        DrawAttention(os, result, request.policy, v);
+        break;
+      }
+    }
+  }
+  const bool totals = head.invariant == Invariant::kDenominator || head.invariant == Invariant::kLoss;
+  if (totals || result.declared_objective) {
+    os << "=== Denominator and loss\n";
+    if (result.oracle) {
+      const auto counts = Denominators(*result.oracle);
+      os << "  valid targets over the step " << counts.global_targets << " (per micro-batch:";
+      for (const auto& [key, n] : counts.per_microbatch) os << " " << n;
+      os << "), positions " << counts.all_positions << "\n";
+    }
+    const std::vector<ProducerTotals>* reported = nullptr;
+    std::vector<ProducerTotals> from_packer;
+    if (result.reduced) reported = &*result.reduced;
+    else if (result.packed) {
+      for (const auto& mb : result.packed->microbatches)
+        if (mb.producer) from_packer.push_back(*mb.producer);
+      reported = &from_packer;
+    }
+    if (reported) {
+      for (std::size_t m = 0; m < reported->size(); ++m) {
+        const auto& t = (*reported)[m];
+        os << "  reported micro-batch " << m << ": loss_sum " << Num(t.loss_sum) << " / denominator " << Num(t.denominator)
+           << " (" << t.denominator_scope << ") = " << (t.loss ? Num(*t.loss) : std::string("-")) << "\n";
+      }
+    }
+    if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
+    if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
+  }
+  os << "=== Reproduce\n  " << run.reproduce << "\n";
+  if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";
+  os << "=== Regression test draft\n";
+  os << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head.invariant)) << ") {\n"
+     << "  packoracle::PackRequest request;\n"
+     << "  request.policy = packoracle::FindPreset(\"" << (request.policy.preset.empty() ? "reference" : request.policy.preset)
+     << "\").policy;  // " << PolicyLine(request.policy) << "\n"
+     << "  request.row_length = " << request.row_length << ";\n"
+     << "  request.micro_batch_rows = " << request.micro_batch_rows << ";\n"
+     << "  request.dp_world_size = " << request.dp_world_size << ";\n"
+     << "  request.documents = " << SourceDocuments(request) << ";\n"
+     << "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request));\n"
+     << "}\n";
+  return os.str();
+}
+
+}  // namespace packoracle

@@ -1,0 +1,64 @@
+// The runner on the reference packer (must pass every invariant for every policy) and on a first mutant.
+#include <gtest/gtest.h>
+
+#include "packoracle/gtest.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/generators.h"
+
+namespace packoracle {
+namespace {
+
+TEST(Verify, ReferencePackerPassesEveryInvariantOnEveryProfile) {
+  for (const auto& profile : gen::Profiles()) {
+    SCOPED_TRACE(profile.name);
+    Candidate reference = ReferenceCandidate();
+    VerifyOptions options;
+    options.cases = 150;
+    options.profile = profile.name;
+    const auto report = Verify(reference, options);
+    EXPECT_TRUE(report.passed) << report.text;
+    EXPECT_EQ(report.cases_run, 150);
+    for (auto inv : {Invariant::kShape, Invariant::kCoverage, Invariant::kSegments, Invariant::kPositions,
+                     Invariant::kTargets, Invariant::kDenominator, Invariant::kLoss, Invariant::kDeterminism}) {
+      EXPECT_TRUE(report.checked.count(inv)) << Name(inv) << " was never checked";
+    }
+  }
+}
+
+// torchtune before PR #2613 (bugzoo TG-02): labels shifted over the whole packed row, so each document's
+// last prediction targets the next document's first token.
+struct WholeRowShift {
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = ReferenceCandidate().packer->Pack(request);
+    for (auto& mb : out.microbatches) {
+      for (auto& row : mb.rows) {
+        for (std::size_t i = 0; i + 1 < row.input_ids.size(); ++i) {
+          const bool pad_next = row.input_ids[i + 1] == request.policy.pad_id && row.labels[i + 1] == request.policy.ignore_index &&
+                                row.labels[i] == request.policy.ignore_index;
+          if (!pad_next) row.labels[i] = row.input_ids[i + 1];
+        }
+      }
+    }
+    return out;
+  }
+  static std::vector<Policy> Policies() { return {FindPreset("torchtune-packed").policy}; }
+};
+
+TEST(Verify, WholeRowShiftIsCaughtByTargetsAndShrunk) {
+  Candidate c = MakeCandidate("whole-row-shift", WholeRowShift{}, WholeRowShift::Policies());
+  const auto report = Verify(c);
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kTargets);
+  EXPECT_LE(report.counterexample_documents(), 2u);
+  std::cout << report.text;
+  // The reproduce string replays the minimal case exactly.
+  VerifyOptions replay;
+  replay.reproduce = report.reproduce;
+  const auto again = Verify(c, replay);
+  ASSERT_FALSE(again.passed);
+  EXPECT_EQ(again.counterexample->documents.size(), report.counterexample->documents.size());
+  EXPECT_EQ(again.broken(), report.broken());
+}
+
+}  // namespace
+}  // namespace packoracle
