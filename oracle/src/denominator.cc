@@ -16,6 +16,13 @@ StepShape Resolve(const OracleBatch& batch, StepShape shape) {
   }
   if (shape.dp_world_size == 0) shape.dp_world_size = max_rank + 1;
   if (shape.grad_accum_steps == 0) shape.grad_accum_steps = max_micro + 1;
+  if (shape.dp_world_size < 0 || shape.grad_accum_steps < 0 || shape.dp_world_size > kMaxMicrobatchesPerStep ||
+      shape.grad_accum_steps > kMaxMicrobatchesPerStep ||
+      shape.dp_world_size * shape.grad_accum_steps > kMaxMicrobatchesPerStep) {
+    throw InputError("a step of " + std::to_string(shape.dp_world_size) + " ranks x " +
+                     std::to_string(shape.grad_accum_steps) + " micro-batches: both must be positive and their product at most " +
+                     std::to_string(kMaxMicrobatchesPerStep));
+  }
   for (std::size_t r = 0; r < batch.rows.size(); ++r) {
     const auto& row = batch.rows[r];
     if (row.rank >= shape.dp_world_size || row.micro_step >= shape.grad_accum_steps) {
@@ -112,7 +119,7 @@ StepObjective Objective(const OracleBatch& batch, const TargetLosses& losses, De
       // L = Σ w ℓ / N, N counted on the producer's basis over the whole step.
       double n = 0;
       for (const auto& row : batch.rows) n += Count(row, policy, basis);
-      out.value = out.loss_sum / n;
+      out.value = n > 0 ? out.loss_sum / n : 0.0;  // n ≥ Σw > 0 on either basis; guarded all the same
       break;
     }
     case Denominator::kRankMean: {

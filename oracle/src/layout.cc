@@ -18,6 +18,10 @@ std::string Span(std::int64_t begin, std::int64_t length) {
 
 void RequirePositiveRowLength(std::int64_t row_length) {
   if (row_length <= 0) throw InputError("row length must be positive, got " + std::to_string(row_length));
+  if (row_length > kMaxRowLength) {
+    throw InputError("row length " + std::to_string(row_length) + " is above the kit's limit of " +
+                     std::to_string(kMaxRowLength) + " slots");
+  }
 }
 
 // Pads (or trims to content) every row according to the policy: padding right with pad_to row_len gives
@@ -33,6 +37,11 @@ void ApplyPadding(Layout& layout, const Policy& policy) {
     } else {
       const std::int64_t k = policy.pad_to.multiple;
       row.length = (content + k - 1) / k * k;
+      if (row.length > layout.row_length) {
+        throw InputError("pad_to: multiple_of:" + std::to_string(k) + " rounds a row of " + std::to_string(content) +
+                         " tokens up to " + std::to_string(row.length) + " slots, more than the row length " +
+                         std::to_string(layout.row_length));
+      }
     }
   }
 }
@@ -61,9 +70,10 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
       throw InputError(where_row + ": " + std::to_string(row.length) + " slots, more than the row length " +
                        std::to_string(layout.row_length));
     }
-    if (row.micro_step < 0 || row.rank < 0) {
+    if (row.micro_step < 0 || row.rank < 0 || row.micro_step >= kMaxMicrobatchesPerStep ||
+        row.rank >= kMaxMicrobatchesPerStep) {
       throw InputError(where_row + ": micro_step " + std::to_string(row.micro_step) + " and rank " +
-                       std::to_string(row.rank) + " must not be negative");
+                       std::to_string(row.rank) + " must lie in 0.." + std::to_string(kMaxMicrobatchesPerStep - 1));
     }
     std::vector<const Piece*> by_start;
     for (std::size_t p = 0; p < row.pieces.size(); ++p) {
@@ -77,13 +87,20 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
         throw InputError(Where(r, p) + ": piece of document '" + doc.uid + "' has length " +
                          std::to_string(piece.length) + " (a piece holds at least one token)");
       }
-      if (piece.doc_offset < 0 || piece.doc_offset + piece.length > doc.size()) {
+      if (piece.doc_offset < 0 || piece.doc_offset > doc.size() - piece.length) {  // no sum: no overflow
         throw InputError(Where(r, p) + ": span " + Span(piece.doc_offset, piece.length) + " of document '" +
                          doc.uid + "' lies outside the document's " + std::to_string(doc.size()) + " tokens");
       }
-      if (piece.start < 0 || piece.start + piece.length > row.length) {
+      if (piece.start < 0 || piece.start > row.length - piece.length) {
         throw InputError(Where(r, p) + ": slots " + Span(piece.start, piece.length) + " lie outside the row's " +
                          std::to_string(row.length) + " slots");
+      }
+      for (const Piece* other : by_start) {
+        if (other->doc == piece.doc) {
+          throw InputError(where_row + ": two pieces of document '" + doc.uid + "' (tokens " +
+                           Span(other->doc_offset, other->length) + " and " + Span(piece.doc_offset, piece.length) +
+                           "): a row holds at most one piece of a document");
+        }
       }
       by_start.push_back(&piece);
     }
@@ -99,16 +116,32 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
       }
     }
   }
+  // No token of a document is placed twice anywhere in the step.
+  std::vector<std::vector<std::pair<std::int64_t, std::size_t>>> placed(documents.size());  // (offset, row)
+  for (std::size_t r = 0; r < layout.rows.size(); ++r)
+    for (const Piece& piece : layout.rows[r].pieces)
+      for (std::int64_t t = 0; t < piece.length; ++t) placed[static_cast<std::size_t>(piece.doc)].push_back({piece.doc_offset + t, r});
+  for (std::size_t d = 0; d < placed.size(); ++d) {
+    auto& tokens = placed[d];
+    std::sort(tokens.begin(), tokens.end());
+    for (std::size_t k = 1; k < tokens.size(); ++k) {
+      if (tokens[k].first == tokens[k - 1].first) {
+        throw InputError("token " + std::to_string(tokens[k].first) + " of document '" + documents[d].uid +
+                         "' is placed twice (rows " + std::to_string(tokens[k - 1].second) + " and " +
+                         std::to_string(tokens[k].second) + ")");
+      }
+    }
+  }
 }
 
 Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
   RequirePositiveRowLength(row_length);
   const auto docs = Effective(documents, policy);
   Layout layout{row_length, {}};
-  std::int64_t used = row_length;  // slots used in the current row; "full" forces a new row first
+  std::int64_t space = 0;  // slots left in the current row (0: no open row, or a full one)
   auto new_row = [&] {
     layout.rows.push_back(RowLayout{});
-    used = 0;
+    space = row_length;
   };
   for (std::size_t d = 0; d < docs.size(); ++d) {
     std::int64_t n = docs[d].size();
@@ -119,17 +152,17 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
       // Fill the current row to its end, carry the rest of the document on (split_across_pack).
       std::int64_t offset = 0;
       while (offset < n) {
-        if (used == row_length) new_row();
-        const std::int64_t take = std::min(n - offset, row_length - used);
-        layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), offset, used, take});
-        used += take;
+        if (space == 0) new_row();
+        const std::int64_t take = std::min(n - offset, space);
+        layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), offset, row_length - space, take});
+        space -= take;
         offset += take;
       }
       continue;
     }
-    if (used + n > row_length) new_row();
-    layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), 0, used, n});
-    used += n;
+    if (n > space) new_row();
+    layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), 0, row_length - space, n});
+    space -= n;
   }
   ApplyPadding(layout, policy);
   return layout;
@@ -167,13 +200,16 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
   // remaining token is kept as an input (TRL wrapped).
   const std::int64_t partial_limit = policy.row_end_target == RowEndTarget::kNextInStream ? total - 1 : total;
 
+  // A full window is L inputs, plus the token after them when the last slot predicts it (next_in_stream).
+  const std::int64_t window = row_length + (policy.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
+
   Layout layout{row_length, {}};
-  for (std::int64_t s = 0;; s += stride) {
-    const bool full_window = s + row_length + 1 <= total;
+  for (std::int64_t s = 0; s < total; s += stride) {
+    const bool full_window = total - s >= window;  // no sum: no overflow
     if (!(full_window || (keep_partial && s < partial_limit))) break;
     // Cut stream tokens [s, min(s + L, N)) into pieces of the documents they belong to.
     RowLayout row;
-    const std::int64_t end = std::min(s + row_length, total);
+    const std::int64_t end = total - s > row_length ? s + row_length : total;
     std::int64_t doc_begin = 0;  // stream index of document d's first token
     for (std::size_t d = 0; d < docs.size(); doc_begin += lengths[d], ++d) {
       const std::int64_t lo = std::max(s, doc_begin);
@@ -184,9 +220,9 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
   }
   if (layout.rows.empty() && total > 0) {
     throw InputError("the stream of " + std::to_string(total) + " tokens is shorter than one window of " +
-                     std::to_string(row_length) + " inputs and their " + std::to_string(row_length) +
-                     " targets (" + std::to_string(row_length + 1) +
-                     " tokens), and padding is none: no full row can be cut");
+                     std::to_string(row_length) + " inputs" +
+                     (window > row_length ? " and the target after them (" + std::to_string(window) + " tokens)" : "") +
+                     ", and padding is none: no full row can be cut");
   }
   ApplyPadding(layout, policy);
   return layout;

@@ -282,10 +282,23 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
                                    "overflow is ") +
                        Name(p.overflow) + " (documents are never split)");
   }
+  if (p.stream_stride != StreamStride::kNone && p.overflow != Overflow::kSplit) {
+    problems.push_back(std::string("stream_stride cuts a stream of documents into windows, which splits documents, "
+                                   "but overflow is ") + Name(p.overflow) + " (a stream policy has overflow: split)");
+  }
   if (p.row_end_target != RowEndTarget::kNone && p.label_alignment == LabelAlignment::kAligned) {
     problems.push_back(std::string("row_end_target: ") + Name(p.row_end_target) +
                        " gives a row's last slot a target, but under label_alignment: aligned the last slot reads "
                        "no label (the target of slot i is labels[i+1])");
+  }
+  if (p.boundary_source == BoundarySource::kPositionReset && p.overflow == Overflow::kSplit &&
+      p.split_positions == SplitPositions::kModulo) {
+    problems.push_back("boundary_source: position_reset with split_positions: modulo: a continued document whose "
+                       "position wraps to the base would read as a new document");
+  }
+  constexpr std::int64_t kMaxBase = std::int64_t{1} << 40;
+  if (p.position_base < -kMaxBase || p.position_base > kMaxBase) {
+    problems.push_back("position_base " + std::to_string(p.position_base) + " is outside ±2^40");
   }
   if (p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple < 1) {
     problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) + " needs k >= 1");
@@ -322,6 +335,23 @@ EffectiveDocument Effective(const Document& document, const Policy& policy) {
     if (document.supervised[k] != 0 && document.supervised[k] != 1) {
       throw InputError("document '" + document.uid + "': supervised[" + std::to_string(k) + "] is " +
                        std::to_string(document.supervised[k]) + ", expected 0 or 1");
+    }
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    if (document.tokens[k] == policy.ignore_index) {
+      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is " +
+                       std::to_string(policy.ignore_index) +
+                       ", the policy's ignore_index: a label could not carry it as a target");
+    }
+    // Under token-delimited boundaries a delimiter inside a document is itself a boundary: such data cannot be
+    // encoded, whatever the packer does.
+    if (policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id && document.tokens[k] == *policy.eos_id) {
+      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the EOD id " +
+                       std::to_string(*policy.eos_id) + ", which under boundary_source: eod_closes ends the document there");
+    }
+    if (policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id && document.tokens[k] == *policy.bos_id) {
+      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the BOS id " +
+                       std::to_string(*policy.bos_id) + ", which under boundary_source: bos_opens starts a new document there");
     }
   }
   EffectiveDocument out;

@@ -77,7 +77,8 @@ class Checker {
       overlong = overlong || d.size() > request_.row_length;
     }
     const bool stream_only_full = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
-    if (stream_only_full) return total > 0 && total < request_.row_length + 1;
+    const std::int64_t window = request_.row_length + (policy_.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
+    if (stream_only_full) return total > 0 && total < window;
     return policy_.overflow == Overflow::kError && overlong;
   }
 
@@ -303,8 +304,8 @@ bool Checker::CheckCoverage() {
         continue;
       }
       const EffectiveDocument& doc = docs_[it->second];
-      if (span.length <= 0 || span.start < 0 || span.start + span.length > n || span.doc_offset < 0 ||
-          span.doc_offset + span.length > doc.size()) {
+      if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
+          span.doc_offset > doc.size() - span.length) {  // written without sums: no overflow
         Add(Invariant::kCoverage, At(r) + ": span of '" + doc.uid + "' (start " + std::to_string(span.start) +
                                       ", length " + std::to_string(span.length) + ", doc_offset " +
                                       std::to_string(span.doc_offset) + ") lies outside its row or its document",

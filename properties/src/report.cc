@@ -149,6 +149,26 @@ std::string Identifier(const std::string& name) {
   return out.empty() || std::isdigit(static_cast<unsigned char>(out[0])) ? "Candidate" + out : out;
 }
 
+// C++ that rebuilds the policy: its preset (or reference), then every key that differs.
+std::string PolicySource(const Policy& policy) {
+  const std::string base = policy.preset.empty() ? "reference" : policy.preset;
+  std::string out = "  request.policy = packoracle::FindPreset(\"" + base + "\").policy;\n";
+  const auto values = PolicyKeyValues(policy);
+  const auto base_values = PolicyKeyValues(FindPreset(base).policy);
+  for (std::size_t k = 1; k < values.size(); ++k) {
+    if (values[k].second == base_values[k].second) continue;
+    const auto& v = values[k].second;
+    std::string literal;
+    if (std::holds_alternative<std::nullptr_t>(v)) literal = "nullptr";
+    else if (std::holds_alternative<bool>(v)) literal = std::get<bool>(v) ? "true" : "false";
+    else if (std::holds_alternative<std::int64_t>(v)) literal = "std::int64_t{" + std::to_string(std::get<std::int64_t>(v)) + "}";
+    else literal = "std::string(\"" + std::get<std::string>(v) + "\")";
+    out += "  packoracle::SetPolicyKey(request.policy, \"" + values[k].first + "\", " + literal + ");\n";
+  }
+  if (policy.preset.empty()) out += "  request.policy.preset.clear();\n";
+  return out;
+}
+
 std::string SourceDocuments(const PackRequest& r) {
   std::string out = "{";
   for (std::size_t d = 0; d < r.documents.size(); ++d) {
@@ -237,8 +257,7 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
   os << "=== Regression test draft\n";
   os << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head.invariant)) << ") {\n"
      << "  packoracle::PackRequest request;\n"
-     << "  request.policy = packoracle::FindPreset(\"" << (request.policy.preset.empty() ? "reference" : request.policy.preset)
-     << "\").policy;  // " << PolicyLine(request.policy) << "\n"
+     << PolicySource(request.policy)
      << "  request.row_length = " << request.row_length << ";\n"
      << "  request.micro_batch_rows = " << request.micro_batch_rows << ";\n"
      << "  request.dp_world_size = " << request.dp_world_size << ";\n"

@@ -60,5 +60,13 @@ TEST(Verify, WholeRowShiftIsCaughtByTargetsAndShrunk) {
   EXPECT_EQ(again.broken(), report.broken());
 }
 
+// The kit's own reference packer through the typed suite: one test per invariant, all passing.
+struct KitReferencePacker {
+  PackResult Pack(const PackRequest& request) { return ReferenceCandidate().packer->Pack(request); }
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(KitReference, PackerConformance, ::testing::Types<KitReferencePacker>);
+
+TEST(Verify, OneCallEntryPointPasses) { EXPECT_TRUE(VerifyPackerKeepsInvariants(KitReferencePacker{})); }
+
 }  // namespace
 }  // namespace packoracle

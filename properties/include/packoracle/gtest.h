@@ -16,7 +16,10 @@
 // one reproduce string), PACKORACLE_PROFILE.
 #pragma once
 
+#include <cxxabi.h>
+
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <typeinfo>
 
@@ -25,6 +28,18 @@
 #include "packoracle/properties/verify.h"
 
 namespace packoracle {
+
+// A readable name for a candidate type ("MyPacker" rather than its mangled name).
+template <class T>
+std::string TypeName() {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, &status), std::free);
+  std::string out = status == 0 && name ? name.get() : typeid(T).name();
+  for (const std::string noise : {"(anonymous namespace)::", "packoracle::"}) {
+    for (auto at = out.find(noise); at != std::string::npos; at = out.find(noise)) out.erase(at, noise.size());
+  }
+  return out;
+}
 
 // VerifyOptions with the PACKORACLE_* environment variables applied on top of `base`.
 inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
@@ -55,7 +70,7 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
 template <int&... ExplicitBarrier, class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
 ::testing::AssertionResult VerifyPackerKeepsInvariants(T candidate_object, VerifyOptions options = OptionsFromEnvironment()) {
-  Candidate candidate = MakeCandidate(typeid(T).name(), std::move(candidate_object));
+  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object));
   return VerifyCandidate(candidate, std::move(options));
 }
 
@@ -69,7 +84,7 @@ inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackR
 template <class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
 ::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request) {
-  Candidate candidate = MakeCandidate(typeid(T).name(), std::move(candidate_object));
+  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object));
   return CheckOneCase(candidate, request);
 }
 
@@ -83,7 +98,7 @@ class PackerConformance : public ::testing::Test {
   void Check(Invariant invariant) {
     std::vector<Policy> policies;
     if constexpr (requires { T::Policies(); }) policies = T::Policies();
-    Candidate candidate = MakeCandidate(typeid(T).name(), T{}, policies);
+    Candidate candidate = MakeCandidate(TypeName<T>(), T{}, policies);
     VerifyOptions options = OptionsFromEnvironment();
     options.only = invariant;
     VerifyReport report = Verify(candidate, options);
@@ -110,5 +125,7 @@ TYPED_TEST_P(PackerConformance, Loss) { this->Check(Invariant::kLoss); }
 TYPED_TEST_P(PackerConformance, Determinism) { this->Check(Invariant::kDeterminism); }
 REGISTER_TYPED_TEST_SUITE_P(PackerConformance, Shape, Coverage, Segments, Positions, Targets, Attention, Denominator,
                             Loss, Determinism);
+// Including this header without instantiating the suite is fine (one test file may only call Verify…).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackerConformance);
 
 }  // namespace packoracle

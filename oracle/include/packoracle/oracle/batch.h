@@ -104,7 +104,8 @@ std::vector<std::optional<std::int64_t>> PositionsOf(const RowLayout& row, const
                                                      const Policy& policy, std::int64_t row_length);
 
 // The attention rule A_ij for any (i, j) of a row:
-//   a non-padding query i sees key j iff j ≤ i and (row_causal, or d_j = d_i within the same piece);
+//   a non-padding query i sees key j iff j ≤ i and (row_causal, or d_j = d_i: the same piece, since a row
+//   holds at most one piece of a document);
 //   a padding key is seen only under pad_keys visible (subject to causality);
 //   a padding query sees j ≤ i in its own padding run (never compared: it reaches no loss).
 bool Attends(const OracleRow& row, const Policy& policy, std::int64_t i, std::int64_t j);

@@ -21,10 +21,14 @@ struct Piece {
   }
 };
 
+// Limits that keep every computation in range (a longer row, or more micro-batches, is refused).
+inline constexpr std::int64_t kMaxRowLength = std::int64_t{1} << 24;        // 16,777,216 slots
+inline constexpr std::int64_t kMaxMicrobatchesPerStep = std::int64_t{1} << 20;  // ranks × micro-steps
+
 // One row: `length` slots; slots covered by no piece are padding.
 struct RowLayout {
   std::int64_t length = 0;
-  std::vector<Piece> pieces;  // in slot order
+  std::vector<Piece> pieces;  // in any order; at most one piece of a document per row
   std::int64_t micro_step = 0;
   std::int64_t rank = 0;
 };
@@ -35,9 +39,12 @@ struct Layout {
   std::vector<RowLayout> rows;
 };
 
-// Throws InputError, naming the row and piece, when the layout is not a layout of these documents: a
-// non-positive row length, a row longer than L or of negative length, a piece of an unknown document, of no
-// tokens, outside its document or outside its row, pieces that overlap, a negative micro_step or rank.
+// Throws InputError, naming the row and piece, when the layout is not a layout of these documents: a row
+// length outside 1..kMaxRowLength, a row longer than L or of negative length, a piece of an unknown document,
+// of no tokens, outside its document or outside its row, pieces that overlap, two pieces of one document in
+// a row (the rule A_ij = 1[d_j = d_i] could not tell them apart), a token of a document placed twice, a
+// micro_step or rank outside 0..kMaxMicrobatchesPerStep. Whether rows are padded as the policy says is an
+// invariant of the candidate (`shape`), not a property of a layout.
 void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout);
 
 // ---- Reference layouts: what simple packers produce from the documents alone ---------------------------

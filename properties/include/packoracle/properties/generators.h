@@ -76,6 +76,18 @@ inline rc::Gen<std::vector<Document>> Documents(std::int64_t row_length, std::si
   });
 }
 
+// Under eod_closes / bos_opens a delimiter id inside a document is itself a boundary: such data cannot be
+// encoded whatever the packer does (the oracle refuses it), so generated documents never contain it; every
+// other collision (pad id, ignore-free ids equal to delimiters of other policies) is kept.
+inline void AvoidReservedTokens(std::vector<Document>& docs, const Policy& policy) {
+  std::optional<Token> reserved;
+  if (policy.boundary_source == BoundarySource::kEodCloses) reserved = policy.eos_id;
+  if (policy.boundary_source == BoundarySource::kBosOpens) reserved = policy.bos_id;
+  for (auto& doc : docs)
+    for (auto& t : doc.tokens)
+      if ((reserved && t == *reserved) || t == policy.ignore_index) t = (reserved ? *reserved : 0) + 1000;
+}
+
 // One of the named presets.
 inline rc::Gen<Policy> PresetPolicy() {
   std::vector<Policy> policies;
@@ -96,6 +108,7 @@ inline rc::Gen<Workload> PresetWorkload(std::int64_t max_row_length = 12, std::s
       w.row_length = row_length;
       w.policy = *PresetPolicy();
       w.documents = *Documents(row_length, max_documents);
+      AvoidReservedTokens(w.documents, w.policy);
       return w;
     });
   });
@@ -162,6 +175,7 @@ inline rc::Gen<Policy> MixedPolicy() {
         p.positions != Positions::kDocReset) p.positions = Positions::kDocReset;
     if (p.attention == Attention::kDocCausal && p.boundary_source == BoundarySource::kNone) p.boundary_source = BoundarySource::kSpans;
     if (p.row_end_target == RowEndTarget::kNextInDoc && p.overflow != Overflow::kSplit) p.overflow = Overflow::kSplit;
+    if (p.stream_stride != StreamStride::kNone && p.overflow != Overflow::kSplit) p.overflow = Overflow::kSplit;
     if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) p.loss_mask = false;
     if (p.row_end_target != RowEndTarget::kNone && p.label_alignment == LabelAlignment::kAligned) {
       p.label_alignment = LabelAlignment::kPreShifted;
@@ -177,23 +191,17 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
     r.policy = policies.empty() ? *rc::gen::weightedOneOf<Policy>({{4, PresetPolicy()}, {1, MixedPolicy()}})
                                 : *rc::gen::elementOf(policies);
     r.row_length = *rc::gen::inRange<std::int64_t>(1, max_row_length + 1);
-    // Under eod_closes / bos_opens a delimiter id inside a document is itself a boundary: such data cannot be
-    // encoded, whatever the packer does, so documents never contain it (other collisions are kept).
-    std::optional<Token> reserved;
-    if (r.policy.boundary_source == BoundarySource::kEodCloses) reserved = r.policy.eos_id;
-    if (r.policy.boundary_source == BoundarySource::kBosOpens) reserved = r.policy.bos_id;
+
     const auto count = *rc::gen::inRange<std::size_t>(0, profile.max_documents + 1);
     for (std::size_t d = 0; d < count; ++d) {
       const std::int64_t n = *ProfileLength(profile, r.row_length);
       Document doc;
       doc.uid = "d" + std::to_string(d);
       doc.tokens = *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, profile.token_range));
-      if (reserved)
-        for (auto& t : doc.tokens)
-          if (t == *reserved) t = *reserved + profile.token_range;
       doc.supervised = profile.sft_masks ? *Supervision(n) : std::vector<int>(static_cast<std::size_t>(n), 1);
       r.documents.push_back(std::move(doc));
     }
+    AvoidReservedTokens(r.documents, r.policy);
     r.micro_batch_rows = *rc::gen::inRange<std::int64_t>(1, 4);
     r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, 3);
     // Losses: exact binary fractions k/8, one per effective token (delimiters included).
