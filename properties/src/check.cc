@@ -600,7 +600,7 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
     const ProducerTotals& t = totals[m];
     const std::string where = who + ", micro-batch " + std::to_string(m);
     if (!std::isfinite(t.loss_sum) || !std::isfinite(t.denominator) || (t.loss && !std::isfinite(*t.loss))) {
-      Add(Invariant::kLoss, where + ": a non-finite loss_sum, denominator or loss (" + Num(t.loss_sum) + ", " +
+      Add(Invariant::kDenominator, where + ": a non-finite loss_sum, denominator or loss (" + Num(t.loss_sum) + ", " +
                                 Num(t.denominator) + ", " + (t.loss ? Num(*t.loss) : std::string("-")) +
                                 "): zero valid targets must be reported, never divided");
       totals_ok = false;
