@@ -4,14 +4,18 @@
 //   packoracle presets           the named presets and every key of their policies
 //   packoracle presets --format json
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
+#include "packoracle/bugzoo.h"
 #include "packoracle/interchange/policy_json.h"
+#include "packoracle/interchange/regression.h"
 #include "packoracle/oracle.h"
+#include "packoracle/properties/verify.h"
 
 namespace packoracle {
 namespace {
@@ -125,6 +129,102 @@ int RunPresets(const std::string& format) {
   return 0;
 }
 
+struct SelftestOptions {
+  int cases = 200;
+  std::uint64_t seed = 20261129;
+  std::string only;            // run only candidates whose id or name contains this
+  std::string show;            // the candidate whose full report is printed (default: the first caught bug)
+  std::string save_regressions;
+  std::string format = "text";
+};
+
+// The kit against every bundled candidate: correct ones must pass, buggy ones must be caught by the invariant
+// their bugzoo entry names. Exit 0 when all behave so, 1 otherwise.
+int RunSelftest(const SelftestOptions& o) {
+  struct Row {
+    const BundledCandidate* bundled;
+    VerifyReport report;
+    double ms;
+    bool as_expected;
+  };
+  std::vector<Row> rows;
+  for (const auto& b : BundledCandidates()) {
+    if (!o.only.empty() && b.id.find(o.only) == std::string::npos && b.name.find(o.only) == std::string::npos) continue;
+    Candidate candidate = b.make();
+    VerifyOptions options;
+    options.cases = o.cases;
+    options.seed = o.seed;
+    options.reproduce_command = "packoracle selftest --only " + b.id + " --seed " + std::to_string(o.seed);
+    const auto start = std::chrono::steady_clock::now();
+    VerifyReport report = Verify(candidate, options);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const bool ok = b.expected ? (!report.passed && report.broken() == b.expected) : report.passed;
+    if (!o.save_regressions.empty() && !report.passed) SaveRegression(o.save_regressions, b.id, report);
+    rows.push_back({&b, std::move(report), ms, ok});
+  }
+  int good = 0;
+  for (const auto& r : rows) good += r.as_expected ? 1 : 0;
+
+  if (o.format == "json") {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      nlohmann::ordered_json j;
+      j["id"] = r.bundled->id;
+      j["name"] = r.bundled->name;
+      j["expected"] = r.bundled->expected ? nlohmann::ordered_json(Name(*r.bundled->expected)) : nlohmann::ordered_json("pass");
+      j["verdict"] = r.report.passed ? "pass" : "caught";
+      j["invariant"] = r.report.broken() ? nlohmann::ordered_json(Name(*r.report.broken())) : nlohmann::ordered_json(nullptr);
+      j["as_expected"] = r.as_expected;
+      j["cases"] = r.report.passed ? r.report.cases_run : r.report.cases_to_failure;
+      j["documents"] = r.report.counterexample_documents();
+      j["tokens"] = r.report.counterexample_tokens();
+      j["ms"] = r.ms;
+      j["reproduce"] = r.report.reproduce;
+      out.push_back(j);
+    }
+    std::cout << out.dump(2) << "\n";
+    return good == static_cast<int>(rows.size()) ? 0 : 1;
+  }
+
+  std::printf("packoracle selftest: the kit against its %zu bundled candidates (%d cases each, seed %llu)\n\n",
+              rows.size(), o.cases, static_cast<unsigned long long>(o.seed));
+  std::printf("  %-46s %-12s %-8s %-12s %6s %5s %6s %9s\n", "candidate", "expected", "verdict", "invariant", "cases",
+              "docs", "tokens", "time");
+  for (const auto& r : rows) {
+    const std::string label = r.bundled->id + " " + r.bundled->name;
+    const std::string expected = r.bundled->expected ? Name(*r.bundled->expected) : "pass";
+    std::string verdict = r.report.passed ? "pass" : "caught";
+    if (!r.as_expected) verdict = r.bundled->expected ? (r.report.passed ? "MISSED" : "WRONG") : "FAILED";
+    const std::string invariant = r.report.broken() ? Name(*r.report.broken()) : "-";
+    const int cases = r.report.passed ? r.report.cases_run : r.report.cases_to_failure;
+    const std::string docs = r.report.passed ? "-" : std::to_string(r.report.counterexample_documents());
+    const std::string tokens = r.report.passed ? "-" : std::to_string(r.report.counterexample_tokens());
+    std::printf("  %-46.46s %-12s %-8s %-12s %6d %5s %6s %6.1f ms\n", label.c_str(), expected.c_str(), verdict.c_str(),
+                invariant.c_str(), cases, docs.c_str(), tokens.c_str(), r.ms);
+  }
+  std::printf("\n  %d as expected, %d not\n", good, static_cast<int>(rows.size()) - good);
+
+  const Row* shown = nullptr;
+  for (const auto& r : rows) {
+    if (!o.show.empty() ? (r.bundled->id == o.show || r.bundled->name == o.show) : (!r.report.passed && !shown)) shown = &r;
+  }
+  for (const auto& r : rows)
+    if (!r.as_expected && !r.report.passed) shown = &r;  // a surprise is what a person must see
+  if (shown && !shown->report.passed) {
+    std::cout << "\nOne counterexample in full (" << shown->bundled->id << ", " << shown->bundled->source << "):\n\n"
+              << shown->report.text;
+  }
+  for (const auto& r : rows) {
+    if (!r.as_expected) {
+      std::cout << "\n" << r.bundled->id << " did not behave as expected: "
+                << (r.bundled->expected ? std::string("it should be caught by ") + Name(*r.bundled->expected)
+                                        : std::string("it should pass"))
+                << (r.report.passed ? ", but it passed" : std::string(", but ") + Name(*r.report.broken()) + " broke") << "\n";
+    }
+  }
+  return good == static_cast<int>(rows.size()) ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace packoracle
 
@@ -139,10 +239,22 @@ int main(int argc, char** argv) {
   auto* presets = app.add_subcommand("presets", "List the presets and every key of their policies");
   presets->add_option("--format", format, "text (a table for people) or json (for machines)")
       ->check(CLI::IsMember({"text", "json"}));
+  packoracle::SelftestOptions selftest_options;
+  auto* selftest = app.add_subcommand(
+      "selftest", "Run the kit against its bundled candidates: every correct packer must pass, every buggy one "
+                  "must be caught by the invariant its bugzoo entry names (exit 0 when all do)");
+  selftest->add_option("--cases", selftest_options.cases, "generated cases per candidate")->check(CLI::Range(1, 1000000));
+  selftest->add_option("--seed", selftest_options.seed, "the run's seed");
+  selftest->add_option("--only", selftest_options.only, "run only candidates whose id or name contains this");
+  selftest->add_option("--show", selftest_options.show, "print the full report of this candidate (id or name)");
+  selftest->add_option("--save-regressions", selftest_options.save_regressions,
+                       "write every counterexample found into this directory");
+  selftest->add_option("--format", selftest_options.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   CLI11_PARSE(app, argc, argv);
   try {
     if (*lesson) return packoracle::RunLesson();
     if (*presets) return packoracle::RunPresets(format);
+    if (*selftest) return packoracle::RunSelftest(selftest_options);
   } catch (const packoracle::InputError& e) {
     std::cerr << "packoracle: " << e.what() << "\n";
     return 2;

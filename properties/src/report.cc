@@ -201,8 +201,9 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     os << ")\n";
   }
   os << "  invariant " << Name(head.invariant) << ": " << Statement(head.invariant) << "\n";
-  os << "=== Minimal counterexample (after " << run.cases_to_failure << " cases and " << run.shrinks
-     << " shrinks; profile " << run.profile << ")\n";
+  auto plural = [](int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
+  os << "=== Minimal counterexample (after " << plural(run.cases_to_failure, "case") << " and "
+     << plural(run.shrinks, "shrink") << "; profile " << run.profile << ")\n";
   os << "policy   " << PolicyLine(request.policy) << "\n";
   os << "step     row_length " << request.row_length << ", micro_batch_rows " << request.micro_batch_rows
      << ", dp_world_size " << request.dp_world_size << "\n";

@@ -1,0 +1,23 @@
+// The exec protocol's records in JSON (DESIGN §5–§6): a `request`, `microbatch` records with their rows and
+// producer totals. Used by regressions (fixtures/regressions/) now and by `fuzz --exec` next.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle {
+
+// {"record":"request","id":..,"row_length":..,"micro_batch_rows":..,"dp_world_size":..,"policy":{..},
+//  "documents":[{"doc_uid","tokens","supervised"}],"target_losses":{uid:[..]}}
+nlohmann::ordered_json RequestToJson(const PackRequest& request);
+// Strict: a missing field, a wrong type or a length mismatch throws InputError naming `where` and the field.
+PackRequest RequestFromJson(const nlohmann::json& json, const std::string& where);
+
+// {"record":"microbatch","step","micro_step","rank","rows":[...],"producer":{...}}
+nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& microbatch);
+CandidateMicrobatch MicrobatchFromJson(const nlohmann::json& json, const std::string& where);
+
+}  // namespace packoracle

@@ -1,0 +1,204 @@
+#include "packoracle/interchange/request_json.h"
+
+#include "packoracle/interchange/policy_json.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle {
+namespace {
+
+using Json = nlohmann::json;
+
+[[noreturn]] void Bad(const std::string& where, const std::string& field, const std::string& what) {
+  throw InputError(where + ": field '" + field + "' " + what);
+}
+
+const Json& Required(const Json& object, const std::string& field, const std::string& where) {
+  if (!object.is_object()) Bad(where, field, "cannot be read: the record is not a JSON object");
+  auto it = object.find(field);
+  if (it == object.end()) Bad(where, field, "is missing");
+  return *it;
+}
+
+std::int64_t Int(const Json& v, const std::string& field, const std::string& where) {
+  if (!v.is_number_integer()) Bad(where, field, std::string("must be an integer, got ") + v.type_name());
+  return v.get<std::int64_t>();
+}
+
+double Number(const Json& v, const std::string& field, const std::string& where) {
+  if (!v.is_number()) Bad(where, field, std::string("must be a number, got ") + v.type_name());
+  return v.get<double>();
+}
+
+template <class T>
+std::vector<T> Ints(const Json& v, const std::string& field, const std::string& where) {
+  if (!v.is_array()) Bad(where, field, std::string("must be an array of integers, got ") + v.type_name());
+  std::vector<T> out;
+  for (std::size_t k = 0; k < v.size(); ++k) out.push_back(static_cast<T>(Int(v[k], field + "[" + std::to_string(k) + "]", where)));
+  return out;
+}
+
+std::vector<double> Numbers(const Json& v, const std::string& field, const std::string& where) {
+  if (!v.is_array()) Bad(where, field, std::string("must be an array of numbers, got ") + v.type_name());
+  std::vector<double> out;
+  for (std::size_t k = 0; k < v.size(); ++k) out.push_back(Number(v[k], field + "[" + std::to_string(k) + "]", where));
+  return out;
+}
+
+template <class T>
+std::optional<std::vector<T>> OptionalInts(const Json& row, const std::string& field, const std::string& where,
+                                           std::size_t length) {
+  auto it = row.find(field);
+  if (it == row.end() || it->is_null()) return std::nullopt;
+  auto out = Ints<T>(*it, field, where);
+  if (length != static_cast<std::size_t>(-1) && out.size() != length) {
+    Bad(where, field, "has " + std::to_string(out.size()) + " entries, input_ids has " + std::to_string(length));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json RequestToJson(const PackRequest& r) {
+  nlohmann::ordered_json j;
+  j["record"] = "request";
+  j["id"] = r.id;
+  j["row_length"] = r.row_length;
+  j["micro_batch_rows"] = r.micro_batch_rows;
+  j["dp_world_size"] = r.dp_world_size;
+  j["policy"] = PolicyToJson(r.policy);
+  j["documents"] = nlohmann::ordered_json::array();
+  for (const auto& d : r.documents) {
+    nlohmann::ordered_json doc;
+    doc["doc_uid"] = d.uid;
+    doc["tokens"] = d.tokens;
+    std::vector<int> supervised = d.supervised;
+    if (supervised.empty()) supervised.assign(d.tokens.size(), 1);
+    doc["supervised"] = supervised;
+    j["documents"].push_back(doc);
+  }
+  j["target_losses"] = nlohmann::ordered_json::object();
+  for (const auto& d : r.documents) {
+    auto it = r.target_losses.find(d.uid);
+    if (it != r.target_losses.end()) j["target_losses"][d.uid] = it->second;
+  }
+  return j;
+}
+
+PackRequest RequestFromJson(const Json& j, const std::string& where) {
+  PackRequest r;
+  r.id = Int(Required(j, "id", where), "id", where);
+  r.row_length = Int(Required(j, "row_length", where), "row_length", where);
+  r.micro_batch_rows = Int(Required(j, "micro_batch_rows", where), "micro_batch_rows", where);
+  r.dp_world_size = Int(Required(j, "dp_world_size", where), "dp_world_size", where);
+  r.policy = PolicyFromJson(Required(j, "policy", where), where + ": policy");
+  const Json& docs = Required(j, "documents", where);
+  if (!docs.is_array()) Bad(where, "documents", "must be an array");
+  for (std::size_t k = 0; k < docs.size(); ++k) {
+    const std::string at = where + ": documents[" + std::to_string(k) + "]";
+    Document d;
+    const Json& uid = Required(docs[k], "doc_uid", at);
+    if (!uid.is_string()) Bad(at, "doc_uid", "must be a string");
+    d.uid = uid.get<std::string>();
+    d.tokens = Ints<Token>(Required(docs[k], "tokens", at), "tokens", at);
+    if (auto s = docs[k].find("supervised"); s != docs[k].end() && !s->is_null()) {
+      d.supervised = Ints<int>(*s, "supervised", at);
+      if (d.supervised.size() != d.tokens.size()) {
+        Bad(at, "supervised", "has " + std::to_string(d.supervised.size()) + " entries, tokens has " +
+                                   std::to_string(d.tokens.size()));
+      }
+    }
+    r.documents.push_back(std::move(d));
+  }
+  if (auto losses = j.find("target_losses"); losses != j.end() && !losses->is_null()) {
+    if (!losses->is_object()) Bad(where, "target_losses", "must be an object of arrays");
+    for (const auto& [uid, values] : losses->items()) {
+      r.target_losses[uid] = Numbers(values, "target_losses." + uid, where);
+    }
+  }
+  return r;
+}
+
+nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {
+  nlohmann::ordered_json j;
+  j["record"] = "microbatch";
+  j["step"] = mb.step;
+  j["micro_step"] = mb.micro_step;
+  j["rank"] = mb.rank;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const auto& row : mb.rows) {
+    nlohmann::ordered_json r;
+    r["input_ids"] = row.input_ids;
+    r["labels"] = row.labels;
+    if (row.loss_mask) r["loss_mask"] = *row.loss_mask;
+    if (row.position_ids) r["position_ids"] = *row.position_ids;
+    if (row.cu_seqlens) r["cu_seqlens"] = *row.cu_seqlens;
+    if (row.seq_lens) r["seq_lens"] = *row.seq_lens;
+    if (row.doc_ids) r["doc_ids"] = *row.doc_ids;
+    if (row.attention_mask) r["attention_mask"] = *row.attention_mask;
+    r["doc_spans"] = nlohmann::ordered_json::array();
+    for (const auto& s : row.doc_spans) {
+      r["doc_spans"].push_back({{"doc_uid", s.doc_uid}, {"start", s.start}, {"length", s.length}, {"doc_offset", s.doc_offset}});
+    }
+    j["rows"].push_back(r);
+  }
+  if (mb.producer) {
+    nlohmann::ordered_json p;
+    p["loss_sum"] = mb.producer->loss_sum;
+    p["denominator"] = mb.producer->denominator;
+    p["denominator_scope"] = mb.producer->denominator_scope;
+    if (mb.producer->loss) p["loss"] = *mb.producer->loss;
+    j["producer"] = p;
+  }
+  return j;
+}
+
+CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) {
+  CandidateMicrobatch mb;
+  mb.step = j.contains("step") ? Int(j.at("step"), "step", where) : 0;
+  mb.micro_step = Int(Required(j, "micro_step", where), "micro_step", where);
+  mb.rank = Int(Required(j, "rank", where), "rank", where);
+  const Json& rows = Required(j, "rows", where);
+  if (!rows.is_array()) Bad(where, "rows", "must be an array");
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const std::string at = where + ": rows[" + std::to_string(k) + "]";
+    CandidateRow row;
+    row.input_ids = Ints<Token>(Required(rows[k], "input_ids", at), "input_ids", at);
+    const std::size_t n = row.input_ids.size();
+    row.labels = Ints<Token>(Required(rows[k], "labels", at), "labels", at);
+    if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
+    if (auto m = rows[k].find("loss_mask"); m != rows[k].end() && !m->is_null()) {
+      row.loss_mask = Numbers(*m, "loss_mask", at);
+      if (row.loss_mask->size() != n) Bad(at, "loss_mask", "has " + std::to_string(row.loss_mask->size()) + " entries, input_ids has " + std::to_string(n));
+    }
+    row.position_ids = OptionalInts<std::int64_t>(rows[k], "position_ids", at, n);
+    row.cu_seqlens = OptionalInts<std::int64_t>(rows[k], "cu_seqlens", at, static_cast<std::size_t>(-1));
+    row.seq_lens = OptionalInts<std::int64_t>(rows[k], "seq_lens", at, static_cast<std::size_t>(-1));
+    row.doc_ids = OptionalInts<std::int64_t>(rows[k], "doc_ids", at, n);
+    row.attention_mask = OptionalInts<std::int64_t>(rows[k], "attention_mask", at, n);
+    const Json& spans = Required(rows[k], "doc_spans", at);
+    if (!spans.is_array()) Bad(at, "doc_spans", "must be an array");
+    for (std::size_t s = 0; s < spans.size(); ++s) {
+      const std::string sat = at + ": doc_spans[" + std::to_string(s) + "]";
+      const Json& uid = Required(spans[s], "doc_uid", sat);
+      if (!uid.is_string()) Bad(sat, "doc_uid", "must be a string");
+      row.doc_spans.push_back({uid.get<std::string>(), Int(Required(spans[s], "start", sat), "start", sat),
+                               Int(Required(spans[s], "length", sat), "length", sat),
+                               Int(Required(spans[s], "doc_offset", sat), "doc_offset", sat)});
+    }
+    mb.rows.push_back(std::move(row));
+  }
+  if (auto p = j.find("producer"); p != j.end() && !p->is_null()) {
+    const std::string at = where + ": producer";
+    ProducerTotals t;
+    t.loss_sum = Number(Required(*p, "loss_sum", at), "loss_sum", at);
+    t.denominator = Number(Required(*p, "denominator", at), "denominator", at);
+    const Json& scope = Required(*p, "denominator_scope", at);
+    if (!scope.is_string()) Bad(at, "denominator_scope", "must be a string");
+    t.denominator_scope = scope.get<std::string>();
+    if (auto l = p->find("loss"); l != p->end() && !l->is_null()) t.loss = Number(*l, "loss", at);
+    mb.producer = t;
+  }
+  return mb;
+}
+
+}  // namespace packoracle
