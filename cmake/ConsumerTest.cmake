@@ -19,3 +19,8 @@ step("configure consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B
      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 step("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 step("run consumer" ${WORK_DIR}/consumer/lesson_denominator)
+# The downstream conformance test of examples/conformance: packoracle_add_conformance_test + ctest.
+step("configure conformance example" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/conformance -B ${WORK_DIR}/conformance
+     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+step("build conformance example" ${CMAKE_COMMAND} --build ${WORK_DIR}/conformance)
+step("run conformance example" ${CMAKE_CTEST_COMMAND} --test-dir ${WORK_DIR}/conformance --output-on-failure)

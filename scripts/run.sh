@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The main job: set up and build, then show the lesson's worked example and the presets.
+# The main job: set up and build, then run the kit against its bundled candidates (packoracle selftest):
+# every correct packer must pass, every buggy one must be caught by the invariant its bugzoo entry names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh >/dev/null
-./build/cli/packoracle lesson
-echo
-./build/cli/packoracle presets
+./build/cli/packoracle selftest

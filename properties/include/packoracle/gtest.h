@@ -6,9 +6,12 @@
 //     EXPECT_TRUE(packoracle::VerifyPackerKeepsInvariants(MyPacker{}));
 //   }
 //
-// or one test per invariant, for any default-constructible candidate type:
+// or one test per invariant, for any default-constructible candidate type (gtest pastes the suite's name
+// into identifiers, so the instantiation sits in namespace packoracle):
 //
+//   namespace packoracle {
 //   INSTANTIATE_TYPED_TEST_SUITE_P(MyPacker, PackerConformance, ::testing::Types<MyPacker>);
+//   }
 //
 // The failure message is the whole report: the broken invariant, the minimal counterexample, the rows and
 // the attention grid, the reproduce string and a regression test draft. Environment variables steer a run
@@ -67,10 +70,17 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
   return ::testing::AssertionFailure() << "\n" << report.text;
 }
 
+// The policies a candidate type claims: T::Policies() when it has one, else every policy it is handed.
+template <class T>
+std::vector<Policy> ClaimedPolicies() {
+  if constexpr (requires { T::Policies(); }) return T::Policies();
+  return {};
+}
+
 template <int&... ExplicitBarrier, class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
 ::testing::AssertionResult VerifyPackerKeepsInvariants(T candidate_object, VerifyOptions options = OptionsFromEnvironment()) {
-  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object));
+  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
   return VerifyCandidate(candidate, std::move(options));
 }
 
@@ -84,7 +94,7 @@ inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackR
 template <class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
 ::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request) {
-  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object));
+  Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
   return CheckOneCase(candidate, request);
 }
 
@@ -96,9 +106,7 @@ template <class T>
 class PackerConformance : public ::testing::Test {
  protected:
   void Check(Invariant invariant) {
-    std::vector<Policy> policies;
-    if constexpr (requires { T::Policies(); }) policies = T::Policies();
-    Candidate candidate = MakeCandidate(TypeName<T>(), T{}, policies);
+    Candidate candidate = MakeCandidate(TypeName<T>(), T{}, ClaimedPolicies<T>());
     VerifyOptions options = OptionsFromEnvironment();
     options.only = invariant;
     VerifyReport report = Verify(candidate, options);
