@@ -121,7 +121,9 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     replay_path = r.path;
   }
   report.profile = profile->name;
-  const auto generator = gen::Request(*profile, candidate.policies, options.max_row_length);
+  gen::Profile sized = *profile;
+  if (options.max_documents) sized.max_documents = *options.max_documents;
+  const auto generator = gen::Request(sized, candidate.policies, options.max_row_length);
   std::set<Invariant> ever_checked, ever_not_applicable;
   bool first_not_applicable = true;
 
