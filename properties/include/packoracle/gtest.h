@@ -16,7 +16,8 @@
 // The failure message is the whole report: the broken invariant, the minimal counterexample, the rows and
 // the attention grid, the reproduce string and a regression test draft. Environment variables steer a run
 // without recompiling: PACKORACLE_CASES (cases per property), PACKORACLE_SEED, PACKORACLE_REPRODUCE (replay
-// one reproduce string), PACKORACLE_PROFILE.
+// one reproduce string), PACKORACLE_PROFILE, PACKORACLE_REGRESSIONS (a directory: every failure found is saved
+// there as a regression file; replay them with ReplayRegressions).
 #pragma once
 
 #include <cxxabi.h>
@@ -28,6 +29,7 @@
 
 #include <gtest/gtest.h>
 
+#include "packoracle/interchange/regression.h"
 #include "packoracle/properties/verify.h"
 
 namespace packoracle {
@@ -60,6 +62,13 @@ inline std::string ReproduceCommand(const std::string& reproduce) {
 }
 
 // Runs the candidate against generated cases; the AssertionResult carries the full report on failure.
+// Saves the failure of `report` when PACKORACLE_REGRESSIONS names a directory; returns a line for the message.
+inline std::string MaybeSaveRegression(const std::string& candidate, const VerifyReport& report) {
+  const char* dir = std::getenv("PACKORACLE_REGRESSIONS");
+  if (dir == nullptr || report.passed) return "";
+  return "saved as " + SaveRegression(dir, candidate, report) + "\n";
+}
+
 inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOptions options = OptionsFromEnvironment()) {
   VerifyReport report = Verify(candidate, options);
   if (report.passed) return ::testing::AssertionSuccess() << report.cases_run << " cases passed";
@@ -67,7 +76,22 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
   if (report.counterexample && report.failure) {
     report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
   }
-  return ::testing::AssertionFailure() << "\n" << report.text;
+  return ::testing::AssertionFailure() << "\n" << report.text << MaybeSaveRegression(candidate.name, report);
+}
+
+// Replays every saved regression of `directory` whose candidate is `candidate.name` (or all of them when
+// `all` is true): each must now pass. Run it in CI so a fixed bug stays fixed.
+inline ::testing::AssertionResult ReplayRegressions(Candidate& candidate, const std::string& directory, bool all = false) {
+  std::string failures;
+  int replayed = 0;
+  for (const Regression& r : LoadRegressions(directory)) {
+    if (!all && r.candidate != candidate.name) continue;
+    ++replayed;
+    VerifyReport report = VerifyOne(candidate, r.request);
+    if (!report.passed) failures += "\n" + r.path + " fails again:\n" + report.text;
+  }
+  if (failures.empty()) return ::testing::AssertionSuccess() << replayed << " regressions replayed";
+  return ::testing::AssertionFailure() << failures;
 }
 
 // The policies a candidate type claims: T::Policies() when it has one, else every policy it is handed.
