@@ -152,10 +152,15 @@ void Checker::CheckPacker() {
   try {
     out = candidate_.packer->Pack(request_);
   } catch (const std::exception& e) {
-    out = PackResult::Refuse(std::string("the packer threw: ") + e.what());
+    out = PackResult::Fault(std::string("the packer threw: ") + e.what());
   }
   result_.packed = out;
   result_.checked.insert(Invariant::kCoverage);
+  result_.checked.insert(Invariant::kShape);
+  if (out.fault) {
+    Add(Invariant::kShape, "no packed batch came back: " + *out.fault);
+    return;
+  }
 
   // determinism: the same request again, after an unrelated one, gives the same output.
   if (options_.determinism) {
@@ -168,7 +173,7 @@ void Checker::CheckPacker() {
       candidate_.packer->Pack(decoy);
       again = candidate_.packer->Pack(request_);
     } catch (const std::exception& e) {
-      again = PackResult::Refuse(std::string("the packer threw: ") + e.what());
+      again = PackResult::Fault(std::string("the packer threw: ") + e.what());
     }
     if (!(again == out)) {
       Add(Invariant::kDeterminism,

@@ -128,7 +128,9 @@ struct ReferencePacker {
       Layout layout = DefaultLayout(request.documents, request.policy, request.row_length);
       AssignMicrobatches(layout, request.micro_batch_rows, request.dp_world_size);
       const OracleBatch batch = Materialize(request.documents, layout, request.policy);
-      return {ReferenceMicrobatches(batch, request), std::nullopt};
+      PackResult result;
+      result.microbatches = ReferenceMicrobatches(batch, request);
+      return result;
     } catch (const InputError& e) {
       return PackResult::Refuse(e.what());
     }

@@ -86,11 +86,16 @@ struct CandidateMicrobatch {
   bool operator==(const CandidateMicrobatch&) const = default;
 };
 
-// A packer's answer: micro-batches, or a refusal with its reason (exec protocol `error`).
+// A packer's answer: micro-batches, or a refusal with its reason (exec protocol `error`), or a fault: the
+// candidate crashed, hung, threw, or answered with something that is not a packed batch. A refusal is right
+// exactly when the policy demands one; a fault is always the case's failure (reported under `shape`: the
+// output is not a packed batch).
 struct PackResult {
   std::vector<CandidateMicrobatch> microbatches;
   std::optional<std::string> refusal;
-  static PackResult Refuse(std::string message) { return {{}, std::move(message)}; }
+  std::optional<std::string> fault;
+  static PackResult Refuse(std::string message) { return {{}, std::move(message), std::nullopt}; }
+  static PackResult Fault(std::string message) { return {{}, std::nullopt, std::move(message)}; }
   bool operator==(const PackResult&) const = default;
 };
 
