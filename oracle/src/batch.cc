@@ -210,12 +210,13 @@ std::vector<std::int64_t> ContextSet(const OracleRow& row, const Policy& policy,
   return out;
 }
 
-OracleBatch Materialize(const std::vector<Document>& documents, const Layout& layout, const Policy& policy) {
+OracleBatch Materialize(const std::vector<Document>& documents, const Layout& layout, const Policy& policy,
+                        Delimiters delimiters) {
   ValidatePolicy(policy);
   OracleBatch batch;
   batch.policy = policy;
   batch.row_length = layout.row_length;
-  batch.documents = Effective(documents, policy);
+  batch.documents = Effective(documents, policy, delimiters);
   ValidateLayout(batch.documents, layout);
 
   for (const RowLayout& row_layout : layout.rows) {

@@ -325,7 +325,8 @@ void ValidatePolicy(const Policy& policy) {
   throw InputError(message);
 }
 
-EffectiveDocument Effective(const Document& document, const Policy& policy) {
+EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters) {
+  const bool included = delimiters == Delimiters::kIncluded;
   const auto n = document.tokens.size();
   if (!document.supervised.empty() && document.supervised.size() != n) {
     throw InputError("document '" + document.uid + "': supervised has " + std::to_string(document.supervised.size()) +
@@ -345,18 +346,22 @@ EffectiveDocument Effective(const Document& document, const Policy& policy) {
     }
     // Under token-delimited boundaries a delimiter inside a document is itself a boundary: such data cannot be
     // encoded, whatever the packer does.
-    if (policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id && document.tokens[k] == *policy.eos_id) {
+    const bool closing_eod = included && k + 1 == n;  // a dumped document ends with its own EOD
+    const bool opening_bos = included && k == 0;     // and starts with its own BOS
+    if (policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id && document.tokens[k] == *policy.eos_id &&
+        !closing_eod) {
       throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the EOD id " +
                        std::to_string(*policy.eos_id) + ", which under boundary_source: eod_closes ends the document there");
     }
-    if (policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id && document.tokens[k] == *policy.bos_id) {
+    if (policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id && document.tokens[k] == *policy.bos_id &&
+        !opening_bos) {
       throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the BOS id " +
                        std::to_string(*policy.bos_id) + ", which under boundary_source: bos_opens starts a new document there");
     }
   }
   EffectiveDocument out;
   out.uid = document.uid;
-  if (policy.bos_id) {
+  if (policy.bos_id && !included) {
     out.tokens.push_back(*policy.bos_id);
     out.supervised.push_back(1);
   }
@@ -364,14 +369,15 @@ EffectiveDocument Effective(const Document& document, const Policy& policy) {
     out.tokens.push_back(document.tokens[k]);
     out.supervised.push_back(document.supervised.empty() ? 1 : document.supervised[k]);
   }
-  if (policy.eos_id) {
+  if (policy.eos_id && !included) {
     out.tokens.push_back(*policy.eos_id);
     out.supervised.push_back(1);
   }
   return out;
 }
 
-std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy) {
+std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
+                                         Delimiters delimiters) {
   std::vector<EffectiveDocument> out;
   std::set<std::string> seen;
   for (std::size_t d = 0; d < documents.size(); ++d) {
@@ -379,7 +385,7 @@ std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents,
       throw InputError("document " + std::to_string(d) + ": uid '" + documents[d].uid +
                        "' is used by an earlier document (uids must be unique)");
     }
-    out.push_back(Effective(documents[d], policy));
+    out.push_back(Effective(documents[d], policy, delimiters));
   }
   return out;
 }

@@ -46,7 +46,7 @@ class Checker {
  public:
   Checker(Candidate& candidate, const PackRequest& request, const CheckOptions& options, CaseResult& result)
       : candidate_(candidate), request_(request), options_(options), result_(result),
-        policy_(request.policy), docs_(Effective(request.documents, request.policy)) {}
+        policy_(request.policy), docs_(Effective(request.documents, request.policy, request.delimiters)) {}
 
   void Run();
 
@@ -203,7 +203,7 @@ void Checker::CheckPacker() {
   if (!CheckCoverage()) return;
 
   Layout layout = LayoutFromSpans(microbatches_, docs_, request_.row_length);
-  result_.oracle = Materialize(request_.documents, layout, policy_);
+  result_.oracle = Materialize(request_.documents, layout, policy_, request_.delimiters);
   std::int64_t slots = 0, used = 0;
   for (const auto& row : result_.oracle->rows) {
     slots += row.length();
@@ -365,7 +365,7 @@ bool Checker::CheckCoverage() {
     if (docs_[d].size() > 0) last_doc = static_cast<std::int64_t>(d);
   for (std::size_t d = 0; d < docs_.size(); ++d) {
     const EffectiveDocument& doc = docs_[d];
-    std::int64_t next = 0;
+    std::int64_t next = options_.partial_coverage && !pieces[d].empty() ? pieces[d].front().first : 0;
     for (const auto& [offset, length] : pieces[d]) {
       if (offset != next) {
         Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " + std::to_string(offset) +
@@ -380,7 +380,7 @@ bool Checker::CheckCoverage() {
       Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
                                     " pieces, but the policy says overflow: " + Name(policy_.overflow));
     }
-    if (next == doc.size()) continue;
+    if (next == doc.size() || options_.partial_coverage) continue;
     if (policy_.overflow == Overflow::kTruncate && next >= std::min(doc.size(), request_.row_length)) continue;
     if (stream && policy_.padding == Padding::kNone) continue;  // full windows only: the tail may be dropped
     if (stream && policy_.row_end_target == RowEndTarget::kNextInStream && static_cast<std::int64_t>(d) == last_doc &&
@@ -592,9 +592,12 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
       } else {
         for (const auto& p : row.predictions) n += p.weight;
       }
-      for (const auto& p : row.predictions)
-        if (p.weight > 0) s += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+      if (options_.losses_known) {
+        for (const auto& p : row.predictions)
+          if (p.weight > 0) s += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+      }
     }
+    if (!options_.losses_known) s = totals[counts.loss_sums.size()].loss_sum;  // taken as given
     counts.per_microbatch.push_back(n);
     counts.loss_sums.push_back(s);
     counts.per_rank[mb.rank] += n;
@@ -656,9 +659,37 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
   if (policy_.denominator == Denominator::kRankMean) declared = sum / R;
   if (policy_.denominator == Denominator::kMicrobatchMean) declared = sum / (R * M);
   result_.declared_objective = declared;
-  const auto objective = Objective(batch, losses, policy_.denominator, policy_.count_basis,
-                                   StepShape{request_.dp_world_size, max_micro + 1});
-  const double want = objective.has_targets ? objective.value : 0.0;
+  double want = 0;
+  if (options_.losses_known) {
+    const auto objective = Objective(batch, losses, policy_.denominator, policy_.count_basis,
+                                     StepShape{request_.dp_world_size, max_micro + 1});
+    want = objective.has_targets ? objective.value : 0.0;
+  } else {
+    // From the producer's loss sums and the kit's counts, under the declared formula.
+    double total = 0, total_n = 0;
+    std::map<std::int64_t, std::pair<double, double>> per_rank;
+    double per_mb = 0;
+    for (std::size_t m = 0; m < totals.size(); ++m) {
+      total += counts.loss_sums[m];
+      total_n += counts.per_microbatch[m];
+      per_rank[mbs[m].rank].first += counts.loss_sums[m];
+      per_rank[mbs[m].rank].second += counts.per_microbatch[m];
+      per_mb += counts.loss_sums[m] / std::max(1.0, counts.per_microbatch[m]);
+    }
+    if (total_n > 0) result_.token_mean = total / total_n;
+    switch (policy_.denominator) {
+      case Denominator::kGlobalTargets:
+      case Denominator::kAllPositions: want = total_n > 0 ? total / total_n : 0; break;
+      case Denominator::kRankMean: {
+        double rank_sum = 0;
+        for (const auto& [rank, sn] : per_rank) rank_sum += sn.first / std::max(1.0, sn.second);
+        want = rank_sum / R;
+        break;
+      }
+      case Denominator::kMicrobatchMean: want = per_mb / (R * M); break;
+      case Denominator::kSequenceMean: break;
+    }
+  }
   if (!Close(declared, want)) {
     std::string gap;
     if (result_.token_mean) gap = " (the global token mean Σwℓ/Σw is " + Num(*result_.token_mean) + ")";
@@ -767,7 +798,7 @@ CaseResult CheckCase(Candidate& candidate, const PackRequest& request, const Che
   }
   // Documents without given losses get 1 nat per target, so that a hand-written case needs only documents.
   PackRequest filled = request;
-  for (const auto& doc : Effective(request.documents, request.policy)) {
+  for (const auto& doc : Effective(request.documents, request.policy, request.delimiters)) {
     auto& losses = filled.target_losses[doc.uid];
     if (losses.size() < static_cast<std::size_t>(doc.size())) losses.resize(static_cast<std::size_t>(doc.size()), 1.0);
   }

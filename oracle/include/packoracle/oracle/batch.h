@@ -72,7 +72,8 @@ struct OracleBatch {
 };
 
 // Validates the policy, the documents and the layout (InputError on any problem), then computes every row.
-OracleBatch Materialize(const std::vector<Document>& documents, const Layout& layout, const Policy& policy);
+OracleBatch Materialize(const std::vector<Document>& documents, const Layout& layout, const Policy& policy,
+                        Delimiters delimiters = Delimiters::kAdd);
 
 // ---- The rules, one by one (Materialize calls these; exposed so tests and reports can too) -------------
 

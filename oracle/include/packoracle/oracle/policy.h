@@ -132,10 +132,17 @@ std::vector<std::string> PolicyProblems(const Policy& policy);
 // Throws InputError listing PolicyProblems when there are any.
 void ValidatePolicy(const Policy& policy);
 
-// The effective document under the policy: [bos_id] + tokens + [eos_id], every delimiter supervised.
-// Throws InputError when `supervised` has the wrong length or values other than 0 and 1.
-EffectiveDocument Effective(const Document& document, const Policy& policy);
-std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy);
+// Whether documents still need the policy's delimiters (generated documents, the exec protocol) or already
+// carry them as the producer added them (the `document` records of a dump).
+enum class Delimiters { kAdd, kIncluded };
+
+// The effective document under the policy: [bos_id] + tokens + [eos_id], every delimiter supervised (or the
+// tokens as they are, under Delimiters::kIncluded). Throws InputError when `supervised` has the wrong length
+// or values other than 0 and 1, when a token equals ignore_index, or when a delimiter that marks boundaries
+// (eod_closes / bos_opens) appears inside the document.
+EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
+std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
+                                         Delimiters delimiters = Delimiters::kAdd);
 
 // Names of enum values as they appear in JSON (e.g. "pre_shifted").
 const char* Name(LabelAlignment v);

@@ -42,6 +42,8 @@ struct PackRequest {
   // target_losses[uid][k]: the loss ℓ of predicting token k of that document after the policy's delimiters
   // are added (entry 0 is used only where the policy makes a document's first token a target).
   std::map<std::string, std::vector<double>> target_losses;
+  // kIncluded when the documents already carry the policy's delimiters (a dump's document records).
+  Delimiters delimiters = Delimiters::kAdd;
 };
 
 // The ground truth of where a document piece sits: tokens [doc_offset, doc_offset + length) of the effective

@@ -64,6 +64,12 @@ struct Violation {
 
 struct CheckOptions {
   bool determinism = true;  // pack every case twice, once after an unrelated case
+  // Auditing a dump (packoracle verify): a step holds only part of the documents' lives, so pieces must be
+  // contiguous and in order but documents need not be complete within the case (the caller checks across
+  // steps); and the per-target losses are unknown, so the producer's loss sums are taken as given and only
+  // their normalisation is checked.
+  bool partial_coverage = false;
+  bool losses_known = true;
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
 };

@@ -1,0 +1,127 @@
+// An external candidate: a packer in any language, driven as a long-lived child process over the exec
+// protocol of DESIGN §6 (JSON Lines on stdin and stdout). `packoracle fuzz --exec CMD` is built on it.
+//
+//   packoracle::ExecOptions options;
+//   options.policies = {packoracle::FindPreset("reference").policy};
+//   packoracle::Candidate candidate = packoracle::MakeExecCandidate("python3 my_packer.py", options);
+//   packoracle::VerifyReport report = packoracle::Verify(candidate);
+//
+// The protocol, per case:
+//   → one line: RequestToJson(request), {"record":"request","id":N,...}
+//   ← zero or more {"record":"microbatch",...} lines, then {"record":"end","id":N}
+//   ← or {"record":"error","id":N,"message":"..."}: the candidate refuses the input (PackResult::Refuse; right
+//     exactly when the policy demands a refusal)
+// One JSON object per line; the candidate must flush stdout after each answer. Its stderr is free text: it is
+// drained all the time (a candidate may log as much as it likes) and its last ~4 KiB are quoted in reports.
+//
+// Every other outcome is a fault of that case (PackResult::Fault, always a failure), with a message that says
+// what happened and quotes the last lines of the candidate's stderr:
+//   1 the child exits, or is killed by a signal (named: SIGSEGV, SIGABRT, ...), before its answer is complete;
+//   2 no complete answer within `timeout` (the child is killed);
+//   3 a line that is not JSON, not an object, or has no "record" field; an unknown record type; a microbatch
+//     record that is not a packed batch (the field is named);
+//   4 a record for another id than the request's;
+//   5 a partial line and then the end of stdout;
+//   6 a single line longer than `max_line_bytes` (reading stops there), or an answer longer than
+//     `max_answer_bytes` in total;
+//   7 the child closes its stdin before taking the whole request (EPIPE; SIGPIPE never reaches the kit);
+//   8 output between answers (after an end record, before the next request).
+// After a fault the child's process group is killed and the child reaped; the next request starts a fresh
+// child, so that shrinking goes on. No child is ever left running or unreaped: the destructor closes the
+// child's stdin, gives it `shutdown_grace` to exit, then kills its process group and reaps it.
+//
+// The command runs under /bin/sh -c in a process group of its own. A simple command (`python3 packer.py
+// --fast`, with any quoting, variables or redirections) is run as `exec <command>`, so that the candidate
+// replaces the shell and owns the pipes itself. A compound command (`cd dir && python3 x.py`, a pipeline)
+// keeps a shell in between; that works too, except that the shell also holds the candidate's stdin, so a
+// candidate closing its stdin (case 7) shows as a timeout, and a crash as the shell's status 128+signal.
+//
+// A common way to break the protocol is forgetting to flush stdout after the end record (Python buffers
+// stdout on a pipe): every case then times out.
+//
+// Not thread-safe: one ExecPacker serves one thread at a time (as Verify uses it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle {
+
+struct ExecOptions {
+  std::string name;                                  // the candidate's name in reports; default "exec: <command>"
+  std::vector<Policy> policies;                      // the policies it claims (Candidate::policies); empty: all
+  std::chrono::milliseconds timeout{10000};          // per case: from the request's first byte to its end record
+  std::size_t max_line_bytes = std::size_t{64} << 20;    // a longer line is a fault
+  std::size_t max_answer_bytes = std::size_t{256} << 20; // all lines of one answer together
+  std::size_t stderr_tail_bytes = 4096;              // how much of the child's stderr is kept for reports
+  std::chrono::milliseconds shutdown_grace{500};     // stdin closed → wait this long → SIGKILL
+};
+
+// The packer role of an exec candidate. Exposed (rather than hidden behind PackerRole) for the command line
+// and the tests: they check that the command starts, and watch restarts and child processes.
+class ExecPacker final : public PackerRole {
+ public:
+  ExecPacker(std::string command, ExecOptions options);
+  ~ExecPacker() override;
+  ExecPacker(const ExecPacker&) = delete;
+  ExecPacker& operator=(const ExecPacker&) = delete;
+
+  // Sends one request and reads its answer. Never throws; a misbehaving candidate gives a Fault.
+  PackResult Pack(const PackRequest& request) override;
+
+  // Starts the child (if none runs) and watches it for `grace`. Returns why it cannot serve: the shell could
+  // not be started, or the child exited (with its status and stderr) before any request was sent. nullopt:
+  // it is running (and is kept for the first request).
+  std::optional<std::string> CheckStarts(std::chrono::milliseconds grace);
+
+  // Closes the child's stdin, waits up to shutdown_grace for it to exit, then kills its process group and
+  // reaps it. The next Pack starts a fresh child.
+  void Stop();
+
+  struct Stats {
+    std::int64_t starts = 0;     // children started
+    std::int64_t requests = 0;   // requests sent
+    std::int64_t faults = 0;     // Pack calls that returned a fault
+    std::int64_t refusals = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  const std::string& command() const { return command_; }
+  const ExecOptions& options() const { return options_; }
+  // The running child's pid (also its process group id); 0 when none runs.
+  pid_t pid() const;
+  // The pids of the last (up to 64) children started, oldest first: each was a process group leader.
+  const std::deque<pid_t>& recent_pids() const { return recent_pids_; }
+  // The last fault message (empty when there was none).
+  const std::string& last_fault() const { return last_fault_; }
+
+ private:
+  struct Child;
+  PackResult Exchange(const PackRequest& request);
+  // Kills and reaps the child, counts the fault and returns it with the child's last stderr lines.
+  PackResult Fail(std::string message);
+  bool StartChild(std::string& error);
+
+  std::string command_;
+  ExecOptions options_;
+  std::unique_ptr<Child> child_;
+  Stats stats_;
+  std::deque<pid_t> recent_pids_;
+  std::string last_fault_;
+};
+
+// A candidate whose packer role is an ExecPacker running `command` (via /bin/sh -c). The child starts lazily,
+// at the first request (or ExecPacker::CheckStarts).
+Candidate MakeExecCandidate(const std::string& command, ExecOptions options = {});
+
+}  // namespace packoracle
