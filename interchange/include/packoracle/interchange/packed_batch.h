@@ -1,0 +1,85 @@
+// The `packed-batch` JSON Lines format, version 1 (DESIGN §5): a streaming, strict reader and a writer.
+//
+//   PackedBatchReader reader("rank0.jsonl");            // InputError if it cannot be opened
+//   while (auto record = reader.Next()) {                // one line at a time: memory does not grow
+//     if (auto* mb = std::get_if<MicrobatchRecord>(&*record)) ...
+//   }
+//
+// Strict: a missing required field, a wrong type or a length mismatch is an InputError naming the file, the
+// line, the record type and the field; unknown fields are ignored; blank lines are skipped. The header comes
+// first, once.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle {
+
+struct HeaderRecord {
+  nlohmann::json producer;             // {system, component, version, ...} as written
+  std::optional<Token> pad_id, bos_id, eos_id, eod_id;  // special_ids
+  std::int64_t dp_world_size = 1;
+  std::int64_t grad_accum_steps = 1;
+  nlohmann::json policy_json;          // the policy object as written
+  Policy policy;                       // resolved (preset applied, keys over it)
+};
+
+struct DocumentRecord {
+  Document document;  // tokens with the producer's delimiters included
+};
+
+struct MicrobatchRecord {
+  CandidateMicrobatch microbatch;
+  bool flattened = false;
+  std::int64_t line = 0;  // where it was read, for reports
+};
+
+struct StepRecord {
+  std::int64_t step = 0;
+  std::int64_t rank = 0;
+  std::optional<double> num_items_in_batch;
+  std::optional<double> loss;
+};
+
+using PackedBatchRecord = std::variant<HeaderRecord, DocumentRecord, MicrobatchRecord, StepRecord>;
+
+class PackedBatchReader {
+ public:
+  explicit PackedBatchReader(std::string path);
+  // The next record, or nullopt at the end of the file.
+  std::optional<PackedBatchRecord> Next();
+  const std::string& path() const { return path_; }
+  std::int64_t line() const { return line_; }
+  std::int64_t bytes_read() const { return bytes_; }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::int64_t line_ = 0;
+  std::int64_t bytes_ = 0;
+  bool seen_header_ = false;
+};
+
+// Parses one line's record (exposed for fuzzing and tests); `where` is "file:line".
+PackedBatchRecord ParsePackedBatchRecord(const nlohmann::json& json, const std::string& where, bool first);
+
+// Writes records, one JSON object per line.
+class PackedBatchWriter {
+ public:
+  explicit PackedBatchWriter(std::ostream& out) : out_(out) {}
+  void Header(const HeaderRecord& header);
+  void Document(const packoracle::Document& document);
+  void Microbatch(const CandidateMicrobatch& microbatch);
+
+ private:
+  std::ostream& out_;
+};
+
+}  // namespace packoracle
