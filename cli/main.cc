@@ -130,7 +130,7 @@ int RunPresets(const std::string& format) {
 }
 
 struct SelftestOptions {
-  int cases = 200;
+  int cases = 400;
   std::uint64_t seed = 20261129;
   std::string only;            // run only candidates whose id or name contains this
   std::string show;            // the candidate whose full report is printed (default: the first caught bug)

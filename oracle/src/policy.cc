@@ -263,6 +263,10 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
   if (p.boundary_source == BoundarySource::kBosOpens && !p.bos_id) {
     problems.push_back("boundary_source: bos_opens needs a BOS id, but bos_id is null");
   }
+  if (p.boundary_source == BoundarySource::kBosOpens && p.bos_id && p.eos_id && *p.eos_id == *p.bos_id) {
+    problems.push_back("boundary_source: bos_opens with eos_id equal to bos_id (" + std::to_string(*p.bos_id) +
+                       "): the EOS appended to a document would read as the start of the next one");
+  }
   if (p.attention == Attention::kDocCausal && p.boundary_source == BoundarySource::kNone) {
     problems.push_back(
         "attention: doc_causal needs document boundaries, but boundary_source is none (nothing tells a "

@@ -170,7 +170,10 @@ void Checker::CheckPacker() {
     decoy.id = request_.id + 1;
     PackResult again;
     try {
-      candidate_.packer->Pack(decoy);
+      candidate_.packer->Pack(decoy);  // whatever the decoy gives (a fault too) is not this case's concern
+    } catch (const std::exception&) {
+    }
+    try {
       again = candidate_.packer->Pack(request_);
     } catch (const std::exception& e) {
       again = PackResult::Fault(std::string("the packer threw: ") + e.what());
@@ -366,7 +369,11 @@ bool Checker::CheckCoverage() {
   for (std::size_t d = 0; d < docs_.size(); ++d) {
     const EffectiveDocument& doc = docs_[d];
     std::int64_t next = options_.partial_coverage && !pieces[d].empty() ? pieces[d].front().first : 0;
+    // Windows of stride L+1 never make the prediction from a window's row-end target: that token is never an
+    // input, so one token may be skipped before a piece (and at the document's end).
+    const bool skips = stream && policy_.stream_stride == StreamStride::kLPlus1;
     for (const auto& [offset, length] : pieces[d]) {
+      if (skips && offset == next + 1) next = offset;
       if (offset != next) {
         Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " + std::to_string(offset) +
                                       " where token " + std::to_string(next) + " was expected (tokens " +
@@ -381,6 +388,7 @@ bool Checker::CheckCoverage() {
                                     " pieces, but the policy says overflow: " + Name(policy_.overflow));
     }
     if (next == doc.size() || options_.partial_coverage) continue;
+    if (skips && next == doc.size() - 1) continue;
     if (policy_.overflow == Overflow::kTruncate && next >= std::min(doc.size(), request_.row_length)) continue;
     if (stream && policy_.padding == Padding::kNone) continue;  // full windows only: the tail may be dropped
     if (stream && policy_.row_end_target == RowEndTarget::kNextInStream && static_cast<std::int64_t>(d) == last_doc &&
@@ -545,7 +553,9 @@ void Checker::CheckTargets() {
       if (got[i].weight != p.weight) {
         std::string why;
         if (s.is_pad()) why = "padding is never an input of a target";
-        else if (p.kind == TargetKind::kBoundary && p.weight == 0) why = "it would predict the first token of the next document, and the policy excludes boundary targets";
+        else if ((p.kind == TargetKind::kBoundary || p.kind == TargetKind::kRowEndNextDocument) && p.weight == 0 &&
+                 policy_.boundary_target == BoundaryTarget::kExcluded)
+          why = "it would predict the first token of the next document, and the policy excludes boundary targets";
         else if (p.kind == TargetKind::kNone) why = "it has no next token in its document under the policy";
         else if (p.weight == 0) why = "its target token is not supervised";
         else why = "its target, token " + std::to_string(p.target_offset) + " of '" +
@@ -636,16 +646,18 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
       Add(Invariant::kLoss, where + ": loss_sum " + Num(t.loss_sum) + ", but Σwℓ of its valid targets is " +
                                 Num(counts.loss_sums[m]), -1, -1, Num(counts.loss_sums[m]), Num(t.loss_sum));
       totals_ok = false;
-    } else if (t.loss && t.denominator > 0 && !Close(*t.loss, t.loss_sum / t.denominator)) {
+    } else if (policy_.denominator != Denominator::kSequenceMean && t.loss && t.denominator > 0 &&
+               !Close(*t.loss, t.loss_sum / t.denominator)) {
       Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " is not loss_sum / denominator = " +
                                 Num(t.loss_sum / t.denominator), -1, -1, Num(t.loss_sum / t.denominator), Num(*t.loss));
       totals_ok = false;
-    } else if (t.loss && t.denominator == 0 && *t.loss != 0) {
+    } else if (policy_.denominator != Denominator::kSequenceMean && t.loss && t.denominator == 0 && *t.loss != 0) {
       Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " with a zero denominator");
       totals_ok = false;
     }
   }
-  if (!totals_ok || policy_.denominator == Denominator::kSequenceMean) return;
+  if (!totals_ok) return;
+  if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
 
   // The step objective the reported losses give under the declared formula, against the oracle's.
   const auto R = static_cast<double>(request_.dp_world_size);
@@ -655,9 +667,24 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
   double sum = 0;
   for (std::size_t m = 0; m < totals.size(); ++m)
     sum += totals[m].loss ? *totals[m].loss : (totals[m].denominator > 0 ? totals[m].loss_sum / totals[m].denominator : 0);
+  // How a trainer combines the micro-batch losses follows from what each was divided by: losses divided by
+  // the global count add up (HF, torchtune); by the rank's count, the ranks' gradients are averaged
+  // (DDP's 1/R); by the micro-batch's count, also averaged over the accumulation steps (Megatron's
+  // 1/num_microbatches). Sequence means report each micro-batch's share, which adds up.
+  if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine
+  const std::string scope = totals.front().denominator_scope;
+  for (const auto& t : totals) {
+    if (t.denominator_scope != scope) {
+      Add(Invariant::kDenominator, who + " reports micro-batches with different denominator scopes ('" + scope +
+                                       "' and '" + t.denominator_scope + "')");
+      return;
+    }
+  }
   double declared = sum;
-  if (policy_.denominator == Denominator::kRankMean) declared = sum / R;
-  if (policy_.denominator == Denominator::kMicrobatchMean) declared = sum / (R * M);
+  if (policy_.denominator != Denominator::kSequenceMean) {
+    if (scope == "step") declared = sum / R;
+    if (scope == "microbatch") declared = sum / (R * M);
+  }
   result_.declared_objective = declared;
   double want = 0;
   if (options_.losses_known) {

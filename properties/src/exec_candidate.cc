@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -198,8 +199,12 @@ struct ExecPacker::Child {
   bool err_cut = false;        // err_tail lost its beginning
   std::size_t err_total = 0;
   std::size_t tail_limit = 4096;
+  std::size_t written = 0;     // bytes of the current request written to stdin
 
-  ~Child() { Kill(); }
+  ~Child() {
+    Kill();
+    Close();
+  }
 
   static std::unique_ptr<Child> Spawn(const std::string& command, const ExecOptions& options, std::string& error);
 
@@ -278,7 +283,8 @@ struct ExecPacker::Child {
     return true;
   }
 
-  // Kills the process group (whatever the child started too) and reaps the child.
+  // Kills the process group (whatever the child started too) and reaps the child; the pipes stay open (what
+  // is left in them still explains the fault) until Close().
   void Kill() {
     if (pid > 0 && !reaped) {
       if (!Exited()) killed_by_kit = true;
@@ -296,9 +302,20 @@ struct ExecPacker::Child {
       reaped = true;
       DrainStderr();
     }
+  }
+
+  void Close() {
     CloseFd(in);
     CloseFd(out);
     CloseFd(err);
+  }
+
+  // Did the child read any of the current request? (What it left in the pipe is still there after it died.)
+  bool ConsumedRequest() const {
+    if (in < 0 || written == 0) return false;
+    int unread = 0;
+    if (ioctl(in, FIONREAD, &unread) != 0) return true;  // cannot tell: assume it did
+    return written > static_cast<std::size_t>(unread);
   }
 
   // Closes stdin, lets the child exit on its own for `grace`, then kills what is left.
@@ -472,6 +489,7 @@ std::optional<std::string> ExecPacker::CheckStarts(std::chrono::milliseconds gra
 
 PackResult ExecPacker::Fail(std::string message) {
   if (child_) {
+    if (child_->ConsumedRequest()) took_request_ = true;
     child_->DrainStderr();
     child_->Kill();
     message += child_->StderrLines();
@@ -520,7 +538,8 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
   ++stats_.requests;
   const auto start = Clock::now();
   const auto deadline = start + options_.timeout;
-  std::size_t written = 0;
+  std::size_t& written = child.written;
+  written = 0;
   std::size_t answer_bytes = 0;
   int line_no = 0;
   PackResult result;
@@ -528,6 +547,7 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
   // One complete line of the answer: nullopt to read on, or the final result.
   auto handle_line = [&](std::string_view text) -> std::optional<PackResult> {
     ++line_no;
+    took_request_ = true;  // it answers: it has read the request
     const std::string where = "line " + std::to_string(line_no) + " of the answer to " + req;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     nlohmann::json j;
@@ -575,8 +595,9 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
     const auto wait_until = std::min(deadline, Clock::now() + std::chrono::seconds(1));
     const bool exited = child.WaitExited(std::max(wait_until, Clock::now() + std::chrono::milliseconds(50)));
     child.Kill();
-    std::string message = exited ? "the candidate " + child.Fate() + " while answering " + req
-                                 : "the candidate closed its stdout while answering " + req + " but kept running (killed)";
+    const std::string during = line_no > 0 || child.ConsumedRequest() ? " while answering " : " before reading ";
+    std::string message = exited ? "the candidate " + child.Fate() + during + req
+                                 : "the candidate closed its stdout" + during + req + " but kept running (killed)";
     message += ": " + what;
     return Fail(std::move(message));
   };

@@ -20,6 +20,25 @@ double CountOf(const OracleRow& row, const Policy& policy) {
   return n;
 }
 
+// A micro-batch's share of the sequence-mean objective: Σ over its weighted predictions p of w·ℓ / (N_d · D),
+// with N_d the weighted predictions of p's document over the step and D the documents that have any.
+double SequenceShare(const OracleBatch& batch, const std::vector<const OracleRow*>& rows, const TargetLosses& losses) {
+  std::map<std::int64_t, double> per_doc;
+  for (const auto& row : batch.rows)
+    for (std::size_t i = 0; i < row.predictions.size(); ++i)
+      if (row.predictions[i].weight > 0) per_doc[row.slots[i].doc] += row.predictions[i].weight;
+  double share = 0;
+  for (const OracleRow* row : rows) {
+    for (std::size_t i = 0; i < row->predictions.size(); ++i) {
+      const Prediction& p = row->predictions[i];
+      if (p.weight == 0) continue;
+      const double l = losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+      share += p.weight * l / (per_doc[row->slots[i].doc] * static_cast<double>(per_doc.size()));
+    }
+  }
+  return share;
+}
+
 CandidateRow EncodeRow(const OracleBatch& batch, const OracleRow& row) {
   const Policy& policy = batch.policy;
   CandidateRow out;
@@ -114,6 +133,7 @@ std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch,
     }
     // Zero valid targets: reported as a zero denominator and a zero loss, never divided.
     totals.loss = totals.denominator > 0 ? loss_sum / totals.denominator : 0.0;
+    if (policy.denominator == Denominator::kSequenceMean) totals.loss = SequenceShare(batch, groups[key], losses);
     mb.producer = totals;
     out.push_back(std::move(mb));
   }

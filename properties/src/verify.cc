@@ -139,7 +139,14 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     }
     PackRequest request = current.value();
     request.id = k;
-    CaseResult result = CheckCase(candidate, request, options.check);
+    CaseResult result;
+    try {
+      result = CheckCase(candidate, request, options.check);
+    } catch (const InputError& e) {
+      // A generated case the kit itself cannot check is a bug of the kit's generators: say which case.
+      throw InputError("generated case v1:" + std::to_string(seed) + ":" + std::to_string(k) + ":" + std::to_string(size) +
+                       ":" + profile->name + ": is not a valid input: " + e.what());
+    }
     ++report.cases_run;
     ever_checked.insert(result.checked.begin(), result.checked.end());
     if (first_not_applicable) {

@@ -104,6 +104,9 @@ class ExecPacker final : public PackerRole {
   const std::deque<pid_t>& recent_pids() const { return recent_pids_; }
   // The last fault message (empty when there was none).
   const std::string& last_fault() const { return last_fault_; }
+  // Has any child read (some of) a request, or answered? False after a fault means that the command never got
+  // as far as reading its input (it died or hung before): it cannot start, rather than failing a case.
+  bool took_a_request() const { return took_request_; }
 
  private:
   struct Child;
@@ -118,6 +121,7 @@ class ExecPacker final : public PackerRole {
   Stats stats_;
   std::deque<pid_t> recent_pids_;
   std::string last_fault_;
+  bool took_request_ = false;
 };
 
 // A candidate whose packer role is an ExecPacker running `command` (via /bin/sh -c). The child starts lazily,

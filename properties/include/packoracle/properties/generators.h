@@ -132,25 +132,30 @@ inline rc::Gen<std::vector<std::vector<double>>> ExactLosses(const std::vector<s
 struct Profile {
   std::string name;            // for reports: "edges", "short", "long", "sft", "collide"
   int token_range = 24;        // token ids drawn from [0, token_range): small ranges collide with pad/eos/bos
-  bool sft_masks = false;      // prompt/completion supervision masks
-  int length_mode = 0;         // 0 edges, 1 short (1..3), 2 long (L..2L+1), 3 anything
+  int sft_percent = 30;        // how often a document gets a prompt/completion supervision mask
+  int length_mode = 0;         // 0 edges, 1 short (1..3), 2 long (L-1..2L+1), 3 anything
   std::size_t max_documents = 6;
 };
 
+// Every profile keeps some of everything (a bug that needs SFT masks or long documents is found whatever the
+// seed); each leans hard one way.
 inline const std::vector<Profile>& Profiles() {
   static const std::vector<Profile> profiles = {
-      {"edges", 24, false, 0, 6}, {"short", 24, false, 1, 8}, {"long", 24, false, 2, 4},
-      {"sft", 24, true, 3, 6},    {"collide", 3, true, 0, 6}};
+      {"edges", 24, 30, 0, 6}, {"short", 24, 30, 1, 8}, {"long", 24, 30, 2, 4},
+      {"sft", 24, 100, 3, 6},  {"collide", 3, 50, 0, 6}};
   return profiles;
 }
 
 inline rc::Gen<std::int64_t> ProfileLength(const Profile& profile, std::int64_t row_length) {
-  switch (profile.length_mode) {
-    case 1: return rc::gen::inRange<std::int64_t>(1, 4);
-    case 2: return rc::gen::inRange<std::int64_t>(row_length, 2 * row_length + 2);
-    case 3: return rc::gen::inRange<std::int64_t>(1, 2 * row_length + 2);
-    default: return DocumentLength(row_length);
-  }
+  const auto leaning = [&]() -> rc::Gen<std::int64_t> {
+    switch (profile.length_mode) {
+      case 1: return rc::gen::inRange<std::int64_t>(1, 4);
+      case 2: return rc::gen::inRange<std::int64_t>(std::max<std::int64_t>(1, row_length / 2), 2 * row_length + 2);
+      case 3: return rc::gen::inRange<std::int64_t>(1, 2 * row_length + 2);
+      default: return DocumentLength(row_length);
+    }
+  }();
+  return rc::gen::weightedOneOf<std::int64_t>({{3, leaning}, {1, DocumentLength(row_length)}});
 }
 
 // Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
@@ -171,6 +176,7 @@ inline rc::Gen<Policy> MixedPolicy() {
     // Repairs: each contradiction of PolicyProblems, resolved.
     if (p.boundary_source == BoundarySource::kEodCloses && !p.eos_id) p.eos_id = 2;
     if (p.boundary_source == BoundarySource::kBosOpens && !p.bos_id) p.bos_id = 1;
+    if (p.boundary_source == BoundarySource::kBosOpens && p.eos_id && p.bos_id && *p.eos_id == *p.bos_id) p.eos_id.reset();
     if ((p.boundary_source == BoundarySource::kPositionReset || p.boundary_source == BoundarySource::kPositionStep) &&
         p.positions != Positions::kDocReset) p.positions = Positions::kDocReset;
     if (p.attention == Attention::kDocCausal && p.boundary_source == BoundarySource::kNone) p.boundary_source = BoundarySource::kSpans;
@@ -198,7 +204,8 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       Document doc;
       doc.uid = "d" + std::to_string(d);
       doc.tokens = *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, profile.token_range));
-      doc.supervised = profile.sft_masks ? *Supervision(n) : std::vector<int>(static_cast<std::size_t>(n), 1);
+      doc.supervised = *rc::gen::inRange(0, 100) < profile.sft_percent ? *Supervision(n)
+                                                                       : std::vector<int>(static_cast<std::size_t>(n), 1);
       r.documents.push_back(std::move(doc));
     }
     AvoidReservedTokens(r.documents, r.policy);

@@ -19,7 +19,7 @@
 namespace packoracle {
 
 struct VerifyOptions {
-  int cases = 200;                       // generated cases before declaring a pass
+  int cases = 400;                       // generated cases before declaring a pass
   std::uint64_t seed = 20261129;         // the run's seed: the same seed gives the same cases
   std::int64_t max_row_length = 16;
   std::optional<std::size_t> max_documents;  // overrides the profile's document count bound

@@ -1,0 +1,14 @@
+// The packoracle command line is one CLI11 app; each larger command lives in a file of its own and adds its
+// subcommand here. A command returns the function that runs it once the command line is parsed, and that
+// function returns the process's exit code (DESIGN §7: 0 clean, 1 violations, 2 unusable input).
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace packoracle::cli {
+
+using Runner = std::function<int()>;
+
+}  // namespace packoracle::cli

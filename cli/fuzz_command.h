@@ -1,0 +1,19 @@
+// `packoracle fuzz --exec CMD`: the property-based run against an external candidate process (DESIGN §6–§7).
+//
+//   packoracle fuzz --exec 'python3 my_packer.py' --preset reference --time 60
+//
+// Generates cases, sends each to the candidate over the exec protocol (packoracle/properties/exec_candidate.h),
+// checks every answer against the oracle, shrinks the first failure to a minimal counterexample and prints it
+// with its reproduce string and a command line that replays it. Exit 0: every case passed; 1: a failure was
+// found; 2: unusable input (bad arguments, an unreadable policy file, a command that cannot start).
+#pragma once
+
+#include "command.h"
+
+namespace packoracle::cli {
+
+// Adds the `fuzz` subcommand to `app`; the returned function runs it once the command line is parsed (call it
+// only when the subcommand was given: `if (app.got_subcommand("fuzz")) return run_fuzz();`).
+Runner AddFuzzCommand(CLI::App& app);
+
+}  // namespace packoracle::cli
