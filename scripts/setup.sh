@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(g++ cmake ninja-build pkg-config
+PACKAGES=(g++ cmake ninja-build pkg-config python3
           libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libxtensor-dev xtl-dev libxsimd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev)
 

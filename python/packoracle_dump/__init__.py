@@ -1,0 +1,30 @@
+"""packoracle_dump: write real training batches as `packed-batch` JSON Lines (DESIGN.md §5) for
+`packoracle verify`, and convert what HF transformers, TRL, torchtune, Megatron-LM and llm.c return into it.
+
+    from packoracle_dump import DumpWriter, DocumentSequence, from_torchtune_packed
+    docs = DocumentSequence([{"doc_uid": "a", "tokens": [11, 12, 13, 0]}, ...])
+    with DumpWriter("torchtune.jsonl") as w:
+        w.header(system="pytorch/torchtune", component="PackedDataset", version="bd2a0fc",
+                 policy={"preset": "torchtune-packed", "pad_id": 99, "eos_id": 0},
+                 special_ids={"pad": 99, "eos": 0})
+        w.documents(docs.documents)
+        w.write(from_torchtune_packed(packs, docs, pad_id=99))
+
+Standard library only.
+"""
+
+from .format import (DENOMINATOR_SCOPES, POLICY_KEYS, PRESETS, SCHEMA, VERSION, DumpWriter, document_record,
+                     header_record, make_policy, microbatch_record, resolve_policy, span, step_record, tolist,
+                     validate_lines, validate_policy, validate_record)
+from .spans import Document, DocumentSequence, as_documents, match_sequential, stream_spans
+from .converters import (doc_ids_from_dense_mask, from_hf_flatten, from_hf_padded, from_llmc, from_megatron_gpt,
+                         from_torchtune_packed, from_trl_constant_length, from_trl_padding_free)
+
+__all__ = [
+    "DENOMINATOR_SCOPES", "POLICY_KEYS", "PRESETS", "SCHEMA", "VERSION", "DumpWriter", "document_record",
+    "header_record", "make_policy", "microbatch_record", "resolve_policy", "span", "step_record", "tolist",
+    "validate_lines", "validate_policy", "validate_record", "Document", "DocumentSequence", "as_documents",
+    "match_sequential", "stream_spans", "doc_ids_from_dense_mask", "from_hf_flatten", "from_hf_padded",
+    "from_llmc", "from_megatron_gpt", "from_torchtune_packed", "from_trl_constant_length",
+    "from_trl_padding_free",
+]

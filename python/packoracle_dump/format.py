@@ -1,0 +1,522 @@
+"""The `packed-batch` JSON Lines format, version 1 (DESIGN.md §5, conventions.md §5): records, validation, writer.
+
+One JSON object per line, each with a "record" field:
+
+- ``header`` (first line, exactly once): schema, version, producer, special_ids, dp_world_size,
+  grad_accum_steps, policy (one flat object: a preset name and/or the keys of DESIGN §3);
+- ``document`` (optional, recommended): doc_uid, tokens (delimiters included as the producer adds them),
+  supervised (0/1 per token);
+- ``microbatch``: step, micro_step, rank, rows (input_ids, labels, optional loss_mask, position_ids,
+  cu_seqlens, seq_lens, doc_ids, attention_mask, and doc_spans: the ground truth), optional producer totals;
+- ``step`` (optional): per-step totals as the producer reports them.
+
+Every ``*_record`` function validates what it builds and raises ``ValueError`` naming the record, the field
+and the index of the first problem. ``validate_record`` checks a record built elsewhere, ``validate_lines``
+a whole file (header first and once, unique document uids, spans that name known documents and hold their
+tokens).
+"""
+
+import json
+import os
+
+SCHEMA = "packed-batch"
+VERSION = 1
+
+# DESIGN §3: every policy key and its allowed values (None: any value of the given type).
+_ENUMS = {
+    "label_alignment": ("aligned", "pre_shifted"),
+    "boundary_source": ("spans", "cu_seqlens", "seq_lens", "position_reset", "position_step", "doc_ids",
+                        "eod_closes", "bos_opens", "none"),
+    "attention": ("doc_causal", "row_causal"),
+    "pad_keys": ("masked", "own_segment", "visible"),
+    "positions": ("doc_reset", "row_continuous"),
+    "pad_positions": ("zero", "continue", "any"),
+    "split_positions": ("continue", "modulo", "restart"),
+    "boundary_target": ("excluded", "included"),
+    "row_end_target": ("none", "next_in_stream", "next_in_doc"),
+    "padding": ("none", "right"),
+    "overflow": ("error", "truncate", "split"),
+    "denominator": ("global_targets", "rank_mean", "microbatch_mean", "sequence_mean", "all_positions"),
+    "count_basis": ("targets", "unshifted_labels"),
+}
+_INT_KEYS = ("ignore_index", "position_base", "pad_id")
+_OPTIONAL_INT_KEYS = ("eos_id", "bos_id")
+POLICY_KEYS = ("preset", "label_alignment", "ignore_index", "loss_mask", "boundary_source", "attention",
+               "pad_keys", "positions", "position_base", "pad_positions", "split_positions", "boundary_target",
+               "row_end_target", "stream_stride", "padding", "pad_id", "pad_to", "overflow", "eos_id", "bos_id",
+               "denominator", "count_basis")
+
+DENOMINATOR_SCOPES = ("microbatch", "step", "global")
+ROW_INT_FIELDS = ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask")
+
+
+def _load_presets():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")) as f:
+        return json.load(f)
+
+
+# Every preset, fully resolved, as `packoracle presets --format json` prints it (a snapshot; the tests compare
+# it with the built binary when there is one).
+PRESETS = _load_presets()
+
+
+def is_int(value):
+    """A JSON integer: int (not bool) or anything with __index__ that is not a bool."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return hasattr(value, "__index__") and not isinstance(value, float)
+
+
+def is_number(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def tolist(x):
+    """Tensors, arrays and sequences as (nested) Python lists: `.tolist()` when there is one."""
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [tolist(v) for v in x]
+    return x
+
+
+def int_list(value, where, field, *, allow_bool=False, allow_none=False):
+    """A flat list of ints from a list, tuple, tensor or array; bools become 0/1 when allowed; integral floats
+    (float32 masks) become ints. Raises ValueError naming `where`, the field and the index."""
+    value = tolist(value)
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: field '{field}' must be a list of integers, got {type(value).__name__}")
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, bool):
+            if not allow_bool:
+                raise ValueError(f"{where}: field '{field}[{i}]' is a boolean, expected an integer")
+            out.append(int(v))
+        elif is_int(v):
+            out.append(int(v))
+        elif isinstance(v, float) and v.is_integer() and allow_bool:
+            out.append(int(v))
+        else:
+            raise ValueError(f"{where}: field '{field}[{i}]' must be an integer, got {v!r}")
+    return out
+
+
+def _check_int(value, where, field, minimum=None):
+    if not is_int(value):
+        raise ValueError(f"{where}: field '{field}' must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{where}: field '{field}' must be >= {minimum}, got {value}")
+
+
+def _check_str(value, where, field):
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where}: field '{field}' must be a non-empty string, got {value!r}")
+
+
+# ---- policy -------------------------------------------------------------------------------------------------
+
+def validate_policy(policy, where="policy"):
+    """A policy object: a preset and/or DESIGN §3 keys, each with an allowed value. Returns it unchanged."""
+    if not isinstance(policy, dict):
+        raise ValueError(f"{where}: a policy must be an object, got {type(policy).__name__}")
+    if not policy:
+        raise ValueError(f"{where}: a policy needs a preset or some keys of DESIGN §3")
+    for key, value in policy.items():
+        at = f"{where}.{key}"
+        if key not in POLICY_KEYS:
+            raise ValueError(f"{where}: unknown policy key '{key}' (known keys: {', '.join(POLICY_KEYS)})")
+        if key == "preset":
+            if value is None:
+                continue
+            if value not in PRESETS:
+                raise ValueError(f"{at}: unknown preset {value!r} (known: {', '.join(PRESETS)})")
+        elif key in _ENUMS:
+            if value not in _ENUMS[key]:
+                raise ValueError(f"{at}: {value!r} is not one of {', '.join(_ENUMS[key])}")
+        elif key in _INT_KEYS:
+            _check_int(value, where, key)
+        elif key in _OPTIONAL_INT_KEYS:
+            if value is not None:
+                _check_int(value, where, key)
+        elif key == "loss_mask":
+            if not isinstance(value, bool):
+                raise ValueError(f"{at}: must be true or false, got {value!r}")
+        elif key == "stream_stride":
+            if value not in (None, "L", "L+1"):
+                raise ValueError(f"{at}: must be null, \"L\" or \"L+1\", got {value!r}")
+        elif key == "pad_to":
+            ok = value == "row_len"
+            if isinstance(value, str) and value.startswith("multiple_of:"):
+                k = value[len("multiple_of:"):]
+                ok = k.isdigit() and int(k) >= 1
+            if not ok:
+                raise ValueError(f"{at}: must be \"row_len\" or \"multiple_of:k\" with k >= 1, got {value!r}")
+    return policy
+
+
+def resolve_policy(policy):
+    """The fully resolved policy: the preset's keys (reference when there is none) with the overrides applied."""
+    validate_policy(policy)
+    base = dict(PRESETS[policy.get("preset") or "reference"])
+    base.update(policy)
+    if not policy.get("preset"):
+        base["preset"] = None
+    return base
+
+
+def make_policy(preset=None, **overrides):
+    """{"preset": preset, **overrides}, validated: e.g. make_policy("torchtune-packed", pad_id=99)."""
+    policy = {}
+    if preset is not None:
+        policy["preset"] = preset
+    policy.update(overrides)
+    return validate_policy(policy)
+
+
+# ---- records ------------------------------------------------------------------------------------------------
+
+def header_record(*, system, component, version=None, policy, special_ids=None, dp_world_size=1,
+                  grad_accum_steps=1, extra=None):
+    """The first line of a dump. `special_ids` maps pad/bos/eos/eod (and e.g. separator) to ids or None."""
+    producer = {"system": system, "component": component, "version": version}
+    if extra:
+        producer["extra"] = extra
+    record = {"record": "header", "schema": SCHEMA, "version": VERSION, "producer": producer,
+              "special_ids": dict(special_ids or {}), "dp_world_size": dp_world_size,
+              "grad_accum_steps": grad_accum_steps, "policy": dict(policy)}
+    return validate_record(record)
+
+
+def document_record(doc_uid, tokens, supervised=None):
+    tokens = int_list(tokens, f"document '{doc_uid}'", "tokens")
+    supervised = [1] * len(tokens) if supervised is None else int_list(
+        supervised, f"document '{doc_uid}'", "supervised", allow_bool=True)
+    return validate_record({"record": "document", "doc_uid": doc_uid, "tokens": tokens, "supervised": supervised})
+
+
+def span(doc_uid, start, length, doc_offset):
+    return {"doc_uid": doc_uid, "start": start, "length": length, "doc_offset": doc_offset}
+
+
+def microbatch_record(rows, *, step=0, micro_step=0, rank=0, producer=None, flattened=None):
+    """A micro-batch: `rows` is a list of row dicts (input_ids, labels, doc_spans, optional encodings).
+    Optional encodings that are None are left out. `producer` keys whose value is None are left out."""
+    out_rows = []
+    for r, row in enumerate(rows):
+        where = f"microbatch (step {step}, micro_step {micro_step}, rank {rank}) rows[{r}]"
+        out = {"input_ids": int_list(row.get("input_ids"), where, "input_ids"),
+               "labels": int_list(row.get("labels"), where, "labels")}
+        if row.get("loss_mask") is not None:
+            out["loss_mask"] = _loss_mask(row["loss_mask"], where)
+        for field in ROW_INT_FIELDS:
+            if row.get(field) is not None:
+                out[field] = int_list(row[field], where, field, allow_bool=field == "attention_mask")
+        out["doc_spans"] = [dict(s) for s in row.get("doc_spans", [])]
+        out_rows.append(out)
+    record = {"record": "microbatch", "step": step, "micro_step": micro_step, "rank": rank, "rows": out_rows}
+    if flattened is not None:
+        record["flattened"] = flattened
+    if producer is not None:
+        record["producer"] = {k: v for k, v in producer.items() if v is not None}
+    return validate_record(record)
+
+
+def step_record(step, *, rank=None, **totals):
+    record = {"record": "step", "step": step}
+    if rank is not None:
+        record["rank"] = rank
+    record.update({k: v for k, v in totals.items() if v is not None})
+    return validate_record(record)
+
+
+def _loss_mask(values, where):
+    values = tolist(values)
+    if not isinstance(values, list):
+        raise ValueError(f"{where}: field 'loss_mask' must be a list of numbers")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool):
+            v = int(v)
+        if not is_number(v):
+            raise ValueError(f"{where}: field 'loss_mask[{i}]' must be a number, got {v!r}")
+        out.append(int(v) if float(v).is_integer() else float(v))
+    return out
+
+
+# ---- validation ---------------------------------------------------------------------------------------------
+
+def validate_record(record, where=None):
+    """Checks one record against the format (required fields, types, equal lengths). Returns it."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where or 'record'}: not a JSON object")
+    kind = record.get("record")
+    where = where or f"{kind} record"
+    if kind == "header":
+        _validate_header(record, where)
+    elif kind == "document":
+        _validate_document(record, where)
+    elif kind == "microbatch":
+        _validate_microbatch(record, where)
+    elif kind == "step":
+        _check_int(record.get("step"), where, "step", 0)
+        if "rank" in record:
+            _check_int(record["rank"], where, "rank", 0)
+    else:
+        raise ValueError(f"{where}: field 'record' must be header, document, microbatch or step, got {kind!r}")
+    return record
+
+
+def _require(record, field, where):
+    if field not in record:
+        raise ValueError(f"{where}: field '{field}' is missing")
+    return record[field]
+
+
+def _validate_header(h, where):
+    if _require(h, "schema", where) != SCHEMA:
+        raise ValueError(f"{where}: field 'schema' must be {SCHEMA!r}, got {h['schema']!r}")
+    if _require(h, "version", where) != VERSION:
+        raise ValueError(f"{where}: field 'version' must be {VERSION}, got {h['version']!r}")
+    producer = _require(h, "producer", where)
+    if not isinstance(producer, dict):
+        raise ValueError(f"{where}: field 'producer' must be an object")
+    for field in ("system", "component"):
+        _check_str(producer.get(field), where, f"producer.{field}")
+    if producer.get("version") is not None and not isinstance(producer["version"], str):
+        raise ValueError(f"{where}: field 'producer.version' must be a string or null")
+    if "extra" in producer and not isinstance(producer["extra"], dict):
+        raise ValueError(f"{where}: field 'producer.extra' must be an object")
+    special = _require(h, "special_ids", where)
+    if not isinstance(special, dict):
+        raise ValueError(f"{where}: field 'special_ids' must be an object")
+    for key, value in special.items():
+        if value is not None and not is_int(value):
+            raise ValueError(f"{where}: field 'special_ids.{key}' must be an integer or null, got {value!r}")
+    _check_int(_require(h, "dp_world_size", where), where, "dp_world_size", 1)
+    _check_int(_require(h, "grad_accum_steps", where), where, "grad_accum_steps", 1)
+    validate_policy(_require(h, "policy", where), f"{where}: policy")
+
+
+def _validate_document(d, where):
+    uid = _require(d, "doc_uid", where)
+    _check_str(uid, where, "doc_uid")
+    where = f"document '{uid}'"
+    tokens = _require(d, "tokens", where)
+    int_list(tokens, where, "tokens")
+    if not isinstance(tokens, list):
+        raise ValueError(f"{where}: field 'tokens' must be a JSON array")
+    supervised = _require(d, "supervised", where)
+    if not isinstance(supervised, list):
+        raise ValueError(f"{where}: field 'supervised' must be a JSON array")
+    for i, v in enumerate(supervised):
+        if v not in (0, 1) or isinstance(v, bool):
+            raise ValueError(f"{where}: field 'supervised[{i}]' must be 0 or 1, got {v!r}")
+    if len(supervised) != len(tokens):
+        raise ValueError(f"{where}: field 'supervised' has {len(supervised)} entries, tokens has {len(tokens)}")
+
+
+def _validate_microbatch(m, where):
+    for field in ("step", "micro_step", "rank"):
+        _check_int(_require(m, field, where), where, field, 0)
+    where = f"microbatch (step {m['step']}, micro_step {m['micro_step']}, rank {m['rank']})"
+    rows = _require(m, "rows", where)
+    if not isinstance(rows, list) or not rows:
+        raise ValueError(f"{where}: field 'rows' must be a non-empty array")
+    if "flattened" in m:
+        if not isinstance(m["flattened"], bool):
+            raise ValueError(f"{where}: field 'flattened' must be true or false")
+        if m["flattened"] and len(rows) != 1:
+            raise ValueError(f"{where}: field 'rows' has {len(rows)} rows, a flattened micro-batch has exactly one")
+    for r, row in enumerate(rows):
+        _validate_row(row, f"{where} rows[{r}]")
+    if "producer" in m and m["producer"] is not None:
+        _validate_producer(m["producer"], f"{where} producer")
+
+
+def _validate_row(row, where):
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: a row must be an object")
+    ids = _require(row, "input_ids", where)
+    if not isinstance(ids, list):
+        raise ValueError(f"{where}: field 'input_ids' must be a JSON array")
+    int_list(ids, where, "input_ids")
+    n = len(ids)
+    labels = _require(row, "labels", where)
+    if not isinstance(labels, list):
+        raise ValueError(f"{where}: field 'labels' must be a JSON array")
+    int_list(labels, where, "labels")
+    if len(labels) != n:
+        raise ValueError(f"{where}: field 'labels' has {len(labels)} entries, input_ids has {n}")
+    if row.get("loss_mask") is not None:
+        lm = row["loss_mask"]
+        if not isinstance(lm, list):
+            raise ValueError(f"{where}: field 'loss_mask' must be a JSON array")
+        for i, v in enumerate(lm):
+            if not is_number(v):
+                raise ValueError(f"{where}: field 'loss_mask[{i}]' must be a number, got {v!r}")
+        if len(lm) != n:
+            raise ValueError(f"{where}: field 'loss_mask' has {len(lm)} entries, input_ids has {n}")
+    for field in ROW_INT_FIELDS:
+        if row.get(field) is None:
+            continue
+        values = row[field]
+        if not isinstance(values, list):
+            raise ValueError(f"{where}: field '{field}' must be a JSON array")
+        int_list(values, where, field)
+        if field in ("position_ids", "doc_ids", "attention_mask") and len(values) != n:
+            raise ValueError(f"{where}: field '{field}' has {len(values)} entries, input_ids has {n}")
+        if field == "attention_mask":
+            for i, v in enumerate(values):
+                if v not in (0, 1):
+                    raise ValueError(f"{where}: field 'attention_mask[{i}]' must be 0 or 1, got {v!r}")
+    spans = _require(row, "doc_spans", where)
+    if not isinstance(spans, list):
+        raise ValueError(f"{where}: field 'doc_spans' must be an array")
+    covered = [False] * n
+    for s, sp in enumerate(spans):
+        at = f"{where} doc_spans[{s}]"
+        if not isinstance(sp, dict):
+            raise ValueError(f"{at}: a span must be an object")
+        _check_str(sp.get("doc_uid"), at, "doc_uid")
+        _check_int(_require(sp, "start", at), at, "start", 0)
+        _check_int(_require(sp, "length", at), at, "length", 1)
+        _check_int(_require(sp, "doc_offset", at), at, "doc_offset", 0)
+        if sp["start"] + sp["length"] > n:
+            raise ValueError(f"{at}: field 'length' runs to slot {sp['start'] + sp['length']}, past the row's {n} slots")
+        for i in range(sp["start"], sp["start"] + sp["length"]):
+            if covered[i]:
+                raise ValueError(f"{at}: field 'start' overlaps another span at slot {i}")
+            covered[i] = True
+
+
+def _validate_producer(p, where):
+    if not isinstance(p, dict):
+        raise ValueError(f"{where}: must be an object")
+    for field in ("loss_sum", "denominator", "loss", "grad_scale"):
+        if p.get(field) is not None and not is_number(p[field]):
+            raise ValueError(f"{where}: field '{field}' must be a number, got {p[field]!r}")
+    scope = p.get("denominator_scope")
+    if scope is not None and scope not in DENOMINATOR_SCOPES:
+        raise ValueError(f"{where}: field 'denominator_scope' must be one of {', '.join(DENOMINATOR_SCOPES)}, "
+                         f"got {scope!r}")
+    if p.get("denominator") is not None and scope is None:
+        raise ValueError(f"{where}: field 'denominator_scope' is missing (a denominator needs its scope)")
+
+
+def validate_lines(lines, where="dump"):
+    """Validates a whole dump given as an iterable of JSON lines (or record dicts): the header first and once,
+    every record, unique document uids, and every span against its document's tokens (token conservation).
+    Returns the parsed records."""
+    records, documents = [], {}
+    for number, line in enumerate(lines, 1):
+        at = f"{where}:{number}"
+        if isinstance(line, str):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{at}: not JSON ({e})") from None
+        else:
+            record = line
+        validate_record(record, None)
+        kind = record["record"]
+        if (kind == "header") != (not records):
+            raise ValueError(f"{at}: the header must be the first record and appear once")
+        if kind == "document":
+            if record["doc_uid"] in documents:
+                raise ValueError(f"{at}: document '{record['doc_uid']}' appears twice")
+            documents[record["doc_uid"]] = record["tokens"]
+        if kind == "microbatch" and documents:
+            for r, row in enumerate(record["rows"]):
+                for s, sp in enumerate(row["doc_spans"]):
+                    tokens = documents.get(sp["doc_uid"])
+                    span_at = f"{at}: rows[{r}] doc_spans[{s}]"
+                    if tokens is None:
+                        raise ValueError(f"{span_at}: field 'doc_uid' names an unknown document '{sp['doc_uid']}'")
+                    if sp["doc_offset"] + sp["length"] > len(tokens):
+                        raise ValueError(f"{span_at}: field 'length' runs past the end of '{sp['doc_uid']}'")
+                    for t in range(sp["length"]):
+                        got = row["input_ids"][sp["start"] + t]
+                        want = tokens[sp["doc_offset"] + t]
+                        if got != want:
+                            raise ValueError(f"{span_at}: input_ids[{sp['start'] + t}] is {got}, but token "
+                                             f"{sp['doc_offset'] + t} of '{sp['doc_uid']}' is {want}")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{where}: empty (no header)")
+    return records
+
+
+# ---- writer -------------------------------------------------------------------------------------------------
+
+class DumpWriter:
+    """Writes one dump, a record per line, validating each. Use as a context manager:
+
+        with DumpWriter("run.jsonl") as w:
+            w.header(system="pytorch/torchtune", component="PackedDataset", policy={"preset": "torchtune-packed"})
+            w.documents(docs)
+            w.write(microbatch_record_dict)
+    """
+
+    def __init__(self, target):
+        self._own = isinstance(target, (str, os.PathLike))
+        self._f = open(target, "w", encoding="utf-8") if self._own else target
+        self._header = False
+        self._uids = set()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self._own and not self._f.closed:
+            self._f.close()
+
+    def write(self, record):
+        validate_record(record)
+        kind = record["record"]
+        if kind == "header":
+            if self._header:
+                raise ValueError("header: a dump has exactly one header")
+            self._header = True
+        elif not self._header:
+            raise ValueError(f"{kind} record: the header must come first")
+        if kind == "document":
+            if record["doc_uid"] in self._uids:
+                raise ValueError(f"document '{record['doc_uid']}': written twice")
+            self._uids.add(record["doc_uid"])
+        if kind == "microbatch" and self._uids:
+            for r, row in enumerate(record["rows"]):
+                for s, sp in enumerate(row["doc_spans"]):
+                    if sp["doc_uid"] not in self._uids:
+                        raise ValueError(f"microbatch rows[{r}] doc_spans[{s}]: field 'doc_uid' names a document "
+                                         f"'{sp['doc_uid']}' that was not written")
+        self._f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        return record
+
+    def header(self, **kwargs):
+        return self.write(header_record(**kwargs))
+
+    def document(self, doc_uid, tokens, supervised=None):
+        return self.write(document_record(doc_uid, tokens, supervised))
+
+    def documents(self, documents):
+        """Document records for Document objects (see spans.py) or (uid, tokens[, supervised]) tuples."""
+        for d in documents:
+            if hasattr(d, "uid"):
+                self.document(d.uid, d.tokens, d.supervised)
+            else:
+                self.document(*d)
+
+    def microbatch(self, rows, **kwargs):
+        return self.write(microbatch_record(rows, **kwargs))
+
+    def step(self, step, **kwargs):
+        return self.write(step_record(step, **kwargs))

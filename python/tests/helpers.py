@@ -1,0 +1,71 @@
+"""Shared paths and helpers of the python tests (stdlib only)."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(PYTHON_DIR)
+# The read-only references sit beside the repository: ../shared/reference/realpack from its root.
+REALPACK = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "reference", "realpack"))
+CANDIDATES = os.path.join(PYTHON_DIR, "candidates")
+TOOLS = os.path.join(PYTHON_DIR, "tools")
+# ctest passes the binary it built; run by hand, the tests use the default build directory.
+PACKORACLE = os.environ.get("PACKORACLE_BIN") or os.path.join(REPO_ROOT, "build", "cli", "packoracle")
+
+if PYTHON_DIR not in sys.path:
+    sys.path.insert(0, PYTHON_DIR)
+
+needs_realpack = unittest.skipUnless(os.path.isdir(REALPACK), f"no realpack at {REALPACK}")
+
+
+def realpack(folder, set_name):
+    with open(os.path.join(REALPACK, folder, f"{set_name}.json")) as f:
+        return json.load(f)
+
+
+def preset(name, **overrides):
+    from packoracle_dump import PRESETS
+    policy = dict(PRESETS[name])
+    policy.update(overrides)
+    return policy
+
+
+def request(rid, documents, *, policy, row_length=8, micro_batch_rows=1, dp_world_size=1, losses=None):
+    docs = []
+    for uid, tokens in documents:
+        docs.append({"doc_uid": uid, "tokens": tokens, "supervised": [1] * len(tokens)})
+    return {"record": "request", "id": rid, "row_length": row_length, "micro_batch_rows": micro_batch_rows,
+            "dp_world_size": dp_world_size, "policy": policy, "documents": docs,
+            "target_losses": losses or {}}
+
+
+class Candidate:
+    """A candidate process speaking the exec protocol, kept alive across requests as the kit does."""
+
+    def __init__(self, script):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(CANDIDATES, script)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def ask(self, req):
+        """Sends one request; returns (microbatch records, end-or-error record)."""
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        records = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("the candidate closed its output")
+            record = json.loads(line)
+            if record["record"] in ("end", "error"):
+                if record.get("id") != req["id"]:
+                    raise AssertionError(f"answer for id {record.get('id')}, asked {req['id']}")
+                return records, record
+            records.append(record)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()

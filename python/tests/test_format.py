@@ -1,0 +1,214 @@
+"""The writer's records validate against the packed-batch format: required fields, types, equal lengths."""
+
+import io
+import json
+import os
+import subprocess
+import unittest
+
+from tests.helpers import PACKORACLE
+
+from packoracle_dump import (PRESETS, DumpWriter, document_record, header_record, make_policy, microbatch_record,
+                             resolve_policy, step_record, validate_lines, validate_policy, validate_record)
+
+ROW = {"input_ids": [11, 12, 13, 0], "labels": [12, 13, -100, -100], "position_ids": [0, 1, 2, 0],
+       "doc_ids": [0, 0, 0, -1], "doc_spans": [{"doc_uid": "a", "start": 0, "length": 3, "doc_offset": 0}]}
+
+
+def header(**kw):
+    args = dict(system="test", component="unit", version="1", policy={"preset": "reference"},
+                special_ids={"pad": 0})
+    args.update(kw)
+    return header_record(**args)
+
+
+class HeaderTest(unittest.TestCase):
+    def test_header_has_every_required_field(self):
+        h = header(extra={"note": "x"})
+        self.assertEqual(h["record"], "header")
+        self.assertEqual((h["schema"], h["version"]), ("packed-batch", 1))
+        self.assertEqual(h["producer"], {"system": "test", "component": "unit", "version": "1",
+                                         "extra": {"note": "x"}})
+        for field in ("special_ids", "dp_world_size", "grad_accum_steps", "policy"):
+            self.assertIn(field, h)
+
+    def test_policy_is_one_flat_object_of_design_keys(self):
+        self.assertEqual(make_policy("torchtune-packed", pad_id=99), {"preset": "torchtune-packed", "pad_id": 99})
+        with self.assertRaisesRegex(ValueError, "unknown policy key 'ignore'"):
+            validate_policy({"preset": "hf-flatten", "ignore": {"ignore_index": -100}})
+        with self.assertRaisesRegex(ValueError, "policy.attention: 'block' is not one of"):
+            validate_policy({"attention": "block"})
+        with self.assertRaisesRegex(ValueError, "unknown preset 'hf'"):
+            validate_policy({"preset": "hf"})
+        with self.assertRaisesRegex(ValueError, "pad_to"):
+            validate_policy({"pad_to": "multiple_of:0"})
+        with self.assertRaisesRegex(ValueError, "eos_id"):
+            validate_policy({"eos_id": "0"})
+        validate_policy({"pad_to": "multiple_of:8", "eos_id": None, "stream_stride": "L+1", "loss_mask": True})
+
+    def test_resolve_fills_every_key_from_the_preset(self):
+        resolved = resolve_policy({"preset": "torchtune-packed", "pad_id": 99})
+        self.assertEqual(set(resolved), set(PRESETS["reference"]))
+        self.assertEqual(resolved["pad_id"], 99)
+        self.assertEqual(resolved["label_alignment"], "pre_shifted")
+
+    def test_bad_header_fields_are_named(self):
+        with self.assertRaisesRegex(ValueError, "'dp_world_size' must be >= 1"):
+            header(dp_world_size=0)
+        with self.assertRaisesRegex(ValueError, "special_ids.pad"):
+            header(special_ids={"pad": "0"})
+        with self.assertRaisesRegex(ValueError, "producer.system"):
+            header(system="")
+
+
+class DocumentTest(unittest.TestCase):
+    def test_document_defaults_to_all_supervised(self):
+        self.assertEqual(document_record("a", [11, 12, 13]),
+                         {"record": "document", "doc_uid": "a", "tokens": [11, 12, 13], "supervised": [1, 1, 1]})
+
+    def test_supervised_must_match_tokens(self):
+        with self.assertRaisesRegex(ValueError, "document 'a': field 'supervised' has 2 entries, tokens has 3"):
+            document_record("a", [11, 12, 13], [1, 1])
+        with self.assertRaisesRegex(ValueError, r"supervised\[1\]' must be 0 or 1"):
+            validate_record({"record": "document", "doc_uid": "a", "tokens": [1, 2], "supervised": [1, 2]})
+        with self.assertRaisesRegex(ValueError, r"tokens\[1\]' must be an integer"):
+            document_record("a", [1, "2"])
+
+
+class MicrobatchTest(unittest.TestCase):
+    def test_a_valid_microbatch(self):
+        mb = microbatch_record([ROW], step=0, micro_step=1, rank=0,
+                               producer={"loss_sum": 4.0, "denominator": 7, "denominator_scope": "global",
+                                         "loss": 4 / 7, "grad_scale": None})
+        self.assertEqual(mb["rows"][0]["input_ids"], [11, 12, 13, 0])
+        self.assertNotIn("grad_scale", mb["producer"])
+        self.assertEqual(mb["micro_step"], 1)
+
+    def test_tensor_like_values_become_lists(self):
+        class Tensor:
+            def __init__(self, v):
+                self.v = v
+
+            def tolist(self):
+                return self.v
+
+        row = dict(ROW, input_ids=Tensor([11, 12, 13, 0]), loss_mask=Tensor([1.0, 1.0, 0.0, 0.0]),
+                   attention_mask=Tensor([True, True, True, False]))
+        mb = microbatch_record([row])
+        self.assertEqual(mb["rows"][0]["loss_mask"], [1, 1, 0, 0])
+        self.assertEqual(mb["rows"][0]["attention_mask"], [1, 1, 1, 0])
+
+    def test_equal_lengths(self):
+        for field in ("labels", "position_ids", "doc_ids", "loss_mask", "attention_mask"):
+            row = dict(ROW)
+            row[field] = [1, 1, 1]
+            with self.subTest(field=field), self.assertRaisesRegex(
+                    ValueError, rf"rows\[0\]: field '{field}' has 3 entries, input_ids has 4"):
+                microbatch_record([row])
+
+    def test_types_and_required_fields(self):
+        with self.assertRaisesRegex(ValueError, r"labels\[2\]' must be an integer, got 1.5"):
+            microbatch_record([dict(ROW, labels=[12, 13, 1.5, -100])])
+        with self.assertRaisesRegex(ValueError, "field 'labels' is missing"):
+            validate_record({"record": "microbatch", "step": 0, "micro_step": 0, "rank": 0,
+                             "rows": [{"input_ids": [1], "doc_spans": []}]})
+        with self.assertRaisesRegex(ValueError, "field 'doc_spans' is missing"):
+            validate_record({"record": "microbatch", "step": 0, "micro_step": 0, "rank": 0,
+                             "rows": [{"input_ids": [1], "labels": [1]}]})
+        with self.assertRaisesRegex(ValueError, "field 'rank' must be >= 0"):
+            microbatch_record([ROW], rank=-1)
+        with self.assertRaisesRegex(ValueError, "'rows' must be a non-empty array"):
+            microbatch_record([])
+
+    def test_spans_stay_inside_the_row_and_do_not_overlap(self):
+        spans = [{"doc_uid": "a", "start": 2, "length": 3, "doc_offset": 0}]
+        with self.assertRaisesRegex(ValueError, r"doc_spans\[0\]: field 'length' runs to slot 5"):
+            microbatch_record([dict(ROW, doc_spans=spans)])
+        spans = [{"doc_uid": "a", "start": 0, "length": 2, "doc_offset": 0},
+                 {"doc_uid": "b", "start": 1, "length": 1, "doc_offset": 0}]
+        with self.assertRaisesRegex(ValueError, r"doc_spans\[1\]: field 'start' overlaps"):
+            microbatch_record([dict(ROW, doc_spans=spans)])
+        with self.assertRaisesRegex(ValueError, "'length' must be >= 1"):
+            microbatch_record([dict(ROW, doc_spans=[{"doc_uid": "a", "start": 0, "length": 0, "doc_offset": 0}])])
+
+    def test_producer_fields(self):
+        with self.assertRaisesRegex(ValueError, "denominator_scope' must be one of"):
+            microbatch_record([ROW], producer={"denominator": 7, "denominator_scope": "batch"})
+        with self.assertRaisesRegex(ValueError, "a denominator needs its scope"):
+            microbatch_record([ROW], producer={"denominator": 7})
+        with self.assertRaisesRegex(ValueError, "loss_sum' must be a number"):
+            microbatch_record([ROW], producer={"loss_sum": "4"})
+
+    def test_flattened_means_one_row(self):
+        with self.assertRaisesRegex(ValueError, "a flattened micro-batch has exactly one"):
+            microbatch_record([ROW, ROW], flattened=True)
+
+    def test_step_record(self):
+        self.assertEqual(step_record(0, rank=0, num_items_in_batch=7),
+                         {"record": "step", "step": 0, "rank": 0, "num_items_in_batch": 7})
+
+
+class WriterTest(unittest.TestCase):
+    def write(self, records):
+        out = io.StringIO()
+        with DumpWriter(out) as w:
+            for r in records:
+                w.write(r)
+        return out.getvalue().splitlines()
+
+    def test_one_json_object_per_line_header_first(self):
+        lines = self.write([header(), document_record("a", [11, 12, 13]), microbatch_record([ROW])])
+        self.assertEqual([json.loads(line)["record"] for line in lines], ["header", "document", "microbatch"])
+        records = validate_lines(lines)
+        self.assertEqual(len(records), 3)
+
+    def test_header_must_come_first_and_once(self):
+        with self.assertRaisesRegex(ValueError, "the header must come first"):
+            self.write([document_record("a", [1])])
+        with self.assertRaisesRegex(ValueError, "exactly one header"):
+            self.write([header(), header()])
+
+    def test_spans_name_written_documents(self):
+        with self.assertRaisesRegex(ValueError, "names a document 'a' that was not written"):
+            self.write([header(), document_record("b", [1]), microbatch_record([ROW])])
+        with self.assertRaisesRegex(ValueError, "document 'a': written twice"):
+            self.write([header(), document_record("a", [1]), document_record("a", [1])])
+
+    def test_validate_lines_checks_token_conservation(self):
+        lines = self.write([header(), document_record("a", [11, 12, 14]), microbatch_record([ROW])])
+        with self.assertRaisesRegex(ValueError, r":3: rows\[0\] doc_spans\[0\]: input_ids\[2\] is 13, but token 2 "
+                                                r"of 'a' is 14"):
+            validate_lines(lines)
+        with self.assertRaisesRegex(ValueError, ":2: the header must be the first record"):
+            validate_lines([lines[0], lines[0]])
+        with self.assertRaisesRegex(ValueError, ":1: not JSON"):
+            validate_lines(["{"])
+
+    def test_writes_a_file(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.jsonl")
+            with DumpWriter(path) as w:
+                w.header(system="s", component="c", policy={"preset": "reference"})
+                w.document("a", [11, 12, 13])
+                w.microbatch([ROW])
+                w.step(0, num_items_in_batch=2)
+            with open(path) as f:
+                self.assertEqual(len(validate_lines(f)), 4)
+
+
+class PresetSnapshotTest(unittest.TestCase):
+    def test_snapshot_equals_the_cli(self):
+        self.assertTrue(os.access(PACKORACLE, os.X_OK), f"{PACKORACLE} is not built (set PACKORACLE_BIN)")
+        out = subprocess.run([PACKORACLE, "presets", "--format", "json"], check=True, capture_output=True,
+                             text=True).stdout
+        live = {p["name"]: p["policy"] for p in json.loads(out)}
+        self.assertEqual(live, PRESETS)
+
+    def test_every_preset_validates(self):
+        for name, policy in PRESETS.items():
+            validate_policy(policy, name)
+
+
+if __name__ == "__main__":
+    unittest.main()
