@@ -19,8 +19,15 @@ if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
 def needs_realpack(test):
-    """Marks a test that reads ../shared/reference/realpack: without it the test fails, never skips."""
+    """Marks a test (a method or a whole TestCase class) that reads ../shared/reference/realpack: without it
+    the test fails, never skips."""
     import functools
+
+    if isinstance(test, type):
+        for name in dir(test):
+            if name.startswith("test"):
+                setattr(test, name, needs_realpack(getattr(test, name)))
+        return test
 
     @functools.wraps(test)
     def wrapper(*args, **kwargs):
