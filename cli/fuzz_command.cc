@@ -436,8 +436,7 @@ int RunFuzz(const FuzzOptions& o) {
                                  ", " + std::to_string(stats.faults) + " fault" + (stats.faults == 1 ? "" : "s") +
                                  ", " + std::to_string(stats.refusals) + " refusal" + (stats.refusals == 1 ? "" : "s");
     if (failure) {
-      std::cout << failure_text;
-      std::cout << "=== Replay\n  " << replay(failure->reproduce) << "\n";
+      std::cout << failure_text;  // its Reproduce section holds the reproduce string and the replay command
       if (!regression_path.empty()) std::cout << "=== Saved as a regression\n  " << regression_path << "\n";
       std::cout << "\npackoracle fuzz: FAIL (" << Name(*failure->broken()) << ") " << candidate.name << ": case "
                 << failure->cases_to_failure << " failed, shrunk in " << failure->shrinks << " step"
@@ -488,7 +487,7 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--reproduce", o->reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();
   fuzz->add_option("--name", o->name, "the candidate's name in reports and regression files (default: from CMD)");
-  return [o] { return RunFuzz(*o); };
+  return [o, fuzz] { return *fuzz ? RunFuzz(*o) : -1; };
 }
 
 }  // namespace packoracle::cli

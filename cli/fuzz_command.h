@@ -12,8 +12,8 @@
 
 namespace packoracle::cli {
 
-// Adds the `fuzz` subcommand to `app`; the returned function runs it once the command line is parsed (call it
-// only when the subcommand was given: `if (app.got_subcommand("fuzz")) return run_fuzz();`).
+// Adds the `fuzz` subcommand to `app`; the returned function, called once the command line is parsed, runs it
+// and returns the exit code, or -1 when `fuzz` was not the subcommand given (command.h).
 Runner AddFuzzCommand(CLI::App& app);
 
 }  // namespace packoracle::cli

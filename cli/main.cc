@@ -16,6 +16,7 @@
 #include "packoracle/interchange/regression.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/verify.h"
+#include "verify_command.h"
 
 namespace packoracle {
 namespace {
@@ -250,7 +251,12 @@ int main(int argc, char** argv) {
   selftest->add_option("--save-regressions", selftest_options.save_regressions,
                        "write every counterexample found into this directory");
   selftest->add_option("--format", selftest_options.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  std::vector<packoracle::cli::Runner> commands = {packoracle::cli::AddVerifyCommand(app)};
   CLI11_PARSE(app, argc, argv);
+  for (const auto& run : commands) {
+    const int code = run();
+    if (code >= 0) return code;
+  }
   try {
     if (*lesson) return packoracle::RunLesson();
     if (*presets) return packoracle::RunPresets(format);

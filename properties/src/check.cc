@@ -125,7 +125,7 @@ void Checker::Run() {
     for (auto& mb : microbatches_) mb.producer.reset();
     rows_ = Flatten(microbatches_);
   }
-  if (result_.oracle) {
+  if (result_.oracle && options_.losses_known) {
     const auto losses = LossesOf(request_, result_.oracle->documents);
     const auto token_mean = Objective(*result_.oracle, losses, Denominator::kGlobalTargets);
     if (token_mean.has_targets) result_.token_mean = token_mean.value;
@@ -368,7 +368,16 @@ bool Checker::CheckCoverage() {
     if (docs_[d].size() > 0) last_doc = static_cast<std::int64_t>(d);
   for (std::size_t d = 0; d < docs_.size(); ++d) {
     const EffectiveDocument& doc = docs_[d];
-    std::int64_t next = options_.partial_coverage && !pieces[d].empty() ? pieces[d].front().first : 0;
+    if (options_.partial_coverage) {
+      // Auditing a dump: pieces may come in any order across rows (samplers shuffle); the caller checks that
+      // they tile the document over the whole dump. Only a split the policy forbids is this case's concern.
+      if (pieces[d].size() > 1 && policy_.overflow != Overflow::kSplit) {
+        Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
+                                      " pieces, but the policy says overflow: " + Name(policy_.overflow));
+      }
+      continue;
+    }
+    std::int64_t next = 0;
     // Windows of stride L+1 never make the prediction from a window's row-end target: that token is never an
     // input, so one token may be skipped before a piece (and at the document's end).
     const bool skips = stream && policy_.stream_stride == StreamStride::kLPlus1;
@@ -387,7 +396,7 @@ bool Checker::CheckCoverage() {
       Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
                                     " pieces, but the policy says overflow: " + Name(policy_.overflow));
     }
-    if (next == doc.size() || options_.partial_coverage) continue;
+    if (next == doc.size()) continue;
     if (skips && next == doc.size() - 1) continue;
     if (policy_.overflow == Overflow::kTruncate && next >= std::min(doc.size(), request_.row_length)) continue;
     if (stream && policy_.padding == Padding::kNone) continue;  // full windows only: the tail may be dropped
@@ -465,9 +474,31 @@ void Checker::CheckSegments() {
 }
 
 void Checker::CheckBoundaryEncodingPresent() {
-  // Under doc_causal the declared boundary encoding must be there for a backend to read.
-  if (policy_.attention != Attention::kDocCausal) return;
   result_.checked.insert(Invariant::kAttention);
+  if (policy_.attention == Attention::kRowCausal) {
+    // Under row_causal attention crosses documents: a segment encoding that isolates them (a dense mask
+    // converted to doc_ids or seq_lens, varlen cu_seqlens) contradicts the declared rule.
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      const CandidateRow& row = *rows_[r].row;
+      const OracleRow& truth = result_.oracle->rows[r];
+      const auto n = truth.length();
+      auto isolates = [&](const SegmentStarts& starts) { return RealStarts(starts, truth).size() > 1; };
+      const char* encoding = nullptr;
+      try {
+        if (row.cu_seqlens && isolates(FromCuSeqlens(*row.cu_seqlens, n))) encoding = "cu_seqlens";
+        else if (row.seq_lens && isolates(FromSeqLens(*row.seq_lens, n))) encoding = "seq_lens";
+        else if (row.doc_ids && isolates(FromDocIds(*row.doc_ids))) encoding = "doc_ids";
+      } catch (const InputError&) {
+      }
+      if (encoding) {
+        Add(Invariant::kAttention, At(r) + ": the row's " + encoding +
+                                       " isolate its documents, but the policy declares row_causal attention "
+                                       "(every position sees the whole row before it)",
+            static_cast<std::int64_t>(r));
+      }
+    }
+    return;
+  }
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     bool present = true;

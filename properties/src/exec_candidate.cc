@@ -193,6 +193,7 @@ struct ExecPacker::Child {
   bool reaped = false;
   bool killed_by_kit = false;  // the kit sent SIGKILL before the child exited on its own
   int status = 0;              // waitpid status once reaped
+  bool status_unknown = false;  // the child was reaped by someone else
   std::string out_buf;         // stdout not yet consumed (at most one partial line between rounds)
   std::size_t scan_from = 0;   // out_buf[0, scan_from) holds no newline
   std::string err_tail;        // the last stderr bytes
@@ -253,9 +254,9 @@ struct ExecPacker::Child {
     if (exited || reaped) return true;
     siginfo_t info;
     std::memset(&info, 0, sizeof(info));
-    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid) {
-      exited = true;
-    }
+    const int r = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid) exited = true;
+    if (r < 0 && errno == ECHILD) exited = status_unknown = true;  // reaped behind our back (SIGCHLD ignored)
     return exited;
   }
 
@@ -297,7 +298,10 @@ struct ExecPacker::Child {
           status = st;
           break;
         }
-        if (r < 0 && errno != EINTR) break;  // ECHILD: someone else reaped it (a SIGCHLD-ignoring host)
+        if (r < 0 && errno != EINTR) {  // ECHILD: reaped behind our back (a host that ignores SIGCHLD)
+          status_unknown = true;
+          break;
+        }
       }
       reaped = true;
       DrainStderr();
@@ -329,6 +333,7 @@ struct ExecPacker::Child {
   std::string Fate() const {
     if (!reaped) return "is still running";
     if (killed_by_kit) return "was killed by the kit";
+    if (status_unknown) return "ended (its exit status is unknown: the host process ignores SIGCHLD)";
     return DescribeStatus(status);
   }
 

@@ -48,9 +48,13 @@ CandidateRow EncodeRow(const OracleBatch& batch, const OracleRow& row) {
   std::vector<std::int64_t> positions;
   for (const auto& p : row.position_ids) positions.push_back(p.value_or(0));  // "any": 0 will do
   out.position_ids = positions;
-  out.cu_seqlens = row.cu_seqlens;
-  out.seq_lens = row.seq_lens;
-  out.doc_ids = row.doc_ids;
+  if (policy.attention == Attention::kDocCausal) {
+    // The boundary encodings a backend isolates documents by; a row-causal producer emits none of them (its
+    // attention crosses documents).
+    out.cu_seqlens = row.cu_seqlens;
+    out.seq_lens = row.seq_lens;
+    out.doc_ids = row.doc_ids;
+  }
   if (policy.boundary_source == BoundarySource::kNone && policy.padding == Padding::kRight) {
     // HF padded batches: a 2-D mask of the real tokens (the only boundary a backend sees is padding).
     std::vector<std::int64_t> mask;

@@ -28,7 +28,9 @@
 //   8 output between answers (after an end record, before the next request).
 // After a fault the child's process group is killed and the child reaped; the next request starts a fresh
 // child, so that shrinking goes on. No child is ever left running or unreaped: the destructor closes the
-// child's stdin, gives it `shutdown_grace` to exit, then kills its process group and reaps it.
+// child's stdin, gives it `shutdown_grace` to exit, then kills its process group and reaps it. Should the
+// host die without its destructors, the child gets SIGKILL (PR_SET_PDEATHSIG, tied to the thread that
+// started it).
 //
 // The command runs under /bin/sh -c in a process group of its own. A simple command (`python3 packer.py
 // --fast`, with any quoting, variables or redirections) is run as `exec <command>`, so that the candidate

@@ -1,0 +1,504 @@
+// packoracle verify: the dump's micro-batches are replayed, step by step, through the same checks as a
+// generated case (CheckCase in dump mode: documents with their delimiters, partial coverage, the producer's
+// loss sums taken as given), and each document's pieces are followed across steps.
+#include "verify_command.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "packoracle/interchange/packed_batch.h"
+#include "packoracle/interchange/policy_json.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Replays one step's dumped micro-batches as a packer's answer.
+struct Replay {
+  std::vector<CandidateMicrobatch> microbatches;
+  PackResult Pack(const PackRequest&) {
+    PackResult r;
+    r.microbatches = microbatches;
+    return r;
+  }
+};
+
+// One file, read a record ahead.
+struct Source {
+  std::unique_ptr<PackedBatchReader> reader;
+  HeaderRecord header;
+  std::optional<MicrobatchRecord> next;  // the next micro-batch, not yet used
+  bool done = false;
+};
+
+struct Where {
+  std::string file;
+  std::int64_t line;
+  std::int64_t step, micro_step, rank;
+};
+
+struct Finding {
+  Where where;
+  std::int64_t row = -1;  // within its micro-batch
+  std::int64_t slot = -1;
+  Violation violation;
+  std::string drawing;
+};
+
+struct StepSummary {
+  std::int64_t step = 0;
+  std::int64_t microbatches = 0, rows = 0, slots = 0, tokens = 0;
+  double valid_targets = 0;
+  std::optional<double> declared_objective, token_mean;
+  std::vector<double> reported_denominators;
+};
+
+class Verifier {
+ public:
+  Verifier(const VerifyCommandOptions& options, std::ostream& out) : options_(options), out_(out) {}
+  int Run();
+
+ private:
+  void Open();
+  void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
+  void CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& microbatches);
+  void FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
+  void CheckTiling();
+  std::string Draw(const CaseResult& result, std::int64_t flat_row) const;
+  int Report();
+
+  const VerifyCommandOptions& options_;
+  std::ostream& out_;
+  std::vector<Source> sources_;
+  Policy declared_, policy_;
+  std::vector<std::string> policy_differences_;
+  std::map<std::string, Document> documents_;
+  std::vector<Finding> findings_;
+  std::vector<StepSummary> steps_;
+  // Every piece of every document, over the whole dump (small: five numbers a piece).
+  struct Piece {
+    std::int64_t offset, length;
+    Where where;
+    std::int64_t row, slot;
+  };
+  std::map<std::string, std::vector<Piece>> pieces_;
+  std::int64_t dp_world_size_ = 1;
+  std::int64_t records_ = 0;
+};
+
+void Verifier::Open() {
+  for (const auto& file : options_.files) {
+    Source s;
+    s.reader = std::make_unique<PackedBatchReader>(file);
+    auto first = s.reader->Next();
+    s.header = std::get<HeaderRecord>(*first);  // the reader guarantees the header comes first
+    sources_.push_back(std::move(s));
+  }
+  declared_ = sources_.front().header.policy;
+  dp_world_size_ = sources_.front().header.dp_world_size;
+  for (std::size_t k = 1; k < sources_.size(); ++k) {
+    if (sources_[k].header.policy != declared_) {
+      throw InputError(options_.files[k] + ": its header declares a different policy than " + options_.files[0] +
+                       " (all files of one audit are one run)");
+    }
+  }
+  policy_ = declared_;
+  if (!options_.preset.empty() || !options_.policy_file.empty()) {
+    if (!options_.preset.empty()) {
+      policy_ = FindPreset(options_.preset).policy;
+    } else {
+      std::ifstream in(options_.policy_file);
+      if (!in) throw InputError(options_.policy_file + ": cannot open the policy file");
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw InputError(options_.policy_file + ": not JSON (" + e.what() + ")");
+      }
+      policy_ = PolicyFromJson(j, options_.policy_file);
+    }
+    // What the dump declares and what the audit requires may differ: say how, key by key.
+    const auto have = PolicyKeyValues(declared_);
+    const auto want = PolicyKeyValues(policy_);
+    for (std::size_t k = 1; k < have.size(); ++k) {
+      if (have[k].second != want[k].second) {
+        policy_differences_.push_back(have[k].first + ": declared " + ToString(have[k].second) + ", required " +
+                                      ToString(want[k].second));
+      }
+    }
+  }
+}
+
+void Verifier::Advance(Source& s) {
+  s.next.reset();
+  while (auto record = s.reader->Next()) {
+    ++records_;
+    if (auto* d = std::get_if<DocumentRecord>(&*record)) {
+      documents_[d->document.uid] = d->document;
+    } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
+      s.next = std::move(*m);
+      return;
+    }
+  }
+  s.done = true;
+}
+
+std::string Verifier::Draw(const CaseResult& result, std::int64_t flat_row) const {
+  if (!result.oracle || flat_row < 0 || flat_row >= static_cast<std::int64_t>(result.oracle->rows.size())) return "";
+  const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(flat_row)];
+  const CandidateRow* got = nullptr;
+  std::int64_t k = 0;
+  for (const auto& mb : result.packed->microbatches)
+    for (const auto& row : mb.rows)
+      if (k++ == flat_row) got = &row;
+  std::vector<DecodedTarget> decoded;
+  try {
+    decoded = DecodeTargets(got->labels, got->loss_mask ? &*got->loss_mask : nullptr, policy_);
+  } catch (const InputError&) {
+  }
+  std::ostringstream os;
+  const std::size_t n = std::min<std::size_t>(want.slots.size(), 32);
+  auto cell = [](const std::string& s) { return std::string(s.size() < 5 ? 5 - s.size() : 1, ' ') + s; };
+  os << "      slot     ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(i));
+  os << "\n      input    ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(got->input_ids[i]));
+  os << "\n      document ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const Slot& s = want.slots[i];
+    os << cell(s.is_pad() ? "." : result.oracle->documents[static_cast<std::size_t>(s.doc)].uid);
+  }
+  os << "\n      target   ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& p = want.predictions[i];
+    os << cell(p.weight > 0 ? std::to_string(p.target) : "-");
+  }
+  if (decoded.size() == want.predictions.size()) {
+    os << "\n      dumped   ";
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& p = want.predictions[i];
+      const bool bad = decoded[i].weight != p.weight || (p.weight > 0 && decoded[i].target != p.target);
+      os << cell((decoded[i].weight > 0 ? std::to_string(decoded[i].target) : "-") + (bad ? "!" : ""));
+    }
+  }
+  if (want.slots.size() > n) os << "  …";
+  os << "\n";
+  return os.str();
+}
+
+void Verifier::FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  for (const auto& [m, file] : mbs) {
+    for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
+      for (const auto& span : m.microbatch.rows[r].doc_spans) {
+        pieces_[span.doc_uid].push_back(
+            {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
+             static_cast<std::int64_t>(r), span.start});
+      }
+    }
+  }
+}
+
+// Every document's pieces over the whole dump tile its tokens exactly once. Order across rows and steps is
+// not required (samplers shuffle packs and windows); a gap is a dropped token, an overlap a repeated one.
+void Verifier::CheckTiling() {
+  // A document record whose document is in no row was dropped (unless the dump stops mid-run).
+  const bool stream_drops_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+  if (!options_.partial && !stream_drops_tail) {
+    for (const auto& [uid, doc] : documents_) {
+      if (pieces_.count(uid) || doc.tokens.empty()) continue;
+      Violation v;
+      v.invariant = Invariant::kCoverage;
+      v.sentence = "document '" + uid + "' (" + std::to_string(doc.tokens.size()) + " token" +
+                   (doc.tokens.size() == 1 ? "" : "s") +
+                   ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
+      findings_.push_back({{options_.files.front(), 0, -1, -1, -1}, -1, -1, v, ""});
+    }
+  }
+  for (auto& [uid, list] : pieces_) {
+    auto doc = documents_.find(uid);
+    if (doc == documents_.end()) continue;  // reported by the step's coverage check
+    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
+    // stream's last token is only a row-end target.
+    const bool skips = policy_.stream_stride == StreamStride::kLPlus1;
+    std::int64_t next = 0;
+    for (const Piece& p : list) {
+      if (skips && p.offset == next + 1) next = p.offset;
+      if (p.offset != next) {
+        Violation v;
+        v.invariant = Invariant::kCoverage;
+        v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
+                     std::to_string(std::max(p.offset, next)) + ") " +
+                     (p.offset > next ? "are in no row of the dump" : "are packed twice");
+        v.expected = "token " + std::to_string(next);
+        v.actual = "token " + std::to_string(p.offset);
+        findings_.push_back({p.where, p.row, p.slot, v, ""});
+      }
+      next = std::max(next, p.offset + p.length);
+    }
+    const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
+    const bool truncation = policy_.overflow == Overflow::kTruncate;
+    const bool dropped_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+    const bool last_is_target = (policy_.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
+    if (next < size && !options_.partial && !truncation && !dropped_tail && !last_is_target) {
+      Violation v;
+      v.invariant = Invariant::kCoverage;
+      v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
+                   ") are in no row of the dump (--partial if the dump stops mid-run)";
+      v.expected = std::to_string(size) + " tokens";
+      v.actual = std::to_string(next);
+      findings_.push_back({list.back().where, list.back().row, -1, v, ""});
+    }
+  }
+}
+
+void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  std::stable_sort(mbs.begin(), mbs.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.first.microbatch.micro_step, a.first.microbatch.rank) <
+           std::make_pair(b.first.microbatch.micro_step, b.first.microbatch.rank);
+  });
+  StepSummary summary;
+  summary.step = step;
+  Replay replay;
+  std::set<std::string> uids;
+  std::int64_t longest = 0;
+  for (const auto& [m, file] : mbs) {
+    replay.microbatches.push_back(m.microbatch);
+    ++summary.microbatches;
+    if (m.microbatch.producer) summary.reported_denominators.push_back(m.microbatch.producer->denominator);
+    for (const auto& row : m.microbatch.rows) {
+      ++summary.rows;
+      summary.slots += static_cast<std::int64_t>(row.input_ids.size());
+      longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(row.input_ids.size()));
+      for (const auto& span : row.doc_spans) {
+        uids.insert(span.doc_uid);
+        summary.tokens += span.length;
+      }
+    }
+  }
+  FollowPieces(step, mbs);
+
+  PackRequest request;
+  request.id = step;
+  request.row_length = options_.row_length > 0 ? options_.row_length : std::max<std::int64_t>(1, longest);
+  request.dp_world_size = dp_world_size_;
+  request.policy = policy_;
+  request.delimiters = Delimiters::kIncluded;
+  for (const auto& uid : uids) {
+    auto it = documents_.find(uid);
+    if (it != documents_.end()) request.documents.push_back(it->second);
+  }
+  CheckOptions check;
+  check.determinism = false;
+  check.partial_coverage = true;
+  check.losses_known = false;
+  Candidate candidate = MakeCandidate("dump", std::move(replay));
+  const CaseResult result = CheckCase(candidate, request, check);
+
+  if (result.oracle) {
+    for (const auto& row : result.oracle->rows)
+      for (const auto& p : row.predictions) summary.valid_targets += p.weight;
+  }
+  summary.declared_objective = result.declared_objective;
+  summary.token_mean = result.token_mean;
+  steps_.push_back(summary);
+
+  // Map each violation's flat row back to its micro-batch and file.
+  std::set<std::int64_t> drawn;
+  for (const auto& v : result.violations) {
+    std::int64_t flat = v.row, mb = -1, row_in_mb = -1;
+    if (flat >= 0) {
+      std::int64_t k = 0;
+      for (std::size_t m = 0; m < mbs.size() && mb < 0; ++m) {
+        const auto n = static_cast<std::int64_t>(mbs[m].first.microbatch.rows.size());
+        if (flat < k + n) {
+          mb = static_cast<std::int64_t>(m);
+          row_in_mb = flat - k;
+        }
+        k += n;
+      }
+    }
+    const auto& [m, file] = mbs[static_cast<std::size_t>(std::max<std::int64_t>(mb, 0))];
+    Where where{file, m.line, step, mb >= 0 ? m.microbatch.micro_step : -1, mb >= 0 ? m.microbatch.rank : -1};
+    std::string drawing;
+    if (flat >= 0 && drawn.insert(flat).second) drawing = Draw(result, flat);
+    findings_.push_back({where, row_in_mb, v.slot, v, drawing});
+  }
+}
+
+int Verifier::Run() {
+  Open();
+  for (auto& s : sources_) Advance(s);
+  for (;;) {
+    std::optional<std::int64_t> step;
+    for (const auto& s : sources_)
+      if (s.next && (!step || s.next->microbatch.step < *step)) step = s.next->microbatch.step;
+    if (!step) break;
+    std::vector<std::pair<MicrobatchRecord, std::string>> mbs;
+    for (auto& s : sources_) {
+      while (s.next && s.next->microbatch.step == *step) {
+        mbs.push_back({std::move(*s.next), s.reader->path()});
+        Advance(s);
+      }
+      if (s.next && s.next->microbatch.step < *step) {
+        throw InputError(s.reader->path() + ":" + std::to_string(s.next->line) + ": microbatch record: step " +
+                         std::to_string(s.next->microbatch.step) + " comes after step " + std::to_string(*step) +
+                         " (records must be in step order)");
+      }
+    }
+    if (documents_.empty()) {
+      throw InputError(options_.files.front() + ": no document records before step " + std::to_string(*step) +
+                       "'s micro-batches: verify needs the documents to check content and targets (the dumpers in "
+                       "python/ write them)");
+    }
+    CheckStep(*step, mbs);
+  }
+  CheckTiling();
+  return Report();
+}
+
+int Verifier::Report() {
+  std::int64_t rows = 0, slots = 0, tokens = 0;
+  double targets = 0;
+  for (const auto& s : steps_) {
+    rows += s.rows;
+    slots += s.slots;
+    tokens += s.tokens;
+    targets += s.valid_targets;
+  }
+  const double utilization = slots > 0 ? static_cast<double>(tokens) / static_cast<double>(slots) : 0;
+  std::map<std::string, int> per_invariant;
+  for (const auto& f : findings_) per_invariant[Name(f.violation.invariant)]++;
+
+  if (options_.format == "json") {
+    Json j;
+    j["verdict"] = findings_.empty() ? "clean" : "violations";
+    j["files"] = options_.files;
+    j["declared_policy"] = PolicyToJson(declared_);
+    j["required_policy"] = PolicyToJson(policy_);
+    j["policy_differences"] = policy_differences_;
+    j["violations_per_invariant"] = per_invariant;
+    j["violations"] = Json::array();
+    for (const auto& f : findings_) {
+      j["violations"].push_back({{"file", f.where.file}, {"line", f.where.line}, {"step", f.where.step},
+                                 {"micro_step", f.where.micro_step}, {"rank", f.where.rank}, {"row", f.row},
+                                 {"slot", f.slot}, {"invariant", Name(f.violation.invariant)},
+                                 {"message", f.violation.sentence}, {"expected", f.violation.expected},
+                                 {"actual", f.violation.actual}});
+    }
+    j["steps"] = Json::array();
+    for (const auto& s : steps_) {
+      Json step = {{"step", s.step}, {"microbatches", s.microbatches}, {"rows", s.rows}, {"slots", s.slots},
+                   {"tokens", s.tokens}, {"valid_targets", s.valid_targets},
+                   {"reported_denominators", s.reported_denominators}};
+      step["declared_objective"] = s.declared_objective ? Json(*s.declared_objective) : Json(nullptr);
+      step["global_token_mean"] = s.token_mean ? Json(*s.token_mean) : Json(nullptr);
+      j["steps"].push_back(step);
+    }
+    j["totals"] = {{"records", records_}, {"rows", rows}, {"slots", slots}, {"tokens", tokens},
+                   {"valid_targets", targets}, {"utilization", utilization}, {"documents", documents_.size()}};
+    out_ << j.dump(2) << "\n";
+    return findings_.empty() ? 0 : 1;
+  }
+
+  out_ << "packoracle verify: " << options_.files.size() << " file(s), " << steps_.size() << " step(s), " << rows
+       << " rows\n";
+  out_ << "  policy    " << (declared_.preset.empty() ? "(custom)" : declared_.preset) << " (declared)";
+  if (policy_ != declared_) out_ << ", audited against " << (policy_.preset.empty() ? "(custom)" : policy_.preset);
+  out_ << "\n";
+  for (const auto& d : policy_differences_) out_ << "  differs   " << d << "\n";
+  out_ << "\n";
+  int shown = 0;
+  for (const auto& f : findings_) {
+    if (shown++ >= options_.max_violations) break;
+    out_ << "  " << Name(f.violation.invariant) << "  " << f.where.file << ":" << f.where.line << "  step "
+         << f.where.step;
+    if (f.where.micro_step >= 0) out_ << ", micro_step " << f.where.micro_step << ", rank " << f.where.rank;
+    if (f.row >= 0) out_ << ", row " << f.row;
+    if (f.slot >= 0) out_ << ", slot " << f.slot;
+    out_ << "\n    " << f.violation.sentence << "\n";
+    if (!f.violation.expected.empty() || !f.violation.actual.empty()) {
+      out_ << "    expected " << f.violation.expected << ", actual " << f.violation.actual << "\n";
+    }
+    if (!f.drawing.empty()) out_ << f.drawing;
+  }
+  if (static_cast<int>(findings_.size()) > options_.max_violations) {
+    out_ << "  … and " << findings_.size() - static_cast<std::size_t>(options_.max_violations)
+         << " more (--max-violations to see them)\n";
+  }
+  out_ << "  step  micro-batches  rows  valid targets  reported denominators      declared objective  global token mean\n";
+  for (const auto& s : steps_) {
+    std::string dens;
+    for (double d : s.reported_denominators) dens += (dens.empty() ? "" : " ") + std::to_string(static_cast<long long>(d));
+    char line[256];
+    std::snprintf(line, sizeof(line), "  %4lld  %13lld  %4lld  %13.0f  %-24.24s  %18s  %17s\n", static_cast<long long>(s.step),
+                  static_cast<long long>(s.microbatches), static_cast<long long>(s.rows), s.valid_targets,
+                  dens.empty() ? "-" : dens.c_str(),
+                  s.declared_objective ? std::to_string(*s.declared_objective).c_str() : "-",
+                  s.token_mean ? std::to_string(*s.token_mean).c_str() : "-");
+    out_ << line;
+  }
+  char totals[200];
+  std::snprintf(totals, sizeof(totals), "\n  %lld tokens in %lld slots: utilization %.1f%%; %.0f valid targets\n",
+                static_cast<long long>(tokens), static_cast<long long>(slots), 100 * utilization, targets);
+  out_ << totals;
+  if (findings_.empty()) {
+    out_ << "  verdict: clean\n";
+  } else {
+    out_ << "  verdict: " << findings_.size() << " violation(s):";
+    for (const auto& [name, n] : per_invariant) out_ << " " << name << " " << n;
+    out_ << "\n";
+  }
+  return findings_.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int RunVerify(const VerifyCommandOptions& options, std::ostream& out, std::ostream& err) {
+  try {
+    if (options.files.empty()) throw InputError("no file to verify");
+    if (!options.preset.empty() && !options.policy_file.empty()) {
+      throw InputError("--preset and --policy both given: require one policy");
+    }
+    return Verifier(options, out).Run();
+  } catch (const InputError& e) {
+    err << "packoracle verify: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+Runner AddVerifyCommand(CLI::App& app) {
+  auto options = std::make_shared<VerifyCommandOptions>();
+  auto* cmd = app.add_subcommand(
+      "verify",
+      "Audit packed-batch dumps (JSON Lines, DESIGN §5) against the policy their header declares, or the one "
+      "required with --preset/--policy. Exit 0 clean, 1 violations, 2 unusable input.");
+  cmd->add_option("files", options->files, "packed-batch .jsonl files (one per rank, or ranks mixed)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--preset", options->preset, "require this preset's policy (differences from the declared one are listed)");
+  cmd->add_option("--policy", options->policy_file, "require the policy of this JSON file (a preset and/or keys)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--row-length", options->row_length, "the row length L (default: the longest row of each step)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxRowLength));
+  cmd->add_option("--format", options->format, "text (for people) or json (the same facts for machines)")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--max-violations", options->max_violations, "violations printed in full (all are counted)");
+  cmd->add_flag("--partial", options->partial,
+                "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
+  return [cmd, options] {
+    if (!*cmd) return -1;
+    return RunVerify(*options, std::cout, std::cerr);
+  };
+}
+
+}  // namespace packoracle::cli
