@@ -68,16 +68,7 @@ PackedBatchRecord ParsePackedBatchRecord(const Json& j, const std::string& where
     }
     return h;
   }
-  if (type == "document") {
-    // A document record is a request's document entry: reuse its strict reader.
-    const PackRequest r = RequestFromJson(
-        Json{{"id", 0}, {"row_length", 1}, {"micro_batch_rows", 1}, {"dp_world_size", 1}, {"policy", Json::object()},
-             {"documents", Json::array({Json{{"doc_uid", j.value("doc_uid", Json())},
-                                             {"tokens", j.value("tokens", Json())},
-                                             {"supervised", j.value("supervised", Json())}}})}},
-        at);
-    return DocumentRecord{r.documents.front()};
-  }
+  if (type == "document") return DocumentRecord{DocumentFromJson(j, at)};
   if (type == "microbatch") {
     MicrobatchRecord m;
     m.microbatch = MicrobatchFromJson(j, at);

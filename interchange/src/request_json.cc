@@ -94,20 +94,7 @@ PackRequest RequestFromJson(const Json& j, const std::string& where) {
   const Json& docs = Required(j, "documents", where);
   if (!docs.is_array()) Bad(where, "documents", "must be an array");
   for (std::size_t k = 0; k < docs.size(); ++k) {
-    const std::string at = where + ": documents[" + std::to_string(k) + "]";
-    Document d;
-    const Json& uid = Required(docs[k], "doc_uid", at);
-    if (!uid.is_string()) Bad(at, "doc_uid", "must be a string");
-    d.uid = uid.get<std::string>();
-    d.tokens = Ints<Token>(Required(docs[k], "tokens", at), "tokens", at);
-    if (auto s = docs[k].find("supervised"); s != docs[k].end() && !s->is_null()) {
-      d.supervised = Ints<int>(*s, "supervised", at);
-      if (d.supervised.size() != d.tokens.size()) {
-        Bad(at, "supervised", "has " + std::to_string(d.supervised.size()) + " entries, tokens has " +
-                                   std::to_string(d.tokens.size()));
-      }
-    }
-    r.documents.push_back(std::move(d));
+    r.documents.push_back(DocumentFromJson(docs[k], where + ": documents[" + std::to_string(k) + "]"));
   }
   if (auto losses = j.find("target_losses"); losses != j.end() && !losses->is_null()) {
     if (!losses->is_object()) Bad(where, "target_losses", "must be an object of arrays");
@@ -116,6 +103,22 @@ PackRequest RequestFromJson(const Json& j, const std::string& where) {
     }
   }
   return r;
+}
+
+Document DocumentFromJson(const Json& j, const std::string& at) {
+  Document d;
+  const Json& uid = Required(j, "doc_uid", at);
+  if (!uid.is_string()) Bad(at, "doc_uid", "must be a string");
+  d.uid = uid.get<std::string>();
+  d.tokens = Ints<Token>(Required(j, "tokens", at), "tokens", at);
+  if (auto s = j.find("supervised"); s != j.end() && !s->is_null()) {
+    d.supervised = Ints<int>(*s, "supervised", at);
+    if (d.supervised.size() != d.tokens.size()) {
+      Bad(at, "supervised", "has " + std::to_string(d.supervised.size()) + " entries, tokens has " +
+                                 std::to_string(d.tokens.size()));
+    }
+  }
+  return d;
 }
 
 nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {

@@ -16,6 +16,9 @@ nlohmann::ordered_json RequestToJson(const PackRequest& request);
 // Strict: a missing field, a wrong type or a length mismatch throws InputError naming `where` and the field.
 PackRequest RequestFromJson(const nlohmann::json& json, const std::string& where);
 
+// {"doc_uid":..,"tokens":[..],"supervised":[..]} (a request's document, or a dump's `document` record).
+Document DocumentFromJson(const nlohmann::json& json, const std::string& where);
+
 // {"record":"microbatch","step","micro_step","rank","rows":[...],"producer":{...}}
 nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& microbatch);
 CandidateMicrobatch MicrobatchFromJson(const nlohmann::json& json, const std::string& where);
