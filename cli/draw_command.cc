@@ -531,8 +531,18 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
   add_line("slot", [&](std::size_t i) { return std::to_string(i); });
   add_line("input", [&](std::size_t i) { return std::to_string(row.input_ids[i]); });
   add_line("document", [&](std::size_t i) { return d.slot_doc[i].empty() ? std::string("pad") : d.slot_doc[i]; });
+  std::vector<std::int64_t> position_differs;  // slots whose given position is not the policy's
   if (row.position_ids) {
     add_line("position", [&](std::size_t i) { return std::to_string((*row.position_ids)[i]); });
+    for (std::int64_t i = 0; i < d.n; ++i) {
+      const auto& want = orow.position_ids[static_cast<std::size_t>(i)];
+      if (want && *want != (*row.position_ids)[static_cast<std::size_t>(i)]) position_differs.push_back(i);
+    }
+    if (!position_differs.empty() && d.targets_known) {
+      add_line("(oracle)", [&](std::size_t i) {
+        return orow.position_ids[i] ? std::to_string(*orow.position_ids[i]) : std::string("*");
+      });
+    }
   }
   add_line("label", [&](std::size_t i) { return std::to_string(row.labels[i]); });
   if (row.loss_mask) add_line("loss_mask", [&](std::size_t i) { return WeightText((*row.loss_mask)[i]); });
@@ -545,7 +555,9 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       return target_text(p.weight, p.target, p.has_target());
     });
     add_line("weight", [&](std::size_t i) { return WeightText(orow.predictions[i].weight); });
-    add_line("differs", [&](std::size_t i) { return d.target_differs[i] ? std::string("!") : std::string(""); });
+    if (d.target_disagreements > 0) {
+      add_line("differs", [&](std::size_t i) { return d.target_differs[i] ? std::string("!") : std::string(""); });
+    }
   }
   std::size_t width = 3;
   for (const auto& [name, cells] : lines)
@@ -562,10 +574,10 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
     }
   }
   if (shown < d.n) os << "  (slots " << shown << ".." << d.n - 1 << " of " << d.n << " not shown)\n";
-  os << "\n  target/weight: what the row's labels" << (row.loss_mask ? " and loss_mask" : "") << " decode to ("
-     << Name(policy.label_alignment) << ", ignore_index " << policy.ignore_index << ")";
+  os << "\n  target, weight: what the row's labels" << (row.loss_mask ? " and loss_mask" : "") << " decode to ("
+     << Name(policy.label_alignment) << ", ignore_index " << policy.ignore_index << ")\n";
   if (d.targets_known) {
-    os << "; oracle: the policy's target for the spans (x: a boundary target, excluded); ! where they differ\n";
+    os << "  oracle, weight: the policy's targets for the spans (x: a boundary target, excluded)\n";
     if (d.target_disagreements == 0) {
       os << "  every target and weight agrees with the oracle\n";
     } else {
@@ -575,8 +587,11 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       os << "  " << d.target_disagreements << " slot" << (d.target_disagreements == 1 ? "" : "s")
          << " where the row's target or weight differs from the oracle's: " << List(slots, kMaxListed) << "\n";
     }
-  } else {
-    os << "\n";
+  }
+
+  if (!position_differs.empty() && d.targets_known) {
+    os << "  (oracle) under position: the policy's positions (" << Name(policy.positions) << ", split_positions "
+       << Name(policy.split_positions) << "; * any); slots " << List(position_differs, kMaxListed) << " differ\n";
   }
 
   // The attention grid.
@@ -590,10 +605,11 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       return w;
     }();
     const std::string indent = "    query " + std::string(2 + 1 + name_width, ' ');
-    if (d.n > 10) {
-      os << indent << "  ";
-      for (std::int64_t j = 0; j < d.n; ++j) os << (j >= 10 ? std::to_string(j / 10 % 10) : std::string(" ")) << " ";
-      os << "\n";
+    if (d.n > 10) {  // the tens digit of each key above its units
+      std::string tens(indent.size() + 1, ' ');
+      for (std::int64_t j = 0; j < d.n; ++j) tens += " " + (j >= 10 ? std::to_string(j / 10 % 10) : std::string(" "));
+      while (!tens.empty() && tens.back() == ' ') tens.pop_back();
+      os << tens << "\n";
     }
     os << PadLeft("key j:", indent.size()) << " ";
     for (std::int64_t j = 0; j < d.n; ++j) os << " " << j % 10;
@@ -707,7 +723,7 @@ void PrintDenominators(const RowDrawing& d, std::ostream& os) {
     case Denominator::kSequenceMean: scope = "the " + basis + " of this micro-batch (as sequence_mean producers report it)"; break;
   }
   os << "    the declared denominator " << Name(policy.denominator) << " divides by " << scope << ": " << Num(expected)
-     << " in this file";
+     << " as this file's labels decode";
   const bool global = policy.denominator == Denominator::kGlobalTargets || policy.denominator == Denominator::kAllPositions;
   if (global && static_cast<std::int64_t>(ranks.size()) < loaded.header.dp_world_size) {
     os << " (it holds " << ranks.size() << " of the header's " << loaded.header.dp_world_size
@@ -720,11 +736,15 @@ void PrintDenominators(const RowDrawing& d, std::ostream& os) {
        << (p.denominator_scope.empty() ? "?" : p.denominator_scope) << ")";
     if (p.loss) os << ", loss " << Num(*p.loss);
     os << (std::abs(p.denominator - expected) <= 1e-9 * std::max(1.0, std::abs(expected))
-               ? ": the denominator agrees"
-               : ": the denominator DIFFERS from " + Num(expected))
+               ? ": the denominator agrees with the labels"
+               : ": the denominator DIFFERS from the labels' " + Num(expected))
        << "\n";
   } else {
     os << "    producer: no totals recorded for this micro-batch\n";
+  }
+  if (d.targets_known && std::abs(oracle - decoded) > 1e-9 && policy.denominator != Denominator::kAllPositions) {
+    os << "    (this row's labels count " << Num(decoded) << " where the oracle counts " << Num(oracle)
+       << ": a count taken from them is off by " << (decoded > oracle ? "+" : "") << Num(decoded - oracle) << ")\n";
   }
 }
 

@@ -43,7 +43,8 @@ inline rc::Gen<std::int64_t> DocumentLength(std::int64_t row_length, bool allow_
 // Token ids drawn from a small range, so that they collide with pad (0), the delimiters and each other.
 inline rc::Gen<Token> TokenId() { return rc::gen::inRange<Token>(0, 24); }
 
-// A supervision mask: all supervised, or a prompt (unsupervised) then a completion, or random turns.
+// A supervision mask: all supervised, a prompt (unsupervised) then a completion, an assistant turn then a
+// user turn, or random turns.
 inline rc::Gen<std::vector<int>> Supervision(std::int64_t length) {
   const auto n = static_cast<std::size_t>(length);
   return rc::gen::oneOf(
@@ -54,7 +55,15 @@ inline rc::Gen<std::vector<int>> Supervision(std::int64_t length) {
                      for (std::size_t k = 0; k < prompt; ++k) mask[k] = 0;
                      return mask;
                    }),
-      rc::gen::container<std::vector<int>>(n, rc::gen::inRange(0, 2)));
+      // an assistant turn first, then a user turn (bugzoo §7: 1-token spans, assistant first)
+      rc::gen::map(rc::gen::inRange<std::size_t>(0, n + 1),
+                   [n](std::size_t reply) {
+                     std::vector<int> mask(n, 0);
+                     for (std::size_t k = 0; k < reply; ++k) mask[k] = 1;
+                     return mask;
+                   }),
+      // random turns; drawn as "unsupervised?" so that shrinking heads for supervised tokens
+      rc::gen::container<std::vector<int>>(n, rc::gen::map(rc::gen::inRange(0, 2), [](int x) { return 1 - x; })));
 }
 
 // `count` documents with uids d0, d1, ... for rows of length L.
@@ -204,8 +213,10 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       Document doc;
       doc.uid = "d" + std::to_string(d);
       doc.tokens = *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, profile.token_range));
-      doc.supervised = *rc::gen::inRange(0, 100) < profile.sft_percent ? *Supervision(n)
-                                                                       : std::vector<int>(static_cast<std::size_t>(n), 1);
+      // Drawn so that shrinking (towards 0) heads for documents without a mask.
+      doc.supervised = *rc::gen::inRange(0, 100) >= 100 - profile.sft_percent
+                           ? *Supervision(n)
+                           : std::vector<int>(static_cast<std::size_t>(n), 1);
       r.documents.push_back(std::move(doc));
     }
     AvoidReservedTokens(r.documents, r.policy);
