@@ -27,7 +27,7 @@
 #include "packoracle/interchange/regression.h"
 #include "packoracle/interchange/request_json.h"
 #include "packoracle/oracle.h"
-#include "packoracle/properties/exec_candidate.h"
+#include "packoracle/interchange/exec_candidate.h"
 #include "packoracle/properties/generators.h"
 #include "packoracle/properties/verify.h"
 

@@ -16,6 +16,7 @@
 #include "packoracle/interchange/regression.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/verify.h"
+#include "fuzz_command.h"
 #include "verify_command.h"
 
 namespace packoracle {
@@ -255,8 +256,13 @@ int main(int argc, char** argv) {
   selftest->add_option("--save-regressions", selftest_options.save_regressions,
                        "write every counterexample found into this directory");
   selftest->add_option("--format", selftest_options.format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  std::vector<packoracle::cli::Runner> commands = {packoracle::cli::AddVerifyCommand(app)};
-  CLI11_PARSE(app, argc, argv);
+  std::vector<packoracle::cli::Runner> commands = {packoracle::cli::AddVerifyCommand(app),
+                                                   packoracle::cli::AddFuzzCommand(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // DESIGN §7: bad arguments are unusable input
+  }
   for (const auto& run : commands) {
     const int code = run();
     if (code >= 0) return code;

@@ -1,7 +1,7 @@
 // The exec candidate against small Python candidates (properties/test/exec/): a correct one must pass, and
 // every fault must fail its case, say what happened, leave the kit running with a restarted candidate, and
 // leave no process behind (no zombie, no live child, nothing left in the candidate's process group).
-#include "packoracle/properties/exec_candidate.h"
+#include "packoracle/interchange/exec_candidate.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
