@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -27,9 +28,11 @@
 namespace packoracle::cli {
 namespace {
 
-constexpr std::int64_t kMaxTableSlots = 256;  // the per-slot table; differing slots beyond are listed
+constexpr std::int64_t kMaxTableSlots = 128;  // longer rows: the table shows the slots around boundaries and
+                                              // differences
 constexpr std::int64_t kMaxGridSlots = 64;    // the terminal attention grid; disagreeing cells beyond are listed
-constexpr std::int64_t kMaxSvgSlots = 512;    // the SVG grid (L² rects): longer rows are drawn in part
+constexpr std::int64_t kMaxSvgSlots = 4096;     // the SVG grid: longer rows are drawn for their first slots
+constexpr std::int64_t kMaxSvgCellSlots = 128;  // up to this, one <rect> per cell; beyond, one per run
 constexpr std::size_t kMaxListed = 12;        // cells or slots listed by coordinates
 
 constexpr const char* kPadColour = "#bdbdbd";
@@ -229,7 +232,14 @@ struct RowDrawing {
   std::vector<std::int64_t> encoded_segment;  // per slot; empty: no comparison possible
   bool encoding_compared = false;
   std::int64_t allowed = 0, implied_allowed = 0, disagree = 0;
-  std::vector<std::pair<std::int64_t, std::int64_t>> disagree_cells;  // first kMaxListed
+  // Disagreeing cells grouped by the spans' segments of query and key: (query segment, key segment) → cells,
+  // and whether the row's encoding lets them through (the oracle masks them) or masks them.
+  struct Block {
+    std::int64_t cells = 0;
+    bool let_through = false;
+  };
+  std::map<std::pair<std::int64_t, std::int64_t>, Block> disagree_blocks;
+  std::vector<std::int64_t> segment_of;  // per slot: index of its segment among the spans' segments
   std::vector<EncodingView> encodings; // every boundary encoding present, for the boundaries lines
   SegmentStarts true_starts;           // the spans' document starts (non-padding)
 
@@ -325,10 +335,11 @@ std::vector<std::int64_t> RealStarts(const SegmentStarts& starts, const RowDrawi
   return out;
 }
 
-// The oracle for the row's spans. With every span's document on record, the documents as the dump gives them
-// (delimiters included), in file order (a stream's next document matters to next_in_stream row ends). With
-// some missing, each piece stands alone as a document of its own: enough for the attention rule, which
-// depends only on the pieces, not for targets.
+// The oracle for the row's spans. With every span's document on record: the row's documents as the dump gives
+// them (delimiters included), each followed by the one after it in the file (the stream's next document, whose
+// first token a next_in_stream row end targets), in file order; the file's other documents play no part, so a
+// defect in one of them does not stop the drawing. With some missing, each piece stands alone as a document of
+// its own: enough for the attention rule, which depends only on the pieces, not for targets.
 void MaterializeOracle(RowDrawing& d, const DrawOptions& o) {
   const Loaded& loaded = *d.loaded;
   const std::string where = o.file + ":" + std::to_string(loaded.line) + ": microbatch record, rows[" +
@@ -345,7 +356,15 @@ void MaterializeOracle(RowDrawing& d, const DrawOptions& o) {
   one.micro_step = loaded.microbatch->micro_step;
   one.rank = loaded.microbatch->rank;
   one.rows = {*d.row};
-  std::vector<Document> documents = loaded.documents;
+  std::vector<Document> documents;
+  {
+    std::set<std::string> used;
+    for (const DocSpan& span : d.row->doc_spans) used.insert(span.doc_uid);
+    for (std::size_t k = 0; k < loaded.documents.size(); ++k) {
+      if (used.count(loaded.documents[k].uid) || (k > 0 && used.count(loaded.documents[k - 1].uid)))
+        documents.push_back(loaded.documents[k]);
+    }
+  }
   if (!missing.empty()) {
     d.targets_known = false;
     std::string names;
@@ -470,6 +489,7 @@ RowDrawing Analyse(const Loaded& loaded, const DrawOptions& o) {
       d.encoding_note = std::string("! where the row's ") + declared + " (its declared boundary source) implies the opposite";
     }
   }
+  d.segment_of = SegmentIds(TrueSegmentStarts(*d.orow), d.n);
   for (std::int64_t i = 0; i < d.n; ++i) {
     for (std::int64_t j = 0; j <= i; ++j) {
       const bool allowed = d.Allowed(i, j), implied = d.Implied(i, j);
@@ -477,7 +497,9 @@ RowDrawing Analyse(const Loaded& loaded, const DrawOptions& o) {
       d.implied_allowed += implied ? 1 : 0;
       if (allowed != implied) {
         ++d.disagree;
-        if (d.disagree_cells.size() < kMaxListed) d.disagree_cells.push_back({i, j});
+        auto& block = d.disagree_blocks[{d.segment_of[static_cast<std::size_t>(i)], d.segment_of[static_cast<std::size_t>(j)]}];
+        ++block.cells;
+        block.let_through = implied;
       }
     }
   }
@@ -502,7 +524,13 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
   os << "  documents:";
   if (row.doc_spans.empty()) os << " none (the row is padding)";
   os << "\n";
-  for (const DocSpan& span : row.doc_spans) {
+  constexpr std::size_t kMaxDocuments = 24;
+  for (std::size_t k = 0; k < row.doc_spans.size(); ++k) {
+    if (k == kMaxDocuments) {
+      os << "    … and " << row.doc_spans.size() - k << " more\n";
+      break;
+    }
+    const DocSpan& span = row.doc_spans[k];
     const std::int64_t first = span.start, last = span.start + span.length - 1;
     std::string name = span.doc_uid;
     for (const auto& [alias, uid] : d.aliases)
@@ -519,25 +547,49 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
   }
   if (!d.targets_known) os << "    (" << d.targets_note << ")\n";
 
-  // The per-slot table.
-  const std::int64_t shown = std::min(d.n, kMaxTableSlots);
+  // The per-slot table: every slot of a short row; of a long one, the slots around each document start, each
+  // difference and the row's ends, with a gap column ("…") between runs.
+  std::vector<std::int64_t> position_differs;  // slots whose given position is not the policy's
+  if (row.position_ids) {
+    for (std::int64_t i = 0; i < d.n; ++i) {
+      const auto& want = orow.position_ids[static_cast<std::size_t>(i)];
+      if (want && *want != (*row.position_ids)[static_cast<std::size_t>(i)]) position_differs.push_back(i);
+    }
+  }
+  std::vector<std::int64_t> shown;  // slots in table order; -1 is a gap
+  if (d.n <= kMaxTableSlots) {
+    for (std::int64_t i = 0; i < d.n; ++i) shown.push_back(i);
+  } else {
+    std::set<std::int64_t> pick;
+    auto around = [&](std::int64_t at, std::int64_t before, std::int64_t after) {
+      for (std::int64_t i = std::max<std::int64_t>(0, at - before); i <= std::min(d.n - 1, at + after); ++i) pick.insert(i);
+    };
+    around(0, 0, 3);
+    around(d.n - 1, 3, 0);
+    for (std::int64_t i = 1; i < d.n; ++i)
+      if (d.Pad(i) != d.Pad(i - 1) || (!d.Pad(i) && orow.slots[static_cast<std::size_t>(i)].piece != orow.slots[static_cast<std::size_t>(i - 1)].piece))
+        around(i, 3, 2);
+    for (std::int64_t i = 0; i < d.n; ++i)
+      if (d.target_differs[static_cast<std::size_t>(i)]) around(i, 2, 2);
+    for (std::int64_t i : position_differs) around(i, 2, 2);
+    for (std::int64_t i : pick) {
+      if (static_cast<std::int64_t>(shown.size()) >= kMaxTableSlots) break;
+      if (!shown.empty() && shown.back() != i - 1) shown.push_back(-1);
+      shown.push_back(i);
+    }
+  }
   auto target_text = [&](double weight, Token target, bool has) { return has && weight > 0 ? std::to_string(target) : std::string("-"); };
   std::vector<std::pair<std::string, std::vector<std::string>>> lines;
   auto add_line = [&](const std::string& name, auto cell) {
     std::vector<std::string> cells;
-    for (std::int64_t i = 0; i < shown; ++i) cells.push_back(cell(static_cast<std::size_t>(i)));
+    for (std::int64_t i : shown) cells.push_back(i < 0 ? std::string("…") : cell(static_cast<std::size_t>(i)));
     lines.push_back({name, std::move(cells)});
   };
   add_line("slot", [&](std::size_t i) { return std::to_string(i); });
   add_line("input", [&](std::size_t i) { return std::to_string(row.input_ids[i]); });
   add_line("document", [&](std::size_t i) { return d.slot_doc[i].empty() ? std::string("pad") : d.slot_doc[i]; });
-  std::vector<std::int64_t> position_differs;  // slots whose given position is not the policy's
   if (row.position_ids) {
     add_line("position", [&](std::size_t i) { return std::to_string((*row.position_ids)[i]); });
-    for (std::int64_t i = 0; i < d.n; ++i) {
-      const auto& want = orow.position_ids[static_cast<std::size_t>(i)];
-      if (want && *want != (*row.position_ids)[static_cast<std::size_t>(i)]) position_differs.push_back(i);
-    }
     if (!position_differs.empty() && d.targets_known) {
       add_line("(oracle)", [&](std::size_t i) {
         return orow.position_ids[i] ? std::to_string(*orow.position_ids[i]) : std::string("*");
@@ -564,7 +616,7 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
     for (const auto& c : cells) width = std::max(width, c.size());
   width += 1;
   const std::size_t per_block = std::max<std::size_t>(8, (100 - 12) / width);
-  for (std::size_t from = 0; from < static_cast<std::size_t>(shown); from += per_block) {
+  for (std::size_t from = 0; from < shown.size(); from += per_block) {
     os << "\n";
     for (const auto& [name, cells] : lines) {
       std::string text = "  " + PadRight(name, 10);
@@ -573,7 +625,9 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       os << text << "\n";
     }
   }
-  if (shown < d.n) os << "  (slots " << shown << ".." << d.n - 1 << " of " << d.n << " not shown)\n";
+  if (d.n > kMaxTableSlots) {
+    os << "  (" << d.n << " slots: the table shows those around document starts, differences and the row's ends)\n";
+  }
   os << "\n  target, weight: what the row's labels" << (row.loss_mask ? " and loss_mask" : "") << " decode to ("
      << Name(policy.label_alignment) << ", ignore_index " << policy.ignore_index << ")\n";
   if (d.targets_known) {
@@ -633,13 +687,29 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
   if (d.encoding_compared) {
     os << ", " << d.implied_allowed << " (the row's " << DeclaredEncodingName(policy.boundary_source) << ")";
   }
-  os << "; cells that disagree: " << d.disagree;
-  if (d.disagree > 0) {
-    os << ", e.g. (query, key)";
-    for (const auto& [q, k] : d.disagree_cells) os << " (" << q << "," << k << ")";
-    if (d.disagree > static_cast<std::int64_t>(d.disagree_cells.size())) os << " …";
+  os << "; cells that disagree: " << d.disagree << "\n";
+  // Where they are: by the spans' segments of query and key.
+  auto span_of = [&](std::int64_t segment) {
+    std::int64_t first = -1, last = -1;
+    for (std::int64_t i = 0; i < d.n; ++i) {
+      if (d.segment_of[static_cast<std::size_t>(i)] != segment) continue;
+      if (first < 0) first = i;
+      last = i;
+    }
+    const std::string doc = d.slot_doc[static_cast<std::size_t>(first)];
+    return (first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last)) +
+           " (" + (doc.empty() ? std::string("padding") : doc) + ")";
+  };
+  std::size_t listed = 0;
+  for (const auto& [key, block] : d.disagree_blocks) {
+    if (listed++ == kMaxListed) {
+      os << "    … and " << d.disagree_blocks.size() - kMaxListed << " more blocks\n";
+      break;
+    }
+    os << "    queries " << span_of(key.first) << " x keys " << span_of(key.second) << ": " << block.cells << " cell"
+       << (block.cells == 1 ? "" : "s") << " the row's " << DeclaredEncodingName(policy.boundary_source)
+       << (block.let_through ? " lets through and the oracle masks\n" : " masks and the oracle allows\n");
   }
-  os << "\n";
 
   // The boundaries every encoding implies.
   os << "\n  boundaries: the spans start documents at " << List(d.true_starts) << "\n";
@@ -759,81 +829,85 @@ std::string DrawSvg(const RowDrawing& d) {
   const Loaded& loaded = *d.loaded;
   const CandidateMicrobatch& mb = *loaded.microbatch;
   const std::int64_t m = std::min(d.n, kMaxSvgSlots);  // slots drawn
-  const double cell = m <= 16 ? 28 : m <= 32 ? 22 : m <= 64 ? 14 : m <= 128 ? 8 : m <= 256 ? 5 : 3;
+  const bool per_cell = m <= kMaxSvgCellSlots;           // one rect per cell, else one per run of a query row
+  const double cell = m <= 16 ? 28 : m <= 32 ? 22 : m <= 64 ? 14 : m <= 128 ? 8 : m <= 256 ? 4 : m <= 512 ? 2
+                      : m <= 1024 ? 1 : m <= 2048 ? 0.5 : 0.25;
   const bool labels = cell >= 14;  // tokens on the axes and under the target marks
-  std::int64_t every = 1;  // label every slot, or every 2^k-th so that labels stay about 28 px apart
-  while (!labels && static_cast<double>(every) * cell < 28) every *= 2;
+  std::int64_t every = 1;          // label every slot, or every 2^k-th so that labels stay 28 px apart
+  while (static_cast<double>(every) * cell < 28) every *= 2;
   const double char_w = 6.6;
-  std::size_t token_chars = 1, query_chars = 1;
+  std::size_t token_chars = 1, query_chars = 7;
   for (std::int64_t i = 0; i < m; ++i) {
-    token_chars = std::max(token_chars, std::to_string(d.row->input_ids[static_cast<std::size_t>(i)]).size());
-    query_chars = std::max(query_chars, std::to_string(i).size() + 1 +
-                                            (labels ? std::to_string(d.row->input_ids[static_cast<std::size_t>(i)]).size() : 0));
+    const std::size_t token = std::to_string(d.row->input_ids[static_cast<std::size_t>(i)]).size();
+    token_chars = std::max(token_chars, token);
+    query_chars = std::max(query_chars, std::to_string(i).size() + (labels ? 1 + token : 0));
   }
-  const double left = 16 + static_cast<double>(std::max<std::size_t>(query_chars, 7)) * char_w + 14;
-  const double top = 56 + (labels ? static_cast<double>(token_chars) * char_w + 8 : 0) + 14 + 10;
+  const double left = 16 + static_cast<double>(query_chars) * char_w + 14;
+  const double top = 56 + (labels ? static_cast<double>(token_chars) * char_w + 8 : 0) + 24;
   const double grid = static_cast<double>(m) * cell;
   const double marks_y = top + grid + 10;
   const double mark_h = std::max(cell, 8.0);
   const double legend_y = marks_y + mark_h + (labels ? 24 : 10) + 12;
-  const double width = std::max(left + grid + 24, 640.0);
-  const double height = legend_y + 26;
 
   double decoded = 0, oracle = 0;
   for (const auto& t : d.decoded) decoded += t.weight;
   for (const auto& p : d.orow->predictions) oracle += p.weight;
-  std::int64_t shown_target_disagree = 0;
-  for (std::int64_t i = 0; i < m; ++i) shown_target_disagree += d.target_differs[static_cast<std::size_t>(i)] ? 1 : 0;
+  const std::string file_name = std::filesystem::path(d.file).filename().string();
+  const std::string where = file_name + " row " + std::to_string(d.index) + " (step " + std::to_string(mb.step) +
+                            ", micro_step " + std::to_string(mb.micro_step) + ", rank " + std::to_string(mb.rank) + ")";
+  const std::string policy_line = "policy: " + PolicyLabel(d.policy) + " (" + loaded.policy_source + ")";
+  const std::string counts = Num(decoded) + " valid targets (oracle " + (d.targets_known ? Num(oracle) : "?") + ") of " +
+                             std::to_string(d.n) + " slots · " + std::to_string(d.allowed) + " allowed cells · " +
+                             std::to_string(d.disagree) + " cell" + (d.disagree == 1 ? "" : "s") + " and " +
+                             std::to_string(d.target_disagreements) + " target" +
+                             (d.target_disagreements == 1 ? "" : "s") + " disagree" +
+                             (m < d.n ? " · slots 0-" + std::to_string(m - 1) + " of " + std::to_string(d.n) + " drawn" : "");
+  const std::size_t longest = std::max({where.size() + 20, policy_line.size(), counts.size()});
+  const double width = std::max({left + grid + 24, 640.0, 24 + static_cast<double>(longest) * char_w});
+  const double height = legend_y + 26;
 
   SvgWriter svg(width, height,
-                {{"data-file", std::filesystem::path(d.file).filename().string()},
+                {{"data-file", file_name},
                  {"data-row", std::to_string(d.index)},
                  {"data-step", std::to_string(mb.step)},
                  {"data-micro-step", std::to_string(mb.micro_step)},
                  {"data-rank", std::to_string(mb.rank)},
                  {"data-slots", std::to_string(d.n)},
                  {"data-drawn-slots", std::to_string(m)},
+                 {"data-cells", per_cell ? "cell" : "run"},
                  {"data-policy", PolicyLabel(d.policy)},
                  {"data-valid-targets", Num(decoded)},
                  {"data-oracle-targets", d.targets_known ? Num(oracle) : "unknown"},
                  {"data-allowed", std::to_string(d.allowed)},
                  {"data-disagree", std::to_string(d.disagree)},
                  {"data-target-disagree", std::to_string(d.target_disagreements)}});
-  const std::string file_name = std::filesystem::path(d.file).filename().string();
-  const std::string where = file_name + " row " + std::to_string(d.index) + " (step " + std::to_string(mb.step) +
-                            ", micro_step " + std::to_string(mb.micro_step) + ", rank " + std::to_string(mb.rank) + ")";
-  const std::string counts = Num(decoded) + " valid targets (oracle " + (d.targets_known ? Num(oracle) : "?") + ") of " +
-                             std::to_string(d.n) + " slots · " + std::to_string(d.allowed) + " allowed cells · " +
-                             std::to_string(d.disagree) + " cells and " + std::to_string(d.target_disagreements) +
-                             " targets disagree";
   svg.Title("packoracle draw: " + where + ": " + counts);
-  svg.Desc("Attention grid: row q is the query slot, column k the key slot; a filled cell may attend (coloured by the "
-           "query's document, padding grey), an empty cell is masked, a red outline marks a cell where the row's "
-           "boundary encoding implies the opposite. Under the grid: one target mark per slot (filled: a valid "
-           "target; empty: excluded; grey: padding; red outline: differs from the oracle).");
+  svg.Desc(std::string("Attention grid: row q is the query slot, column k the key slot; a filled cell may attend "
+                       "(coloured by the query's document, padding grey), an empty cell is masked, a red outline marks "
+                       "a cell where the row's boundary encoding implies the opposite.") +
+           (per_cell ? "" : " Cells are drawn as runs along each query row (data-k to data-k-last); masked runs that "
+                            "agree are left empty.") +
+           " Under the grid: one target mark per slot (filled: a valid target; empty: excluded; grey: padding; red "
+           "outline: differs from the oracle).");
   svg.Text(12, 20, "packoracle draw · " + where, {{"class", "title"}, {"font-size", "14"}, {"font-weight", "bold"}});
-  svg.Text(12, 37, "policy: " + PolicyLabel(d.policy) + " (" + loaded.policy_source + ")", {{"class", "subtitle"}});
-  svg.Text(12, 52,
-           counts + (m < d.n ? " · slots 0-" + std::to_string(m - 1) + " of " + std::to_string(d.n) + " drawn" : ""),
-           {{"class", "subtitle"}});
+  svg.Text(12, 37, policy_line, {{"class", "subtitle"}});
+  svg.Text(12, 52, counts, {{"class", "subtitle"}});
 
   // Axes: slot numbers (and tokens) along the keys on top and the queries on the left.
   svg.OpenGroup({{"class", "axes"}, {"fill", "#333333"}});
-  for (std::int64_t k = 0; k < m; ++k) {
-    if (k % every != 0) continue;
+  for (std::int64_t k = 0; k < m; k += every) {
     const double x = left + (static_cast<double>(k) + 0.5) * cell;
-    const std::string token = std::to_string(d.row->input_ids[static_cast<std::size_t>(k)]);
     svg.Text(x, top - 14, std::to_string(k),
              {{"class", "axis key slot"}, {"data-slot", std::to_string(k)}, {"text-anchor", "middle"}, {"font-size", "9"}});
     if (labels) {
       const double y = top - 28;
-      svg.Text(x + 3, y, token,
-               {{"class", "axis key token"}, {"data-slot", std::to_string(k)}, {"transform",
-                "rotate(-90 " + SvgNumber(x + 3) + " " + SvgNumber(y) + ")"}});
+      svg.Text(x + 3, y, std::to_string(d.row->input_ids[static_cast<std::size_t>(k)]),
+               {{"class", "axis key token"},
+                {"data-slot", std::to_string(k)},
+                {"transform", "rotate(-90 " + SvgNumber(x + 3) + " " + SvgNumber(y) + ")"}});
     }
   }
-  for (std::int64_t q = 0; q < m; ++q) {
-    if (q % every != 0) continue;
+  for (std::int64_t q = 0; q < m; q += every) {
     const std::string token = std::to_string(d.row->input_ids[static_cast<std::size_t>(q)]);
     svg.Text(left - 12, top + (static_cast<double>(q) + 0.5) * cell + 4,
              labels ? std::to_string(q) + " " + token : std::to_string(q),
@@ -842,42 +916,71 @@ std::string DrawSvg(const RowDrawing& d) {
   svg.Text(left - 12, top - 14, "q \\ k", {{"class", "axis corner"}, {"text-anchor", "end"}, {"font-size", "9"}});
   svg.CloseGroup();
 
-  // Document strips: the document of each key (top) and query (left).
+  // Document strips: the document of each key (top) and query (left); one per slot, or one per run of slots.
   svg.OpenGroup({{"class", "documents"}});
-  for (std::int64_t s = 0; s < m; ++s) {
+  for (std::int64_t s = 0; s < m;) {
+    std::int64_t e = s + 1;
+    if (!per_cell) {
+      while (e < m && d.slot_doc[static_cast<std::size_t>(e)] == d.slot_doc[static_cast<std::size_t>(s)] &&
+             d.Pad(e) == d.Pad(s) && (d.Pad(s) || d.orow->slots[static_cast<std::size_t>(e)].piece == d.orow->slots[static_cast<std::size_t>(s)].piece))
+        ++e;
+    }
     const std::string doc = d.slot_doc[static_cast<std::size_t>(s)];
     const std::string cls = doc.empty() ? "doc pad" : "doc";
-    const SvgAttributes base = {{"data-slot", std::to_string(s)}, {"data-doc", doc.empty() ? "pad" : doc},
-                                {"fill", Colour(d, s)}};
-    SvgAttributes key = {{"class", cls}, {"data-axis", "k"}};
-    key.insert(key.end(), base.begin(), base.end());
-    SvgAttributes query = {{"class", cls}, {"data-axis", "q"}};
-    query.insert(query.end(), base.begin(), base.end());
-    svg.Rect(left + static_cast<double>(s) * cell, top - 8, cell, 6, key);
-    svg.Rect(left - 8, top + static_cast<double>(s) * cell, 6, cell, query);
+    for (const char* axis : {"k", "q"}) {
+      SvgAttributes a = {{"class", cls}, {"data-axis", axis}, {"data-slot", std::to_string(s)}};
+      if (!per_cell) a.push_back({"data-length", std::to_string(e - s)});
+      a.push_back({"data-doc", doc.empty() ? "pad" : doc});
+      a.push_back({"fill", Colour(d, s)});
+      const double along = static_cast<double>(s) * cell, length = static_cast<double>(e - s) * cell;
+      if (axis[0] == 'k') {
+        svg.Rect(left + along, top - 8, length, 6, a);
+      } else {
+        svg.Rect(left - 8, top + along, 6, length, a);
+      }
+    }
+    s = e;
   }
   svg.CloseGroup();
 
   // The grid: agreeing cells first, then the disagreeing ones so that their red outlines lie on top.
-  const std::string thin = cell >= 8 ? "0.5" : "0.2";
-  const std::string thick = cell >= 8 ? "2" : "1";
+  const std::string thin = cell >= 8 ? "0.5" : "0";
+  const std::string thick = cell >= 8 ? "2" : "0.5";
   svg.OpenGroup({{"class", "grid"}});
+  if (!per_cell) svg.Rect(left, top, grid, grid, {{"class", "grid-background"}, {"fill", "#ffffff"}, {"stroke", "#cccccc"}});
+  std::vector<std::uint8_t> allowed_row(static_cast<std::size_t>(m)), disagree_row(static_cast<std::size_t>(m));
   for (int pass = 0; pass < 2; ++pass) {
     for (std::int64_t q = 0; q < m; ++q) {
-      const std::string doc = d.slot_doc[static_cast<std::size_t>(q)];
+      const std::string doc = d.slot_doc[static_cast<std::size_t>(q)].empty() ? "pad" : d.slot_doc[static_cast<std::size_t>(q)];
       for (std::int64_t k = 0; k < m; ++k) {
         const bool allowed = d.Allowed(q, k);
-        const bool disagree = allowed != d.Implied(q, k);
-        if (disagree != (pass == 1)) continue;
-        std::string cls = std::string("cell ") + (allowed ? "allowed" : "masked") + (disagree ? " disagree" : "");
-        svg.Rect(left + static_cast<double>(k) * cell, top + static_cast<double>(q) * cell, cell, cell,
-                 {{"class", cls},
-                  {"data-q", std::to_string(q)},
-                  {"data-k", std::to_string(k)},
-                  {"data-doc", doc.empty() ? "pad" : doc},
-                  {"fill", allowed ? Colour(d, q) : "#ffffff"},
-                  {"stroke", disagree ? kDisagreeColour : (allowed ? "#ffffff" : "#e6e6e6")},
-                  {"stroke-width", disagree ? thick : thin}});
+        allowed_row[static_cast<std::size_t>(k)] = allowed ? 1 : 0;
+        disagree_row[static_cast<std::size_t>(k)] = allowed != d.Implied(q, k) ? 1 : 0;
+      }
+      for (std::int64_t k = 0; k < m;) {
+        const bool allowed = allowed_row[static_cast<std::size_t>(k)] != 0;
+        const bool disagree = disagree_row[static_cast<std::size_t>(k)] != 0;
+        std::int64_t e = k + 1;
+        if (!per_cell) {
+          while (e < m && allowed_row[static_cast<std::size_t>(e)] == allowed_row[static_cast<std::size_t>(k)] &&
+                 disagree_row[static_cast<std::size_t>(e)] == disagree_row[static_cast<std::size_t>(k)])
+            ++e;
+        }
+        const bool draw = disagree == (pass == 1) && (per_cell || allowed || disagree);
+        if (draw) {
+          SvgAttributes a = {{"class", std::string(per_cell ? "cell " : "run ") + (allowed ? "allowed" : "masked") +
+                                           (disagree ? " disagree" : "")},
+                             {"data-q", std::to_string(q)},
+                             {"data-k", std::to_string(k)}};
+          if (!per_cell) a.push_back({"data-k-last", std::to_string(e - 1)});
+          a.push_back({"data-doc", doc});
+          a.push_back({"fill", allowed ? Colour(d, q) : (per_cell ? "#ffffff" : "#f7c6c7")});
+          a.push_back({"stroke", disagree ? kDisagreeColour : (allowed ? "#ffffff" : "#e6e6e6")});
+          a.push_back({"stroke-width", disagree ? thick : thin});
+          svg.Rect(left + static_cast<double>(k) * cell, top + static_cast<double>(q) * cell,
+                   static_cast<double>(e - k) * cell, cell, a);
+        }
+        k = e;
       }
     }
   }
@@ -885,7 +988,9 @@ std::string DrawSvg(const RowDrawing& d) {
 
   // Target marks: what the row's labels train at each slot, outlined red where the oracle says otherwise.
   svg.OpenGroup({{"class", "targets"}});
-  svg.Text(left - 12, marks_y + mark_h / 2 + 4, "targets", {{"class", "axis targets-label"}, {"text-anchor", "end"}, {"font-size", "10"}});
+  svg.Text(left - 12, marks_y + mark_h / 2 + 4, "targets",
+           {{"class", "axis targets-label"}, {"text-anchor", "end"}, {"font-size", "10"}});
+  const double gap = cell >= 8 ? 1 : 0;
   for (std::int64_t s = 0; s < m; ++s) {
     const auto& t = d.decoded[static_cast<std::size_t>(s)];
     const Prediction& p = d.orow->predictions[static_cast<std::size_t>(s)];
@@ -894,7 +999,7 @@ std::string DrawSvg(const RowDrawing& d) {
     const bool differs = d.target_differs[static_cast<std::size_t>(s)];
     const std::string kind = valid ? "valid" : (pad ? "padding" : "excluded");
     const std::string expected = !d.targets_known ? "unknown" : (p.weight > 0 ? std::to_string(p.target) : "none");
-    svg.Rect(left + static_cast<double>(s) * cell + 1, marks_y, cell - 2, mark_h,
+    svg.Rect(left + static_cast<double>(s) * cell + gap, marks_y, cell - 2 * gap, mark_h,
              {{"class", "target " + kind + (differs ? " disagree" : "")},
               {"data-slot", std::to_string(s)},
               {"data-target", valid ? std::to_string(t.target) : "none"},
@@ -903,7 +1008,7 @@ std::string DrawSvg(const RowDrawing& d) {
               {"data-expected-weight", d.targets_known ? Num(p.weight) : "unknown"},
               {"fill", valid ? Colour(d, s) : (pad ? kPadColour : "#ffffff")},
               {"stroke", differs ? kDisagreeColour : (valid || pad ? "none" : "#9e9e9e")},
-              {"stroke-width", differs ? thick : "1"}});
+              {"stroke-width", differs ? (cell >= 8 ? "2" : "1") : (cell >= 8 ? "1" : "0.25")}});
     if (labels && valid) {
       svg.Text(left + (static_cast<double>(s) + 0.5) * cell, marks_y + mark_h + 12, std::to_string(t.target),
                {{"class", "target-token"}, {"data-slot", std::to_string(s)}, {"text-anchor", "middle"}, {"font-size", "9"}});
@@ -946,17 +1051,15 @@ int RunDraw(const DrawOptions& o, std::ostream& out, std::ostream& err) {
     if (o.row < 0) Unusable(o.file + ": --row " + std::to_string(o.row) + " is out of range: rows count from 0");
     const Loaded loaded = Load(o);
     const RowDrawing drawing = Analyse(loaded, o);
-    std::ostringstream text;
-    PrintRow(drawing, text);
-    PrintDenominators(drawing, text);
+    PrintRow(drawing, out);
+    PrintDenominators(drawing, out);
     if (o.write_svg) {
       const std::string path = o.svg.empty() ? DefaultSvgPath(o.file, o.row, o.step) : o.svg;
       const std::string document = DrawSvg(drawing);
       std::ofstream file(path, std::ios::binary);
       if (!file || !(file << document) || !file.flush()) Unusable(path + ": cannot write the SVG");
-      text << "\n  SVG: " << path << "\n";
+      out << "\n  SVG: " << path << "\n";
     }
-    out << text.str();
     return 0;
   } catch (const InputError& e) {
     err << "packoracle draw: " << e.what() << "\n";

@@ -28,12 +28,16 @@
 //   <rect class="cell allowed" data-q="3" data-k="0" data-doc="b" .../>      (or "cell masked"; plus
 //                                                                             " disagree" where the row's
 //                                                                             encoding implies the opposite)
-//   <rect class="doc" data-slot="3" data-doc="b" .../>                       (the document strips; "doc pad")
-//   <rect class="target valid" data-slot="2" data-target="21" data-weight="1" data-expected="21" .../>
+//   <rect class="doc" data-axis="q" data-slot="3" data-doc="b" .../>         (document strips, "doc pad")
+//   <rect class="target valid" data-slot="3" data-target="22" data-weight="1" data-expected="22" .../>
 //                                                                            (or "target excluded",
 //                                                                             "target padding"; + " disagree")
-// Rows longer than 512 slots are drawn for their first 512 slots (the title says so); the terminal shows the
-// grid up to 64 slots and lists the disagreeing cells beyond that.
+// Long rows: beyond 128 slots the grid is drawn as runs along each query row, one
+//   <rect class="run allowed" data-q="300" data-k="85" data-k-last="299" .../>   (masked runs that agree are
+// left empty; the root says data-cells="run"; document strips become runs with data-length), and beyond 4096
+// slots only the first 4096 are drawn (data-drawn-slots, and the title says so). The terminal prints the
+// attention grid up to 64 slots, and for longer rows the per-slot table around document starts, differences
+// and the row's ends; disagreeing cells are always summed up by (query document, key document).
 //
 // Exit 0: drawn (whatever the row's verdict: draw shows, `packoracle verify` judges); 2: unusable input (a
 // file that cannot be read or is not a packed-batch file, a row out of range, spans that describe no layout

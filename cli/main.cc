@@ -16,6 +16,7 @@
 #include "packoracle/interchange/regression.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/verify.h"
+#include "draw_command.h"
 #include "fuzz_command.h"
 #include "verify_command.h"
 
@@ -257,7 +258,8 @@ int main(int argc, char** argv) {
                        "write every counterexample found into this directory");
   selftest->add_option("--format", selftest_options.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   std::vector<packoracle::cli::Runner> commands = {packoracle::cli::AddVerifyCommand(app),
-                                                   packoracle::cli::AddFuzzCommand(app)};
+                                                   packoracle::cli::AddFuzzCommand(app),
+                                                   packoracle::cli::AddDrawCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
