@@ -264,20 +264,6 @@ struct RowDrawing {
   }
 };
 
-std::vector<std::int64_t> SegmentIds(const SegmentStarts& starts, std::int64_t n) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
-  std::size_t k = 0;
-  std::int64_t id = -1;
-  for (std::int64_t i = 0; i < n; ++i) {
-    while (k < starts.size() && starts[k] <= i) {
-      ++id;
-      ++k;
-    }
-    ids[static_cast<std::size_t>(i)] = std::max<std::int64_t>(id, 0);
-  }
-  return ids;
-}
-
 // Every boundary encoding the row carries, derived the way the backend that reads it does (segments.h); the
 // declared one is the first.
 std::vector<EncodingView> Encodings(const CandidateRow& row, const Policy& policy, const HeaderRecord& header,

@@ -1,5 +1,6 @@
 #include "packoracle/oracle/segments.h"
 
+#include <algorithm>
 #include <string>
 
 #include "packoracle/oracle/error.h"
@@ -14,6 +15,20 @@ std::string List(const std::vector<std::int64_t>& v) {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> SegmentIds(const SegmentStarts& starts, std::int64_t n) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n), 0);
+  std::size_t k = 0;
+  std::int64_t id = -1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    while (k < starts.size() && starts[k] <= i) {
+      ++id;
+      ++k;
+    }
+    ids[static_cast<std::size_t>(i)] = std::max<std::int64_t>(id, 0);
+  }
+  return ids;
+}
 
 SegmentStarts TrueSegmentStarts(const OracleRow& row) {
   SegmentStarts starts;

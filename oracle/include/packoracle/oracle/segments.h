@@ -15,6 +15,10 @@ namespace packoracle {
 
 using SegmentStarts = std::vector<std::int64_t>;
 
+// The segment ordinal of each of a row's n slots under a segmentation (0, 1, 2, ... left to right; slots
+// before the first start count as segment 0): what a backend compares to decide A_ij = 1[d_j = d_i].
+std::vector<std::int64_t> SegmentIds(const SegmentStarts& starts, std::int64_t n);
+
 // The truth: a segment starts at every piece and at every run of padding.
 SegmentStarts TrueSegmentStarts(const OracleRow& row);
 
