@@ -149,19 +149,26 @@ namespace {
 struct ReferencePacker {
   PackResult Pack(const PackRequest& request) {
     try {
-      Layout layout = DefaultLayout(request.documents, request.policy, request.row_length);
-      AssignMicrobatches(layout, request.micro_batch_rows, request.dp_world_size);
-      const OracleBatch batch = Materialize(request.documents, layout, request.policy);
-      PackResult result;
-      result.microbatches = ReferenceMicrobatches(batch, request);
-      return result;
+      return PackWithLayout(request, DefaultLayout(request.documents, request.policy, request.row_length));
     } catch (const InputError& e) {
-      return PackResult::Refuse(e.what());
+      return PackResult::Refuse(e.what());  // the policy refuses these documents (overflow: error, ...)
     }
   }
 };
 
 }  // namespace
+
+PackResult PackWithLayout(const PackRequest& request, Layout layout) {
+  try {
+    AssignMicrobatches(layout, request.micro_batch_rows, request.dp_world_size);
+    const OracleBatch batch = Materialize(request.documents, layout, request.policy, request.delimiters);
+    PackResult result;
+    result.microbatches = ReferenceMicrobatches(batch, request);
+    return result;
+  } catch (const InputError& e) {
+    return PackResult::Refuse(e.what());
+  }
+}
 
 Candidate ReferenceCandidate() { return MakeCandidate("reference-packer", ReferencePacker{}); }
 

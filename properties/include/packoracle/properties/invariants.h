@@ -97,6 +97,10 @@ CaseResult CheckCase(Candidate& candidate, const PackRequest& request, const Che
 // with producer totals under the policy's denominator: the reference packer's output.
 std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch, const PackRequest& request);
 
+// A correct producer's answer for a given layout: micro-batches assigned, every row encoded by the oracle;
+// a refusal (with the oracle's message) when the layout or policy is refused. Buggy candidates start here.
+PackResult PackWithLayout(const PackRequest& request, Layout layout);
+
 // The reference packer of the kit: DefaultLayout, Materialize, ReferenceMicrobatches. Passes every invariant
 // for every policy.
 Candidate ReferenceCandidate();
