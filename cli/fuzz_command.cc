@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -334,6 +335,11 @@ int RunFuzz(const FuzzOptions& o) {
   std::set<Invariant> checked;
   std::set<std::string> profiles;
   std::string stopped_by = "cases";
+  VerifyReport gaps;  // the largest gap between the declared objective and the global token mean, over the run
+  auto keep_gap = [&gaps](const VerifyReport& report) {
+    if (report.largest_gap && (!gaps.largest_gap || std::fabs(report.largest_gap->gap()) > std::fabs(gaps.largest_gap->gap())))
+      gaps.largest_gap = report.largest_gap;
+  };
   try {
     if (!o.reproduce.empty()) {
       VerifyOptions options = base;
@@ -361,6 +367,7 @@ int RunFuzz(const FuzzOptions& o) {
         options.seed = BatchSeed(o.seed, batch);
         progress.StartBatch(static_cast<int>(std::min<std::int64_t>(cases_run, std::numeric_limits<int>::max())));
         VerifyReport report = Verify(candidate, options);
+        keep_gap(report);
         checked.insert(report.checked.begin(), report.checked.end());
         profiles.insert(report.profile);
         if (!report.passed) {
@@ -416,6 +423,7 @@ int RunFuzz(const FuzzOptions& o) {
     out["candidate_starts"] = stats.starts;
     out["candidate_faults"] = stats.faults;
     out["refusals"] = stats.refusals;
+    if (!failure && gaps.largest_gap) out["objective_gap"] = DescribeGap(gaps);
     if (failure) {
       nlohmann::ordered_json f;
       f["invariant"] = Name(*failure->broken());
@@ -455,6 +463,7 @@ int RunFuzz(const FuzzOptions& o) {
       std::cout << "\n  policies  " << policy_label << "\n  seed      " << o.seed << " (profiles "
                 << Join(std::vector<std::string>(profiles.begin(), profiles.end())) << ")\n  checked   "
                 << Join(Names(checked)) << "\n  candidate " << restarts << "\n";
+      if (gaps.largest_gap) std::cout << "  objective " << DescribeGap(gaps) << "\n";
     }
   }
   if (failure) return 1;

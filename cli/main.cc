@@ -183,6 +183,7 @@ int RunSelftest(const SelftestOptions& o) {
       j["tokens"] = r.report.counterexample_tokens();
       j["ms"] = r.ms;
       j["reproduce"] = r.report.reproduce;
+      if (r.report.passed && r.report.largest_gap) j["objective_gap"] = DescribeGap(r.report);
       out.push_back(j);
     }
     std::cout << out.dump(2) << "\n";
@@ -207,6 +208,14 @@ int RunSelftest(const SelftestOptions& o) {
                 invariant.c_str(), cases, docs.c_str(), tokens.c_str(), r.ms);
   }
   std::printf("\n  %d as expected, %d not\n", good, static_cast<int>(rows.size()) - good);
+  // Correct producers declaring another objective than the global token mean are shown what it costs.
+  bool gap_header = false;
+  for (const auto& r : rows) {
+    if (!r.report.passed || !r.as_expected || !r.report.largest_gap) continue;
+    if (!gap_header) std::printf("\n  Declared objectives other than the global token mean (the price of the formula, not a bug):\n");
+    gap_header = true;
+    std::printf("    %-28s %s\n", r.bundled->id.c_str(), DescribeGap(r.report).c_str());
+  }
 
   const Row* shown = nullptr;
   for (const auto& r : rows) {

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <exception>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/splits.h"
 
 namespace packoracle {
 namespace {
@@ -89,8 +91,8 @@ class Checker {
   void CheckPositions();
   void CheckTargets();
   void CheckBoundaryEncodingPresent();
-  void CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
-                   const std::string& who);
+  void CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                   const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   void CheckReducer();
   void CheckConsumer();
 
@@ -100,6 +102,7 @@ class Checker {
   CaseResult& result_;
   const Policy& policy_;
   std::vector<EffectiveDocument> docs_;
+  Layout layout_;  // the rows of result_.oracle: the packer's (from its spans) or the reference's
   std::vector<CandidateMicrobatch> microbatches_;  // the packer's, or the reference's when there is no packer
   std::vector<RowRef> rows_;
   bool rows_are_candidates_ = false;
@@ -113,14 +116,13 @@ void Checker::Run() {
                      Invariant::kTargets, Invariant::kDeterminism})
       result_.not_applicable.insert(inv);
     // Reducers and consumers are fed the reference packer's rows.
-    Layout layout;
     try {
-      layout = DefaultLayout(request_.documents, policy_, request_.row_length);
+      layout_ = DefaultLayout(request_.documents, policy_, request_.row_length);
     } catch (const InputError&) {
       return;  // the policy refuses this input: nothing for a reducer or consumer to see
     }
-    AssignMicrobatches(layout, request_.micro_batch_rows, request_.dp_world_size);
-    result_.oracle = Materialize(request_.documents, layout, policy_);
+    AssignMicrobatches(layout_, request_.micro_batch_rows, request_.dp_world_size);
+    result_.oracle = Materialize(request_.documents, layout_, policy_);
     microbatches_ = ReferenceMicrobatches(*result_.oracle, request_);
     for (auto& mb : microbatches_) mb.producer.reset();
     rows_ = Flatten(microbatches_);
@@ -205,8 +207,8 @@ void Checker::CheckPacker() {
   if (!CheckShape()) return;
   if (!CheckCoverage()) return;
 
-  Layout layout = LayoutFromSpans(microbatches_, docs_, request_.row_length);
-  result_.oracle = Materialize(request_.documents, layout, policy_, request_.delimiters);
+  layout_ = LayoutFromSpans(microbatches_, docs_, request_.row_length);
+  result_.oracle = Materialize(request_.documents, layout_, policy_, request_.delimiters);
   std::int64_t slots = 0, used = 0;
   for (const auto& row : result_.oracle->rows) {
     slots += row.length();
@@ -232,7 +234,7 @@ void Checker::CheckPacker() {
       Add(Invariant::kDenominator, "only " + std::to_string(totals.size()) + " of " +
                                        std::to_string(microbatches_.size()) + " micro-batches report producer totals");
     } else {
-      CheckTotals(microbatches_, totals, "the packer");
+      CheckTotals(*result_.oracle, microbatches_, totals, "the packer", request_.dp_world_size);
     }
   }
 }
@@ -614,11 +616,11 @@ struct ScopeCounts {
   std::vector<double> loss_sums;
 };
 
-void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
-                          const std::string& who) {
+void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                          const std::vector<ProducerTotals>& totals, const std::string& who,
+                          std::int64_t dp_world_size) {
   result_.checked.insert(Invariant::kDenominator);
   result_.checked.insert(Invariant::kLoss);
-  const OracleBatch& batch = *result_.oracle;
   const auto losses = LossesOf(request_, batch.documents);
   ScopeCounts counts;
   std::size_t flat = 0;
@@ -691,7 +693,7 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
   if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
 
   // The step objective the reported losses give under the declared formula, against the oracle's.
-  const auto R = static_cast<double>(request_.dp_world_size);
+  const auto R = static_cast<double>(dp_world_size);
   std::int64_t max_micro = 0;
   for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
   const auto M = static_cast<double>(max_micro + 1);
@@ -720,7 +722,7 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
   double want = 0;
   if (options_.losses_known) {
     const auto objective = Objective(batch, losses, policy_.denominator, policy_.count_basis,
-                                     StepShape{request_.dp_world_size, max_micro + 1});
+                                     StepShape{dp_world_size, max_micro + 1});
     want = objective.has_targets ? objective.value : 0.0;
   } else {
     // From the producer's loss sums and the kit's counts, under the declared formula.
@@ -757,49 +759,83 @@ void Checker::CheckTotals(const std::vector<CandidateMicrobatch>& mbs, const std
   }
 }
 
+// The step-level property of a loss reducer: the step as packed, then the same rows split in the ways that
+// broke real trainers (splits.h: longer or no accumulation, two ranks, a rank or a micro-batch without a valid
+// target, context-parallel shards). Under every split its totals must give the declared objective, which under
+// global_targets is Σwℓ/Σw over the step whatever the split. The first split that breaks an invariant is the
+// case's failure, reported with that split's rows.
 void Checker::CheckReducer() {
   if (!result_.oracle) {
     result_.not_applicable.insert(Invariant::kDenominator);
     result_.not_applicable.insert(Invariant::kLoss);
     return;
   }
-  ReduceRequest req;
-  req.policy = policy_;
-  req.dp_world_size = request_.dp_world_size;
-  std::int64_t max_micro = 0;
-  for (const auto& mb : microbatches_) max_micro = std::max(max_micro, mb.micro_step);
-  req.grad_accum_steps = max_micro + 1;
-  req.microbatches = microbatches_;
-  for (auto& mb : req.microbatches) mb.producer.reset();
+  const auto splits = ReducerSplits(layout_, request_.dp_world_size);
   const auto losses = LossesOf(request_, result_.oracle->documents);
-  std::size_t flat = 0;
-  for (const auto& mb : microbatches_) {
-    std::vector<std::vector<double>> per_row;
-    for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
-      std::vector<double> slot_losses;
-      for (const auto& p : result_.oracle->rows[flat].predictions) {
-        slot_losses.push_back(p.has_target() ? losses[static_cast<std::size_t>(p.target_doc)]
-                                                     [static_cast<std::size_t>(p.target_offset)]
-                                             : 0.0);
-      }
-      per_row.push_back(slot_losses);
+  std::optional<double> packed_objective;
+  for (std::size_t s = 0; s < splits.size(); ++s) {
+    const StepSplit& split = splits[s];
+    OracleBatch batch;
+    std::vector<CandidateMicrobatch> mbs;
+    if (s == 0) {
+      batch = *result_.oracle;
+      mbs = microbatches_;
+    } else {
+      batch = Materialize(request_.documents, split.layout, policy_, request_.delimiters);
+      PackRequest dealt = request_;
+      dealt.dp_world_size = split.dp_world_size;
+      mbs = ReferenceMicrobatches(batch, dealt);
     }
-    req.slot_losses.push_back(per_row);
+    ReduceRequest req;
+    req.policy = policy_;
+    req.dp_world_size = split.dp_world_size;
+    req.context_parallel_size = split.context_parallel_size;
+    std::int64_t max_micro = 0;
+    for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
+    req.grad_accum_steps = max_micro + 1;
+    req.microbatches = mbs;
+    for (auto& mb : req.microbatches) mb.producer.reset();
+    std::size_t flat = 0;
+    for (const auto& mb : mbs) {
+      std::vector<std::vector<double>> per_row;
+      for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
+        std::vector<double> slot_losses;
+        for (const auto& p : batch.rows[flat].predictions) {
+          slot_losses.push_back(p.has_target() ? losses[static_cast<std::size_t>(p.target_doc)]
+                                                       [static_cast<std::size_t>(p.target_offset)]
+                                               : 0.0);
+        }
+        per_row.push_back(slot_losses);
+      }
+      req.slot_losses.push_back(per_row);
+    }
+    const std::string who = s == 0 ? std::string("the loss reducer")
+                                   : "the loss reducer (the same rows split " + split.name + ")";
+    const std::size_t before = result_.violations.size();
+    ReduceResult totals;
+    try {
+      totals = candidate_.reducer->Reduce(req);
+    } catch (const std::exception& e) {
+      Add(Invariant::kLoss, who + " threw: " + e.what());
+    }
+    if (result_.violations.size() == before && totals.size() != mbs.size()) {
+      Add(Invariant::kDenominator, who + " returned " + std::to_string(totals.size()) + " totals for " +
+                                       std::to_string(mbs.size()) + " micro-batches");
+    }
+    if (result_.violations.size() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    if (s == 0 || result_.violations.size() > before) result_.reduced = totals;
+    if (result_.violations.size() > before) {
+      if (s > 0 && !candidate_.packer) {
+        result_.oracle = batch;  // draw the rows of the split that broke it
+        microbatches_ = mbs;
+        rows_ = Flatten(microbatches_);
+      }
+      return;
+    }
+    if (result_.declared_objective) result_.split_objectives.push_back({split.name, *result_.declared_objective});
+    if (s == 0) packed_objective = result_.declared_objective;
   }
-  ReduceResult totals;
-  try {
-    totals = candidate_.reducer->Reduce(req);
-  } catch (const std::exception& e) {
-    Add(Invariant::kLoss, std::string("the loss reducer threw: ") + e.what());
-    return;
-  }
-  result_.reduced = totals;
-  if (totals.size() != microbatches_.size()) {
-    Add(Invariant::kDenominator, "the loss reducer returned " + std::to_string(totals.size()) + " totals for " +
-                                     std::to_string(microbatches_.size()) + " micro-batches");
-    return;
-  }
-  CheckTotals(microbatches_, totals, "the loss reducer");
+  result_.declared_objective = packed_objective;
 }
 
 void Checker::CheckConsumer() {

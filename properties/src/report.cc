@@ -252,6 +252,8 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     }
     if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
     if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
+    if (result.declared_objective && result.token_mean && *result.declared_objective != *result.token_mean)
+      os << "  gap                " << Num(*result.declared_objective - *result.token_mean) << "\n";
   }
   os << "=== Reproduce\n  " << run.reproduce << "\n";
   if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";

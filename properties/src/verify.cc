@@ -7,6 +7,8 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "packoracle/oracle/error.h"
@@ -14,6 +16,23 @@
 
 namespace packoracle {
 namespace {
+
+// Keeps the largest |declared objective − global token mean| of the run (a reducer's splits, or a packer's
+// producer totals as packed).
+void RecordGap(VerifyReport& report, const CaseResult& result, const Policy& policy, int case_index) {
+  if (!result.token_mean) return;
+  auto consider = [&](const std::string& split, double declared) {
+    const double gap = std::fabs(declared - *result.token_mean);
+    if (gap <= 1e-12 * std::max(1.0, std::fabs(*result.token_mean))) return;
+    if (report.largest_gap && gap <= std::fabs(report.largest_gap->gap())) return;
+    report.largest_gap = VerifyReport::ObjectiveGap{declared, *result.token_mean, split, case_index, policy.denominator};
+  };
+  if (!result.split_objectives.empty()) {
+    for (const auto& s : result.split_objectives) consider(s.split, s.declared);
+  } else if (result.declared_objective) {
+    consider("as packed", *result.declared_objective);
+  }
+}
 
 rc::Random RandomFor(std::uint64_t seed, int case_index) {
   return rc::Random(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(case_index + 1)));
@@ -148,6 +167,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
                        ":" + profile->name + ": is not a valid input: " + e.what());
     }
     ++report.cases_run;
+    RecordGap(report, result, request.policy, k + 1);
     ever_checked.insert(result.checked.begin(), result.checked.end());
     if (first_not_applicable) {
       ever_not_applicable = result.not_applicable;
@@ -206,6 +226,19 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   return report;
 }
 
+std::string DescribeGap(const VerifyReport& report) {
+  if (!report.largest_gap) return "";
+  const auto& g = *report.largest_gap;
+  std::ostringstream os;
+  os.precision(6);
+  os << "declares " << Name(g.formula) << ": its step objective was " << std::showpos << g.gap()
+     << std::noshowpos << " nats";
+  if (g.token_mean != 0) os << " (" << std::showpos << 100.0 * g.gap() / g.token_mean << std::noshowpos << "%)";
+  os << " from the global token mean Σwℓ/Σw (" << g.declared << " vs " << g.token_mean << ", case " << g.case_index
+     << ", split " << g.split << ")";
+  return os.str();
+}
+
 VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
@@ -214,6 +247,7 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
   report.cases_run = 1;
   report.checked = result.checked;
   report.not_applicable = result.not_applicable;
+  RecordGap(report, result, request.policy, 1);
   if (Fails(result, options)) {
     report.passed = false;
     report.cases_to_failure = 1;

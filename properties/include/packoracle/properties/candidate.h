@@ -108,6 +108,10 @@ struct ReduceRequest {
   Policy policy;
   std::int64_t dp_world_size = 1;
   std::int64_t grad_accum_steps = 1;
+  // Context parallelism: each row is cut into this many contiguous shards of ⌈row length / cp⌉ slots, each
+  // held by another rank of the row's context-parallel group. The reducer still reports one total per
+  // micro-batch (the group's), and every target counts once, whichever shard holds it.
+  std::int64_t context_parallel_size = 1;
   std::vector<CandidateMicrobatch> microbatches;
   std::vector<std::vector<std::vector<double>>> slot_losses;  // [microbatch][row][slot]
 };

@@ -85,6 +85,14 @@ struct CaseResult {
   double utilization = 0;                 // non-pad slots / slots
   std::optional<double> declared_objective;  // the step objective the producer's totals give
   std::optional<double> token_mean;          // Σwℓ/Σw over the step (none without targets)
+  // A loss reducer's declared objective under each split of the step it was checked on (splits.h), the
+  // packed split first: under microbatch_mean or rank_mean these differ from token_mean, and the gap is the
+  // price of the declared formula.
+  struct SplitObjective {
+    std::string split;
+    double declared = 0;
+  };
+  std::vector<SplitObjective> split_objectives;
   bool passed() const { return violations.empty(); }
 };
 

@@ -45,6 +45,18 @@ struct VerifyReport {
   std::optional<CaseResult> failure;          // what it produced
   std::string reproduce;                 // the reproduce string of the minimal case
   std::string text;                      // the whole report (empty when passed)
+  // The largest gap seen between a producer's declared step objective and the global token mean Σwℓ/Σw of
+  // the same step (a reducer: under every split it was checked on). Zero under global_targets; under
+  // microbatch_mean, rank_mean or sequence_mean it is the price of the declared formula, shown to the user.
+  struct ObjectiveGap {
+    double declared = 0;
+    double token_mean = 0;
+    std::string split;     // how the step was split ("as packed", ...)
+    int case_index = 0;    // 1-based
+    Denominator formula = Denominator::kGlobalTargets;  // what the case's policy declared
+    double gap() const { return declared - token_mean; }
+  };
+  std::optional<ObjectiveGap> largest_gap;
   // The headline invariant of the failure.
   std::optional<Invariant> broken() const {
     if (!failure || failure->violations.empty()) return std::nullopt;
@@ -56,6 +68,10 @@ struct VerifyReport {
 };
 
 VerifyReport Verify(Candidate& candidate, const VerifyOptions& options = {});
+
+// One sentence on a report's largest objective gap, e.g. "declares microbatch_mean: its step objective was
+// 0.25 nats (20%) from the global token mean Σwℓ/Σw (case 17, split as packed)"; empty when there is none.
+std::string DescribeGap(const VerifyReport& report);
 
 // Checks one given case (e.g. a saved regression) and reports it the same way.
 VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const VerifyOptions& options = {});

@@ -1,0 +1,34 @@
+// Splits of one optimizer step: the same rows dealt into micro-batches, data-parallel ranks and
+// context-parallel shards in different ways. The step-level property of a loss reducer (DESIGN §4 `loss`) is
+// that its objective does not depend on the split: Σwℓ / Σw over the whole step under `global_targets`,
+// whatever the gradient accumulation, the world size, or a micro-batch or a rank holding no valid target
+// (bugzoo §3.6 INV-14: the mean-of-means bug came back on every new axis, GA, DP and CP).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "packoracle/oracle/layout.h"
+
+namespace packoracle {
+
+struct StepSplit {
+  std::string name;                          // for people: "one row per micro-batch on 2 ranks", ...
+  Layout layout;                             // rows with their micro_step and rank
+  std::int64_t dp_world_size = 1;            // R of the step
+  std::int64_t context_parallel_size = 1;    // shards each row is cut into (ReduceRequest)
+};
+
+// The splits a reducer is checked on, from the rows a packer (or the reference) produced. The first is
+// `packed` itself, its rows already dealt to micro-batches and ranks; the others deal the same rows
+//   - one row per micro-batch on one rank (the longest accumulation),
+//   - all rows in one micro-batch (no accumulation),
+//   - one row per micro-batch, round-robin on two ranks, the shorter rank topped up with an all-padding row,
+//   - on two ranks where rank 1 holds only all-padding rows (a rank with zero valid targets),
+//   - as packed, then one more micro-batch of an all-padding row on every rank (an empty micro-batch),
+//   - as packed, each row cut into two context-parallel shards.
+// An all-padding row is `row_length` slots with no document: no input a loss could see, no target.
+std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size);
+
+}  // namespace packoracle
