@@ -559,7 +559,10 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
     try {
       j = nlohmann::json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::exception& e) {
-      return Fail(where + " is not JSON: " + Quote(text) + " (" + e.what() + ")");
+      // A bare NaN or Infinity (Python's json writes them) is read as the non-finite number it means.
+      const auto quoted = QuoteNonFiniteTokens(text);
+      if (quoted) j = nlohmann::json::parse(*quoted, nullptr, false);
+      if (!quoted || j.is_discarded()) return Fail(where + " is not JSON: " + Quote(text) + " (" + e.what() + ")");
     }
     if (!j.is_object()) return Fail(where + " is not a JSON object: " + Quote(text));
     auto record = j.find("record");

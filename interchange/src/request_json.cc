@@ -1,5 +1,7 @@
 #include "packoracle/interchange/request_json.h"
 
+#include <limits>
+
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle/error.h"
 
@@ -27,6 +29,17 @@ std::int64_t Int(const Json& v, const std::string& field, const std::string& whe
 double Number(const Json& v, const std::string& field, const std::string& where) {
   if (!v.is_number()) Bad(where, field, std::string("must be a number, got ") + v.type_name());
   return v.get<double>();
+}
+
+// A producer total: a number, or one of the quoted non-finite tokens of QuoteNonFiniteTokens.
+double ProducerNumber(const Json& v, const std::string& field, const std::string& where) {
+  if (v.is_string()) {
+    const auto text = v.get<std::string>();
+    if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "Infinity") return std::numeric_limits<double>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  }
+  return Number(v, field, where);
 }
 
 template <class T>
@@ -193,15 +206,49 @@ CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) 
   if (auto p = j.find("producer"); p != j.end() && !p->is_null()) {
     const std::string at = where + ": producer";
     ProducerTotals t;
-    t.loss_sum = Number(Required(*p, "loss_sum", at), "loss_sum", at);
-    t.denominator = Number(Required(*p, "denominator", at), "denominator", at);
+    t.loss_sum = ProducerNumber(Required(*p, "loss_sum", at), "loss_sum", at);
+    t.denominator = ProducerNumber(Required(*p, "denominator", at), "denominator", at);
     const Json& scope = Required(*p, "denominator_scope", at);
     if (!scope.is_string()) Bad(at, "denominator_scope", "must be a string");
     t.denominator_scope = scope.get<std::string>();
-    if (auto l = p->find("loss"); l != p->end() && !l->is_null()) t.loss = Number(*l, "loss", at);
+    if (auto l = p->find("loss"); l != p->end() && !l->is_null()) t.loss = ProducerNumber(*l, "loss", at);
     mb.producer = t;
   }
   return mb;
+}
+
+std::optional<std::string> QuoteNonFiniteTokens(std::string_view line) {
+  static constexpr std::string_view kTokens[] = {"-Infinity", "Infinity", "NaN"};
+  std::string out;
+  bool in_string = false, changed = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size()) out += line[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool quoted = false;
+    for (auto token : kTokens) {
+      if (line.substr(i, token.size()) == token) {
+        out += '"';
+        out += token;
+        out += '"';
+        i += token.size() - 1;
+        quoted = changed = true;
+        break;
+      }
+    }
+    if (!quoted) out += c;
+  }
+  if (!changed) return std::nullopt;
+  return out;
 }
 
 }  // namespace packoracle

@@ -236,5 +236,20 @@ class BuggyAc01Test(CandidateCase):
         self.assertNotAlmostEqual(sum(p["loss"] for p in producers), 9 / 7)
 
 
+
+class BuggyDn04Test(CandidateCase):
+    script = "buggy_dn04_nan_on_empty.py"
+
+    def test_a_step_without_targets_reports_nan(self):
+        records, _ = self.ask(request(1, [("a", [7])], policy=preset("torchtune-packed")))
+        self.assertEqual(len(records), 1)
+        self.assertEqual(records[0]["producer"]["denominator"], 0)
+        self.assertNotEqual(records[0]["producer"]["loss"], records[0]["producer"]["loss"])  # NaN
+
+    def test_a_step_with_targets_is_right(self):
+        records, _ = self.ask(request(2, LESSON, policy=preset("torchtune-packed"), losses=LESSON_LOSSES))
+        self.assertAlmostEqual(sum(r["producer"]["loss"] for r in records), 9 / 7)
+
+
 if __name__ == "__main__":
     unittest.main()

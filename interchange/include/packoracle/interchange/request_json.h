@@ -2,7 +2,9 @@
 // producer totals. Used by regressions (fixtures/regressions/) now and by `fuzz --exec` next.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -22,5 +24,11 @@ Document DocumentFromJson(const nlohmann::json& json, const std::string& where);
 // {"record":"microbatch","step","micro_step","rank","rows":[...],"producer":{...}}
 nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& microbatch);
 CandidateMicrobatch MicrobatchFromJson(const nlohmann::json& json, const std::string& where);
+
+// Python's json module (and some loggers) write a NaN or infinite loss as the bare tokens NaN, Infinity and
+// -Infinity, which are not JSON. A producer that divides 0 by 0 must be told so under `denominator`, not as
+// unreadable output: this returns the line with those tokens (outside strings) quoted, which the producer
+// fields then read as non-finite numbers; nullopt when the line has none.
+std::optional<std::string> QuoteNonFiniteTokens(std::string_view line);
 
 }  // namespace packoracle

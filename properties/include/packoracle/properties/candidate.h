@@ -15,6 +15,7 @@
 //   auto candidate = packoracle::MakeCandidate("my-packer", MyPacker{});
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <concepts>
 #include <functional>
@@ -76,7 +77,13 @@ struct ProducerTotals {
   double denominator = 0;          // the number loss_sum was divided by
   std::string denominator_scope;   // "microbatch" | "step" | "global"
   std::optional<double> loss;      // loss_sum / denominator
-  bool operator==(const ProducerTotals&) const = default;
+  // Equal when every field is; a NaN equals a NaN here (a candidate that gives the same NaN twice is
+  // deterministic: its NaN is a denominator problem, not a determinism one).
+  bool operator==(const ProducerTotals& o) const {
+    auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    return same(loss_sum, o.loss_sum) && same(denominator, o.denominator) && denominator_scope == o.denominator_scope &&
+           loss.has_value() == o.loss.has_value() && (!loss || same(*loss, *o.loss));
+  }
 };
 
 struct CandidateMicrobatch {
