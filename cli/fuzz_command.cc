@@ -333,6 +333,10 @@ int RunFuzz(const FuzzOptions& o) {
   std::optional<VerifyReport> replayed;  // --reproduce: the one report
   std::set<Invariant> checked;
   std::set<std::string> profiles;
+  std::optional<Contamination> contamination;  // packing_invariance's measurement over the run
+  auto measure = [&contamination](const VerifyReport& r) {
+    if (r.contamination) Accumulate(contamination ? *contamination : contamination.emplace(), *r.contamination);
+  };
   std::string stopped_by = "cases";
   try {
     if (!o.reproduce.empty()) {
@@ -363,6 +367,7 @@ int RunFuzz(const FuzzOptions& o) {
         VerifyReport report = Verify(candidate, options);
         checked.insert(report.checked.begin(), report.checked.end());
         profiles.insert(report.profile);
+        measure(report);
         if (!report.passed) {
           report.cases_to_failure = static_cast<int>(cases_run + report.cases_to_failure);  // counted over the run
           cases_run += report.cases_run;
@@ -416,6 +421,11 @@ int RunFuzz(const FuzzOptions& o) {
     out["candidate_starts"] = stats.starts;
     out["candidate_faults"] = stats.faults;
     out["refusals"] = stats.refusals;
+    if (contamination) {
+      out["packing_invariance"] = {{"targets", contamination->targets},
+                                   {"max_relative_change", contamination->max_relative},
+                                   {"mean_relative_change", contamination->mean_relative}};
+    }
     if (failure) {
       nlohmann::ordered_json f;
       f["invariant"] = Name(*failure->broken());
@@ -455,6 +465,11 @@ int RunFuzz(const FuzzOptions& o) {
       std::cout << "\n  policies  " << policy_label << "\n  seed      " << o.seed << " (profiles "
                 << Join(std::vector<std::string>(profiles.begin(), profiles.end())) << ")\n  checked   "
                 << Join(Names(checked)) << "\n  candidate " << restarts << "\n";
+      if (contamination) {
+        std::cout << "  decoder   losses against each document alone over " << contamination->targets
+                  << " targets: max relative change " << contamination->max_relative << ", mean "
+                  << contamination->mean_relative << "\n";
+      }
     }
   }
   if (failure) return 1;

@@ -253,6 +253,14 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
     if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
   }
+  if (result.contamination && result.contamination->targets > 0 &&
+      (head.invariant == Invariant::kPackingInvariance || request.policy.attention == Attention::kRowCausal ||
+       request.policy.positions == Positions::kRowContinuous)) {
+    // packing_invariance's measurement: how far the tiny decoder's losses moved because of packing.
+    os << "=== Packing invariance (tiny decoder, " << result.contamination->targets << " weighted targets)\n"
+       << "  relative change of the losses against each document alone: max " << Num(result.contamination->max_relative)
+       << ", mean " << Num(result.contamination->mean_relative) << "\n";
+  }
   os << "=== Reproduce\n  " << run.reproduce << "\n";
   if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";
   os << "=== Regression test draft\n";

@@ -45,6 +45,9 @@ struct VerifyReport {
   std::optional<CaseResult> failure;          // what it produced
   std::string reproduce;                 // the reproduce string of the minimal case
   std::string text;                      // the whole report (empty when passed)
+  // packing_invariance's measurement over every checked case: the relative change of the tiny decoder's losses
+  // against each document alone (zero for an isolating producer; the contamination under row_causal).
+  std::optional<Contamination> contamination;
   // The headline invariant of the failure.
   std::optional<Invariant> broken() const {
     if (!failure || failure->violations.empty()) return std::nullopt;
