@@ -82,7 +82,7 @@ struct CheckOptions {
   bool losses_known = true;
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
-  bool packing_invariance = true;  // run the tiny decoder (about a third of a case's time at rows of 64 slots)
+  bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)
 };
 
 // How much packing changed the tiny decoder's losses: over the weighted targets of a case (or a run),
