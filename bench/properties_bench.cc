@@ -2,6 +2,8 @@
 // oracle alone on the same cases (the baseline, measured in the same run). Documents ≤ 16, rows ≤ 64 slots.
 //
 //   BM_Verify/profile       Verify(reference packer): generation, packing twice (determinism), every check
+//   BM_VerifyWithoutDecoder/profile  the same with CheckOptions::packing_invariance off (the kit before the
+//                           tiny decoder): the difference is what packing_invariance costs
 //   BM_OracleOnly/profile   the same generated cases: DefaultLayout + Materialize only
 #include <benchmark/benchmark.h>
 
@@ -35,6 +37,20 @@ void BM_Verify(benchmark::State& state) {
   state.SetLabel(*options.profile);
 }
 
+void BM_VerifyWithoutDecoder(benchmark::State& state) {
+  packoracle::Candidate reference = packoracle::ReferenceCandidate();
+  auto options = Options(static_cast<int>(state.range(0)));
+  options.check.packing_invariance = false;
+  std::int64_t cases = 0;
+  for (auto _ : state) {
+    const auto report = packoracle::Verify(reference, options);
+    if (!report.passed) state.SkipWithError("the reference packer failed");
+    cases += report.cases_run;
+  }
+  state.SetItemsProcessed(cases);
+  state.SetLabel(*options.profile);
+}
+
 void BM_OracleOnly(benchmark::State& state) {
   const auto options = Options(static_cast<int>(state.range(0)));
   auto profile = packoracle::gen::Profiles()[static_cast<std::size_t>(state.range(0))];
@@ -58,6 +74,7 @@ void BM_OracleOnly(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Verify)->DenseRange(0, 4)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_VerifyWithoutDecoder)->DenseRange(0, 4)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_OracleOnly)->DenseRange(0, 4)->Unit(benchmark::kMillisecond);
 
 }  // namespace

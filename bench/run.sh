@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs oracle_bench, then prints each case's CPU ns per slot and its ratio to BM_CopyBaseline of
-# the same row length L (a memcpy of the same number of int64 slots, measured in the same run).
+# the same row length L (a memcpy of the same number of int64 slots, measured in the same run); then
+# decoder_bench: the tiny decoder's CPU time per row and its ratio to BM_MaterializeRow of the same L.
 # Usage: bench/run.sh [extra Google Benchmark flags, e.g. --benchmark_repetitions=5]
 # Environment: BUILD_DIR (default build), MIN_TIME (default 0.05; benchmark 1.7.1 takes a plain double).
 set -euo pipefail
@@ -16,10 +17,11 @@ if [[ ! -f "$build/CMakeCache.txt" ]] || grep -q '^PACKORACLE_BUILD_BENCH:BOOL=O
   [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null && generator=(-G Ninja)
   cmake -S . -B "$build" "${generator[@]}" -DPACKORACLE_BUILD_BENCH=ON
 fi
-cmake --build "$build" --target oracle_bench
+cmake --build "$build" --target oracle_bench decoder_bench
 
 out="$(mktemp "${TMPDIR:-/tmp}/oracle_bench.XXXXXX.json")"
-trap 'rm -f "$out"' EXIT
+dec="$(mktemp "${TMPDIR:-/tmp}/decoder_bench.XXXXXX.json")"
+trap 'rm -f "$out" "$dec"' EXIT
 "$build/bench/oracle_bench" --benchmark_min_time="$min_time" --benchmark_format=json "$@" >"$out"
 
 python3 - "$out" <<'PY'
@@ -64,4 +66,32 @@ for case, L, slots, v in rows:
     if case == "BM_CopyBaseline":
         ratio = "1"
     print(f"| {case}/{L} | {L} | {slots} | {v:,.3f} | {ratio} |")
+PY
+
+"$build/bench/decoder_bench" --benchmark_min_time="$min_time" --benchmark_format=json "$@" >"$dec"
+python3 - "$dec" <<'PY'
+import json, statistics, sys
+
+with open(sys.argv[1]) as f:
+    report = json.load(f)
+to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+runs = {}
+for b in report["benchmarks"]:
+    if b.get("error_occurred") or (b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median"):
+        continue
+    name = b.get("run_name", b["name"])
+    runs.setdefault(name, []).append((b["cpu_time"] * to_us[b["time_unit"]], int(b.get("docs", 0))))
+rows = []
+for name, values in runs.items():
+    case, _, arg = name.partition("/")
+    rows.append((case, int(arg), statistics.median(v for v, _ in values), values[0][1]))
+base = {L: v for case, L, v, _ in rows if case == "BM_MaterializeRow"}
+order = {"BM_MaterializeRow": 0, "BM_DecoderRow": 1, "BM_DecoderInvariance": 2}
+rows.sort(key=lambda r: (order.get(r[0], 9), r[1]))
+print()
+print("| case | L | docs | CPU us/row | x Materialize row |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for case, L, v, docs in rows:
+    ratio = f"{v / base[L]:,.1f}" if L in base else "n/a"
+    print(f"| {case}/{L} | {L} | {docs} | {v:,.1f} | {ratio} |")
 PY

@@ -334,6 +334,10 @@ int RunFuzz(const FuzzOptions& o) {
   std::optional<VerifyReport> replayed;  // --reproduce: the one report
   std::set<Invariant> checked;
   std::set<std::string> profiles;
+  std::optional<Contamination> contamination;  // packing_invariance's measurement over the run
+  auto measure = [&contamination](const VerifyReport& r) {
+    if (r.contamination) Accumulate(contamination ? *contamination : contamination.emplace(), *r.contamination);
+  };
   std::string stopped_by = "cases";
   VerifyReport gaps;  // the largest gap between the declared objective and the global token mean, over the run
   auto keep_gap = [&gaps](const VerifyReport& report) {
@@ -370,6 +374,7 @@ int RunFuzz(const FuzzOptions& o) {
         keep_gap(report);
         checked.insert(report.checked.begin(), report.checked.end());
         profiles.insert(report.profile);
+        measure(report);
         if (!report.passed) {
           report.cases_to_failure = static_cast<int>(cases_run + report.cases_to_failure);  // counted over the run
           cases_run += report.cases_run;
@@ -424,6 +429,11 @@ int RunFuzz(const FuzzOptions& o) {
     out["candidate_faults"] = stats.faults;
     out["refusals"] = stats.refusals;
     if (!failure && gaps.largest_gap) out["objective_gap"] = DescribeGap(gaps);
+    if (contamination) {
+      out["packing_invariance"] = {{"targets", contamination->targets},
+                                   {"max_relative_change", contamination->max_relative},
+                                   {"mean_relative_change", contamination->mean_relative}};
+    }
     if (failure) {
       nlohmann::ordered_json f;
       f["invariant"] = Name(*failure->broken());
@@ -464,6 +474,11 @@ int RunFuzz(const FuzzOptions& o) {
                 << Join(std::vector<std::string>(profiles.begin(), profiles.end())) << ")\n  checked   "
                 << Join(Names(checked)) << "\n  candidate " << restarts << "\n";
       if (gaps.largest_gap) std::cout << "  objective " << DescribeGap(gaps) << "\n";
+      if (contamination) {
+        std::cout << "  decoder   losses against each document alone over " << contamination->targets
+                  << " targets: max relative change " << contamination->max_relative << ", mean "
+                  << contamination->mean_relative << "\n";
+      }
     }
   }
   if (failure) return 1;

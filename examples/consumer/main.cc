@@ -1,7 +1,9 @@
-// The lesson's denominator from the installed oracle: exits 0 when it is the seven included targets.
+// The lesson's denominator from the installed oracle: exits 0 when it is the seven included targets (and the
+// installed tiny decoder has its 427 parameters).
 #include <iostream>
 
 #include <packoracle/oracle.h>
+#include <packoracle/oracle/decoder.h>
 
 int main() {
   const auto docs = packoracle::MakeDocuments({{11, 12, 13}, {21, 22, 23, 24, 25, 26}});
@@ -14,5 +16,7 @@ int main() {
                                                packoracle::Denominator::kGlobalTargets);
   const double n = packoracle::Denominators(batch).global_targets;
   std::cout << "valid targets " << n << ", token mean " << objective.value << "\n";
-  return n == 7 && objective.value == 9.0 / 7.0 ? 0 : 1;
+  const auto parameters = packoracle::DefaultDecoder().ParameterCount();
+  std::cout << "tiny decoder parameters " << parameters << "\n";
+  return n == 7 && objective.value == 9.0 / 7.0 && parameters == 427 ? 0 : 1;
 }

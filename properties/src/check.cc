@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "packing_invariance.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
 #include "packoracle/properties/splits.h"
@@ -95,6 +96,7 @@ class Checker {
                    const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   void CheckReducer();
   void CheckConsumer();
+  void CheckInvariance();
 
   Candidate& candidate_;
   const PackRequest& request_;
@@ -106,6 +108,8 @@ class Checker {
   std::vector<CandidateMicrobatch> microbatches_;  // the packer's, or the reference's when there is no packer
   std::vector<RowRef> rows_;
   bool rows_are_candidates_ = false;
+  // The consumer's mask per flat row (CheckConsumer): absent where it threw or gave a malformed mask.
+  std::vector<std::optional<DenseMask>> consumer_masks_;
 };
 
 void Checker::Run() {
@@ -143,6 +147,11 @@ void Checker::Run() {
     CheckConsumer();
   } else if (!candidate_.packer) {
     result_.not_applicable.insert(Invariant::kAttention);
+  }
+  if (options_.packing_invariance && result_.oracle && (candidate_.packer || candidate_.consumer)) {
+    CheckInvariance();
+  } else {
+    result_.not_applicable.insert(Invariant::kPackingInvariance);
   }
   std::stable_sort(result_.violations.begin(), result_.violations.end(),
                    [](const Violation& a, const Violation& b) { return a.invariant < b.invariant; });
@@ -844,21 +853,41 @@ void Checker::CheckConsumer() {
     return;
   }
   result_.checked.insert(Invariant::kAttention);
+  // The consumer sees whole micro-batches (a backend gets the batch tensor); row r of the step is row k of
+  // micro-batch m, in order.
+  consumer_masks_.assign(rows_.size(), std::nullopt);
+  std::vector<std::optional<std::string>> failures(rows_.size());
+  for (std::size_t m = 0, flat = 0; m < microbatches_.size(); flat += microbatches_[m].rows.size(), ++m) {
+    std::vector<DenseMask> masks;
+    std::string failure;
+    try {
+      masks = candidate_.consumer->ConsumeMicrobatch(microbatches_[m], policy_);
+      if (masks.size() != microbatches_[m].rows.size()) {
+        failure = "the attention consumer returned " + std::to_string(masks.size()) + " masks for a micro-batch of " +
+                  std::to_string(microbatches_[m].rows.size()) + " rows";
+      }
+    } catch (const std::exception& e) {
+      failure = std::string("the attention consumer threw: ") + e.what();
+    }
+    for (std::size_t k = 0; k < microbatches_[m].rows.size() && flat + k < rows_.size(); ++k) {
+      if (failure.empty()) consumer_masks_[flat + k] = std::move(masks[k]);
+      else failures[flat + k] = failure;
+    }
+  }
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const OracleRow& want = result_.oracle->rows[r];
-    DenseMask mask;
-    try {
-      mask = candidate_.consumer->Consume(*rows_[r].row, policy_);
-    } catch (const std::exception& e) {
-      Add(Invariant::kAttention, At(r) + ": the attention consumer threw: " + e.what(), static_cast<std::int64_t>(r));
+    if (failures[r]) {
+      Add(Invariant::kAttention, At(r) + ": " + *failures[r], static_cast<std::int64_t>(r));
       continue;
     }
+    const DenseMask& mask = *consumer_masks_[r];
     const auto n = static_cast<std::size_t>(want.length());
     bool square = mask.size() == n;
     for (const auto& line : mask) square = square && line.size() == n;
     if (!square) {
       Add(Invariant::kAttention, At(r) + ": the consumer's mask is not " + std::to_string(n) + " x " + std::to_string(n),
           static_cast<std::int64_t>(r));
+      consumer_masks_[r].reset();
       continue;
     }
     Violation v{Invariant::kAttention, "", static_cast<std::int64_t>(r), -1, "", "", {}};
@@ -881,6 +910,18 @@ void Checker::CheckConsumer() {
       result_.violations.push_back(v);
     }
   }
+}
+
+// The tiny decoder on the rows as a backend is fed them (internal::CheckPackingInvariance says how). A row
+// whose consumer failed is left to `attention`, which reports it.
+void Checker::CheckInvariance() {
+  std::vector<internal::InvarianceRow> rows;
+  const bool consumed = candidate_.consumer != nullptr;
+  for (std::size_t r = 0; r < rows_.size(); ++r) {
+    if (consumed && !consumer_masks_[r]) return;  // the consumer failed on it: attention reports the failure
+    rows.push_back({rows_[r].row, At(r), consumed ? &*consumer_masks_[r] : nullptr});
+  }
+  internal::CheckPackingInvariance(rows, *result_.oracle, policy_, result_);
 }
 
 }  // namespace

@@ -54,8 +54,18 @@ std::optional<Invariant> ParseInvariant(const std::string& name) {
 const std::vector<Invariant>& CheckedInvariants() {
   static const std::vector<Invariant> all = {Invariant::kShape,       Invariant::kCoverage, Invariant::kSegments,
                                              Invariant::kPositions,   Invariant::kTargets,  Invariant::kAttention,
-                                             Invariant::kDenominator, Invariant::kLoss,     Invariant::kDeterminism};
+                                             Invariant::kDenominator, Invariant::kLoss,     Invariant::kPackingInvariance,
+                                             Invariant::kDeterminism};
   return all;
+}
+
+void Accumulate(Contamination& total, const Contamination& more) {
+  if (more.targets <= 0) return;
+  const auto n = static_cast<double>(total.targets + more.targets);
+  total.mean_relative = (total.mean_relative * static_cast<double>(total.targets) +
+                         more.mean_relative * static_cast<double>(more.targets)) / n;
+  total.targets += more.targets;
+  total.max_relative = total.max_relative > more.max_relative ? total.max_relative : more.max_relative;
 }
 
 }  // namespace packoracle

@@ -187,7 +187,15 @@ std::string SourceDocuments(const PackRequest& r) {
 std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
                           const VerifyReport& run, const VerifyOptions& options) {
   std::ostringstream os;
-  const Violation& head = result.violations.front();
+  // The headline: the run's invariant when it was restricted to one (VerifyOptions::only), else the first.
+  std::size_t head_index = 0;
+  for (std::size_t k = 0; options.only && k < result.violations.size(); ++k) {
+    if (result.violations[k].invariant == *options.only) {
+      head_index = k;
+      break;
+    }
+  }
+  const Violation& head = result.violations[head_index];
   os << "Verify(" << candidate << ") failed: " << Name(head.invariant) << "\n";
   os << "  " << head.sentence << "\n";
   if (!head.expected.empty() || !head.actual.empty()) {
@@ -196,7 +204,8 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
   if (result.violations.size() > 1) {
     os << "  (" << result.violations.size() - 1 << " more:";
     std::set<std::string> names;
-    for (std::size_t k = 1; k < result.violations.size(); ++k) names.insert(Name(result.violations[k].invariant));
+    for (std::size_t k = 0; k < result.violations.size(); ++k)
+      if (k != head_index) names.insert(Name(result.violations[k].invariant));
     for (const auto& n : names) os << " " << n;
     os << ")\n";
   }
@@ -254,6 +263,14 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
     if (result.declared_objective && result.token_mean && *result.declared_objective != *result.token_mean)
       os << "  gap                " << Num(*result.declared_objective - *result.token_mean) << "\n";
+  }
+  if (result.contamination && result.contamination->targets > 0 &&
+      (head.invariant == Invariant::kPackingInvariance || request.policy.attention == Attention::kRowCausal ||
+       request.policy.positions == Positions::kRowContinuous)) {
+    // packing_invariance's measurement: how far the tiny decoder's losses moved because of packing.
+    os << "=== Packing invariance (tiny decoder, " << result.contamination->targets << " weighted targets)\n"
+       << "  relative change of the losses against each document alone: max " << Num(result.contamination->max_relative)
+       << ", mean " << Num(result.contamination->mean_relative) << "\n";
   }
   os << "=== Reproduce\n  " << run.reproduce << "\n";
   if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";

@@ -169,6 +169,9 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     ++report.cases_run;
     RecordGap(report, result, request.policy, k + 1);
     ever_checked.insert(result.checked.begin(), result.checked.end());
+    if (result.contamination && result.contamination->targets > 0) {
+      Accumulate(report.contamination ? *report.contamination : report.contamination.emplace(), *result.contamination);
+    }
     if (first_not_applicable) {
       ever_not_applicable = result.not_applicable;
       first_not_applicable = false;

@@ -75,5 +75,26 @@ TEST(ReportGolden, AttentionViolationDrawsTheGrid) {
   ExpectMatchesGolden("attention_causal_only", report.text);
 }
 
+// Positions that never reset (bugzoo PO-01), reported by packing_invariance alone: the tiny decoder's losses of
+// the second document, packed and alone, side by side.
+struct ArangePositions {
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = ReferenceCandidate().packer->Pack(request);
+    for (auto& mb : out.microbatches)
+      for (auto& row : mb.rows)
+        for (std::size_t i = 0; i < row.input_ids.size(); ++i) (*row.position_ids)[i] = static_cast<std::int64_t>(i);
+    return out;
+  }
+};
+
+TEST(ReportGolden, PackingInvarianceViolationShowsBothLosses) {
+  Candidate c = MakeCandidate("arange-positions", ArangePositions{});
+  VerifyOptions options;
+  options.only = Invariant::kPackingInvariance;
+  const auto report = VerifyOne(c, LessonRequest(), options);
+  ASSERT_FALSE(report.passed);
+  ExpectMatchesGolden("packing_invariance_arange_positions", report.text);
+}
+
 }  // namespace
 }  // namespace packoracle

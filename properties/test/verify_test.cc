@@ -19,7 +19,8 @@ TEST(Verify, ReferencePackerPassesEveryInvariantOnEveryProfile) {
     EXPECT_TRUE(report.passed) << report.text;
     EXPECT_EQ(report.cases_run, 150);
     for (auto inv : {Invariant::kShape, Invariant::kCoverage, Invariant::kSegments, Invariant::kPositions,
-                     Invariant::kTargets, Invariant::kDenominator, Invariant::kLoss, Invariant::kDeterminism}) {
+                     Invariant::kTargets, Invariant::kDenominator, Invariant::kLoss, Invariant::kPackingInvariance,
+                     Invariant::kDeterminism}) {
       EXPECT_TRUE(report.checked.count(inv)) << Name(inv) << " was never checked";
     }
   }

@@ -112,5 +112,20 @@ class VerifyExitCodesTest(unittest.TestCase):
         self.assertEqual(got["totals"]["valid_targets"], 3)
 
 
+class VerifyDecoderTest(unittest.TestCase):
+    """`--decoder` adds packing_invariance: Megatron's training copy never restarts positions after an EOD, so the
+    tiny decoder gives the second document other losses packed than alone; without the flag it is not run."""
+
+    DUMP = os.path.join(REPO_ROOT, "examples", "dumps", "megatron_training_copy_buggy.jsonl")
+
+    def test_decoder_flag_adds_packing_invariance(self):
+        without = json.loads(verify("--format", "json", self.DUMP).stdout)
+        with_decoder = json.loads(verify("--decoder", "--format", "json", self.DUMP).stdout)
+        names = lambda report: {v["invariant"] for v in report["violations"]}  # noqa: E731
+        self.assertNotIn("packing_invariance", names(without))
+        self.assertIn("packing_invariance", names(with_decoder))
+        self.assertIn("positions", names(with_decoder))
+
+
 if __name__ == "__main__":
     unittest.main()

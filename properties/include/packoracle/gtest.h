@@ -154,9 +154,10 @@ TYPED_TEST_P(PackerConformance, Targets) { this->Check(Invariant::kTargets); }
 TYPED_TEST_P(PackerConformance, Attention) { this->Check(Invariant::kAttention); }
 TYPED_TEST_P(PackerConformance, Denominator) { this->Check(Invariant::kDenominator); }
 TYPED_TEST_P(PackerConformance, Loss) { this->Check(Invariant::kLoss); }
+TYPED_TEST_P(PackerConformance, PackingInvariance) { this->Check(Invariant::kPackingInvariance); }
 TYPED_TEST_P(PackerConformance, Determinism) { this->Check(Invariant::kDeterminism); }
 REGISTER_TYPED_TEST_SUITE_P(PackerConformance, Shape, Coverage, Segments, Positions, Targets, Attention, Denominator,
-                            Loss, Determinism);
+                            Loss, PackingInvariance, Determinism);
 // Including this header without instantiating the suite is fine (one test file may only call Verify…).
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackerConformance);
 

@@ -3,7 +3,7 @@
 // A candidate fills any subset of three roles:
 //   packer              documents → micro-batches of rows with their encodings (and doc_spans, the truth)
 //   loss reducer        rows + per-slot losses → loss_sum, denominator, loss per micro-batch
-//   attention consumer  one row → the dense mask a backend really uses
+//   attention consumer  one row (or one whole micro-batch) → the dense mask a backend really uses
 // Properties needing a role the candidate lacks are reported as not applicable, never as passed.
 //
 // The types mirror the exec protocol of DESIGN §6 (a request, `microbatch` records, `producer` totals), so
@@ -148,6 +148,14 @@ class AttentionConsumerRole {
   virtual ~AttentionConsumerRole() = default;
   // The mask the backend really uses for `row` under `policy`.
   virtual DenseMask Consume(const CandidateRow& row, const Policy& policy) = 0;
+  // The masks of every row of a micro-batch, in row order, for a backend that looks at the whole batch tensor
+  // (HF detects packing from position ids only when the batch has one row). The kit calls this form; by
+  // default it consumes the rows one by one.
+  virtual std::vector<DenseMask> ConsumeMicrobatch(const CandidateMicrobatch& microbatch, const Policy& policy) {
+    std::vector<DenseMask> out;
+    for (const auto& row : microbatch.rows) out.push_back(Consume(row, policy));
+    return out;
+  }
 };
 
 // A candidate under test: a name and any subset of the roles.
@@ -172,10 +180,19 @@ concept LossReducer = requires(T& t, const ReduceRequest& r) {
   { t.Reduce(r) } -> std::convertible_to<ReduceResult>;
 };
 
+// An attention consumer has a per-row form, a micro-batch form (one mask per row, in order), or both.
 template <class T>
-concept AttentionConsumer = requires(T& t, const CandidateRow& row, const Policy& p) {
+concept RowAttentionConsumer = requires(T& t, const CandidateRow& row, const Policy& p) {
   { t.Consume(row, p) } -> std::convertible_to<DenseMask>;
 };
+
+template <class T>
+concept MicrobatchAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, const Policy& p) {
+  { t.ConsumeMicrobatch(mb, p) } -> std::convertible_to<std::vector<DenseMask>>;
+};
+
+template <class T>
+concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T>;
 
 namespace internal {
 template <class T>
@@ -192,7 +209,23 @@ struct ReducerAdapter final : LossReducerRole, SharedImpl<T> {
 };
 template <class T>
 struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
-  DenseMask Consume(const CandidateRow& row, const Policy& p) override { return this->object->Consume(row, p); }
+  DenseMask Consume(const CandidateRow& row, const Policy& p) override {
+    if constexpr (RowAttentionConsumer<T>) {
+      return this->object->Consume(row, p);
+    } else {  // only the micro-batch form: the row alone is a micro-batch of one row
+      CandidateMicrobatch one;
+      one.rows.push_back(row);
+      auto masks = this->object->ConsumeMicrobatch(one, p);
+      return masks.empty() ? DenseMask{} : std::move(masks.front());
+    }
+  }
+  std::vector<DenseMask> ConsumeMicrobatch(const CandidateMicrobatch& mb, const Policy& p) override {
+    if constexpr (MicrobatchAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatch(mb, p);
+    } else {
+      return AttentionConsumerRole::ConsumeMicrobatch(mb, p);
+    }
+  }
 };
 }  // namespace internal
 

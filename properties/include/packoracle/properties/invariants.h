@@ -13,6 +13,16 @@
 //   attention    the context sets equal the declared rule (from the encodings, or the consumer's dense mask)
 //   denominator  the reported denominator equals the count of its declared scope, on the same targets
 //   loss         the reported losses give the declared objective: Σwℓ/Σw over the step for global_targets
+//   packing_invariance
+//                the tiny reference decoder (packoracle/oracle/decoder.h), fed each row as a backend is fed it
+//                (the candidate's input_ids; its position_ids, or the slot index when it has none; its consumer's
+//                mask, or the mask its declared encoding gives, packoracle/properties/backend_attention.h),
+//                gives every weighted target the loss of the same prediction in its document piece alone in a row
+//                of its own (plain causal, positions from the policy's base; a piece continued from an earlier
+//                row gets the positions split_positions gives it and only its own tokens as context). Boundary and
+//                row-end targets are compared like any other: their context is their own document. Strict
+//                (relative 1e-12) under doc_causal + doc_reset; elsewhere the change is measured (contamination)
+//                and never fails
 //   determinism  the same input gives the same output, whatever was packed before
 //   efficiency   (reported) utilization; a violation only when asked for
 // A common way to break `targets` is shifting the labels of the whole packed row instead of each document
@@ -72,7 +82,18 @@ struct CheckOptions {
   bool losses_known = true;
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
+  bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)
 };
+
+// How much packing changed the tiny decoder's losses: over the weighted targets of a case (or a run),
+// |packed − alone| / alone. Zero for an isolating producer; under row_causal, the measured contamination.
+struct Contamination {
+  std::int64_t targets = 0;
+  double max_relative = 0;
+  double mean_relative = 0;
+};
+// Folds `more` into `total` (max of the maxima, mean weighted by the targets).
+void Accumulate(Contamination& total, const Contamination& more);
 
 // Everything one case produced, for the verdict and for the report.
 struct CaseResult {
@@ -93,6 +114,7 @@ struct CaseResult {
     double declared = 0;
   };
   std::vector<SplitObjective> split_objectives;
+  std::optional<Contamination> contamination;  // packing_invariance's measurement (when it ran)
   bool passed() const { return violations.empty(); }
 };
 

@@ -57,6 +57,9 @@ struct VerifyReport {
     double gap() const { return declared - token_mean; }
   };
   std::optional<ObjectiveGap> largest_gap;
+  // packing_invariance's measurement over every checked case: the relative change of the tiny decoder's losses
+  // against each document alone (zero for an isolating producer; the contamination under row_causal).
+  std::optional<Contamination> contamination;
   // The headline invariant of the failure.
   std::optional<Invariant> broken() const {
     if (!failure || failure->violations.empty()) return std::nullopt;

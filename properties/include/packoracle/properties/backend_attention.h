@@ -1,0 +1,40 @@
+// The kit's reference attention consumer: the dense mask a backend really uses for a row, derived from the
+// row's *declared* boundary encoding exactly as the backend reading that encoding derives it, then combined
+// with causality and the policy's pad_keys:
+//
+//   cu_seqlens      flash-attention varlen blocks (repeated values are empty segments)
+//   seq_lens        torchtune's block mask / FlexAttention document ids from lengths
+//   position_reset  HF flash path (prepare_fa_kwargs_from_position_ids): a segment starts where position == base
+//   position_step   HF SDPA / flex (find_packed_sequence_indices): a segment starts where positions do not step by 1
+//   doc_ids         FlexAttention document mask: same id run, same document (DESIGN §5 lets ids repeat between
+//                   non-neighbouring segments, so runs, not raw ids, are compared)
+//   eod_closes      Megatron reset_attention_mask: attention_mask[(i+1):, :(i+1)] = 0 after each EOD
+//   bos_opens       a BOS/EOT token opens a segment (llm.c's delimiter read as a boundary)
+//   spans / none    the doc_spans themselves (and each padding run)
+// Padding keys come from the 2-D per-token `attention_mask` when the row has one (0 = padding), else from the
+// slots no doc_span covers. For a query i that is not padding:
+//   A_ij = 1[j ≤ i] · (pad(j) ? 1[pad_keys = visible] : (row_causal ? 1 : 1[seg(j) = seg(i)]))
+// and a padding query sees its own padding run (it reaches no loss), as the oracle's Attends says.
+//
+// A missing declared encoding is an error, never a silent fallback to attending across documents (bugzoo MK-10).
+// A correct packer's rows under any preset give exactly the oracle's attention rule (properties test).
+#pragma once
+
+#include <vector>
+
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle {
+
+// The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
+DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);
+
+// The kit's reference attention consumer (both forms of the role; the micro-batch form is row by row, as a
+// correct backend does not depend on the batch size). `policies`: the policies it claims (empty: all).
+struct ReferenceAttentionConsumer {
+  DenseMask Consume(const CandidateRow& row, const Policy& policy) { return BackendAttention(row, policy); }
+};
+Candidate ReferenceAttentionConsumerCandidate(std::vector<Policy> policies = {});
+
+}  // namespace packoracle
