@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/fastcheck/case_check.h"
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/interchange/regression.h"
 #include "packoracle/interchange/request_json.h"
@@ -95,6 +96,7 @@ struct FuzzOptions {
   std::string reproduce;
   std::string format = "text";
   std::string name;
+  bool oracle = false;  // check every case with CheckCase alone (the slow path)
   CLI::Option* cases_option = nullptr;
   CLI::Option* time_option = nullptr;
 };
@@ -328,6 +330,11 @@ int RunFuzz(const FuzzOptions& o) {
 
   VerifyOptions base;
   if (!o.profile.empty()) base.profile = o.profile;
+  if (!o.oracle) {
+    base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {
+      return fastcheck::CheckCaseFast(c, r, options);
+    };
+  }
   std::int64_t cases_run = 0;
   std::optional<VerifyReport> failure;
   std::optional<VerifyReport> replayed;  // --reproduce: the one report
@@ -486,6 +493,9 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--save-regressions", o->save_regressions, "write the minimal counterexample into this directory");
   fuzz->add_option("--reproduce", o->reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();
+  fuzz->add_flag("--oracle", o->oracle,
+                 "check every case with the oracle alone (CheckCase); by default the fast verifier checks each case "
+                 "and the oracle reports the failures");
   fuzz->add_option("--name", o->name, "the candidate's name in reports and regression files (default: from CMD)");
   return [o, fuzz] { return *fuzz ? RunFuzz(*o) : -1; };
 }
