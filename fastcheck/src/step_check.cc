@@ -11,22 +11,14 @@
 namespace packoracle::fastcheck {
 
 std::int64_t StepDocuments::Find(std::string_view uid) const {
-  auto it = std::lower_bound(by_uid_.begin(), by_uid_.end(), uid,
-                             [](const auto& e, std::string_view u) { return e.first < u; });
-  return it != by_uid_.end() && it->first == uid ? it->second : -1;
+  auto it = by_uid_.find(uid);
+  return it == by_uid_.end() ? -1 : it->second;
 }
 
 void StepDocuments::Index() {
   by_uid_.clear();
-  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_.push_back({docs[d]->uid, static_cast<std::int64_t>(d)});
-  // Duplicate uids: CheckCase's std::map keeps the last one; stable sort, then keep the last of each run.
-  std::stable_sort(by_uid_.begin(), by_uid_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::size_t out = 0;
-  for (std::size_t k = 0; k < by_uid_.size(); ++k) {
-    if (k + 1 < by_uid_.size() && by_uid_[k + 1].first == by_uid_[k].first) continue;
-    by_uid_[out++] = by_uid_[k];
-  }
-  by_uid_.resize(out);
+  by_uid_.reserve(docs.size());
+  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_[docs[d]->uid] = static_cast<std::int64_t>(d);
 }
 
 namespace {
@@ -65,7 +57,7 @@ struct FastStepChecker::Impl {
   bool Shape();
   bool Coverage();
   bool LayoutIsValid();
-  void FillSlots(const CandidateRow& row);
+  void FillSlots(std::size_t r);  // row r's slots, from its spans (resolved by Coverage)
   Pred PredictionAt(std::size_t i, std::size_t n) const;
   void Rows();
   void Totals();
@@ -141,13 +133,17 @@ bool FastStepChecker::Impl::Coverage() {
   const std::size_t before = v.findings.size();
   for (auto& p : b.pieces) p.clear();
   b.pieces.resize(docs.docs.size());
+  b.span_doc.clear();
+  b.row_spans.clear();
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const CandidateRow& row = *rows[r];
     const auto R = static_cast<std::int64_t>(r);
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
     b.covered.assign(static_cast<std::size_t>(n), 0);
+    b.row_spans.push_back(b.span_doc.size());
     for (const DocSpan& span : row.doc_spans) {
       const std::int64_t d = docs.Find(span.doc_uid);
+      b.span_doc.push_back(static_cast<std::int32_t>(d));
       if (d < 0) {
         Add(Invariant::kCoverage, R);
         continue;
@@ -229,8 +225,8 @@ bool FastStepChecker::Impl::LayoutIsValid() {
   auto& last_row = b.last_row;
   last_row.assign(docs.docs.size(), -1);
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (const DocSpan& span : rows[r]->doc_spans) {
-      const auto d = static_cast<std::size_t>(docs.Find(span.doc_uid));
+    for (std::size_t p = 0; p < rows[r]->doc_spans.size(); ++p) {
+      const auto d = static_cast<std::size_t>(b.span_doc[b.row_spans[r] + p]);
       if (last_row[d] == static_cast<std::int64_t>(r)) return false;
       last_row[d] = static_cast<std::int64_t>(r);
     }
@@ -244,7 +240,8 @@ bool FastStepChecker::Impl::LayoutIsValid() {
   return true;
 }
 
-void FastStepChecker::Impl::FillSlots(const CandidateRow& row) {
+void FastStepChecker::Impl::FillSlots(std::size_t r) {
+  const CandidateRow& row = *rows[r];
   const std::size_t n = row.input_ids.size();
   b.slot_doc.assign(n, -1);
   b.slot_offset.resize(n);
@@ -252,7 +249,7 @@ void FastStepChecker::Impl::FillSlots(const CandidateRow& row) {
   b.piece_base.resize(row.doc_spans.size());
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
     const DocSpan& span = row.doc_spans[p];
-    const auto d = static_cast<std::int32_t>(docs.Find(span.doc_uid));
+    const std::int32_t d = b.span_doc[b.row_spans[r] + p];
     b.piece_base[p] = span.doc_offset;
     for (std::int64_t t = 0; t < span.length; ++t) {
       const auto s = static_cast<std::size_t>(span.start + t);
@@ -311,7 +308,7 @@ void FastStepChecker::Impl::Rows() {
     const CandidateRow& row = *rows[r];
     const auto R = static_cast<std::int64_t>(r);
     const std::size_t n = row.input_ids.size();
-    FillSlots(row);
+    FillSlots(r);
     const auto* sd = b.slot_doc.data();
     const auto* sp = b.slot_piece.data();
     // A real segment start (TrueSegmentStarts, padding excluded): a non-pad slot after padding or another piece.

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -66,12 +67,13 @@ struct StepVerdict {
 struct StepDocuments {
   std::vector<const EffectiveDocument*> docs;
   std::vector<const std::vector<double>*> losses;  // same size as docs, or empty when losses are unknown
-  // Index of a uid in `docs`, -1 when unknown. Built by Index(); a sorted vector (no per-row allocation).
+  // Index of a uid in `docs`, -1 when unknown (the last of equal uids, as CheckCase's std::map keeps).
+  // Built once per step by Index(); the checker looks each span up once.
   std::int64_t Find(std::string_view uid) const;
   void Index();
 
  private:
-  std::vector<std::pair<std::string_view, std::int64_t>> by_uid_;
+  std::unordered_map<std::string_view, std::int64_t> by_uid_;
 };
 
 struct StepInput {
@@ -105,6 +107,8 @@ class FastStepChecker {
     std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;  // per document: (offset, length)
     std::vector<std::int64_t> next_nonempty;  // per document: the next document of the stream with tokens
     std::vector<std::int64_t> last_row;       // per document: the last row holding a piece of it
+    std::vector<std::int32_t> span_doc;       // per span of the step (rows in order): its document, -1 unknown
+    std::vector<std::size_t> row_spans;       // per row: where its spans start in span_doc
   };
   Buffers buffers_;
   StepVerdict verdict_;
