@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -106,6 +107,7 @@ class Verifier {
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
   std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
+  std::unordered_set<std::string> retired_;   // documents whose pieces tiled them (uids only: small)
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
 };
@@ -171,6 +173,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
+      if (retired_.count(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
       if (documents_.insert_or_assign(d->document.uid, std::move(d->document)).second) ++documents_seen_;
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
@@ -317,6 +320,7 @@ void Verifier::RetireFinished(const std::vector<std::pair<MicrobatchRecord, std:
           next = p.offset + p.length;
         }
         if (!exact) continue;  // left for CheckTiling at the end, which reports it
+        retired_.insert(doc->first);
         pieces_.erase(list);
         documents_.erase(doc);
       }
