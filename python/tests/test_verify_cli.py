@@ -117,6 +117,25 @@ class VerifyExitCodesTest(unittest.TestCase):
                     self.assertIn(message, r.stderr)
                     self.assertIn(os.path.basename(path), r.stderr)
 
+    def test_finished_documents_are_forgotten_without_changing_verdicts(self):
+        """verify forgets a document once its pieces tile it (bounded memory): a repeated document record after
+        that is ignored, and a piece repeated in a later step is still a coverage violation, on both paths."""
+        later = {**self.row([12, 13, -100, 22, -100, -100]), "step": 1}
+        cases = {
+            "record repeated after its document is done": ([self.HEADER, *self.DOCS, self.row([12, 13, -100, 22, -100, -100]),
+                                                            *self.DOCS, later], 1, "coverage"),
+            "clean, then a document record again": ([self.HEADER, *self.DOCS, self.row([12, 13, -100, 22, -100, -100]),
+                                                     self.DOCS[0]], 0, None),
+        }
+        for name, (lines, code, invariant) in cases.items():
+            with self.subTest(case=name):
+                path = self.write(lines)
+                for flags in ([], ["--oracle"]):
+                    r = verify(*flags, "--format", "json", path)
+                    self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+                    if invariant:
+                        self.assertIn(invariant, json.loads(r.stdout)["violations_per_invariant"])
+
     def test_json_format_gives_the_same_facts(self):
         path = self.write([self.HEADER, *self.DOCS, self.row([12, 13, 21, 22, -100, -100])])
         got = json.loads(verify("--format", "json", path).stdout)
