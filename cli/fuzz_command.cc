@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/fastcheck/case_check.h"
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/interchange/regression.h"
 #include "packoracle/interchange/request_json.h"
@@ -96,6 +97,8 @@ struct FuzzOptions {
   std::string reproduce;
   std::string format = "text";
   std::string name;
+  bool oracle = false;  // check every case with CheckCase alone (the slow path)
+  bool no_decoder = false;  // skip packing_invariance (the tiny decoder): every passing case on the fast path
   CLI::Option* cases_option = nullptr;
   CLI::Option* time_option = nullptr;
 };
@@ -329,6 +332,12 @@ int RunFuzz(const FuzzOptions& o) {
 
   VerifyOptions base;
   if (!o.profile.empty()) base.profile = o.profile;
+  base.check.packing_invariance = !o.no_decoder;
+  if (!o.oracle) {
+    base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {
+      return fastcheck::CheckCaseFast(c, r, options);
+    };
+  }
   std::int64_t cases_run = 0;
   std::optional<VerifyReport> failure;
   std::optional<VerifyReport> replayed;  // --reproduce: the one report
@@ -510,6 +519,12 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--save-regressions", o->save_regressions, "write the minimal counterexample into this directory");
   fuzz->add_option("--reproduce", o->reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();
+  fuzz->add_flag("--oracle", o->oracle,
+                 "check every case with the oracle alone (CheckCase); by default the fast verifier checks each case "
+                 "and the oracle reports the failures (with the decoder on, the oracle checks every case)");
+  fuzz->add_flag("--no-decoder", o->no_decoder,
+                 "skip packing_invariance (the tiny reference decoder run on every row and every document alone): "
+                 "the structural invariants stay, on the fast verifier");
   fuzz->add_option("--name", o->name, "the candidate's name in reports and regression files (default: from CMD)");
   return [o, fuzz] { return *fuzz ? RunFuzz(*o) : -1; };
 }

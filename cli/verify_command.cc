@@ -1,6 +1,10 @@
 // packoracle verify: the dump's micro-batches are replayed, step by step, through the same checks as a
 // generated case (CheckCase in dump mode: documents with their delimiters, partial coverage, the producer's
 // loss sums taken as given), and each document's pieces are followed across steps.
+//
+// By default the dump is read with simdjson and each step checked by the fast verifier (fastcheck/); a step
+// it does not pass is re-run through CheckCase, which writes the report. --oracle uses CheckCase only.
+// Memory stays bounded: a document is kept only while pieces of it may still come.
 #include "verify_command.h"
 
 #include <algorithm>
@@ -9,9 +13,12 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/fastcheck/step_check.h"
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
@@ -34,10 +41,11 @@ struct Replay {
 
 // One file, read a record ahead.
 struct Source {
-  std::unique_ptr<PackedBatchReader> reader;
+  std::unique_ptr<fastcheck::RecordReader> reader;
   HeaderRecord header;
   std::optional<MicrobatchRecord> next;  // the next micro-batch, not yet used
   bool done = false;
+  PackedBatchRecord scratch;             // what the reader reads into (its storage is reused)
 };
 
 struct Where {
@@ -91,6 +99,15 @@ class Verifier {
     std::int64_t row, slot;
   };
   std::map<std::string, std::vector<Piece>> pieces_;
+  void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size);
+  void RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
+  bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
+                     const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary);
+  fastcheck::FastStepChecker fast_;
+  std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
+  std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
+  std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
+  std::unordered_set<std::string> retired_;   // documents whose pieces tiled them (uids only: small)
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
 };
@@ -98,7 +115,11 @@ class Verifier {
 void Verifier::Open() {
   for (const auto& file : options_.files) {
     Source s;
-    s.reader = std::make_unique<PackedBatchReader>(file);
+    if (options_.oracle) {
+      s.reader = std::make_unique<fastcheck::OracleBatchReader>(file);
+    } else {
+      s.reader = std::make_unique<fastcheck::FastBatchReader>(file);
+    }
     auto first = s.reader->Next();
     s.header = std::get<HeaderRecord>(*first);  // the reader guarantees the header comes first
     sources_.push_back(std::move(s));
@@ -140,10 +161,20 @@ void Verifier::Open() {
 
 void Verifier::Advance(Source& s) {
   s.next.reset();
-  while (auto record = s.reader->Next()) {
+  for (;;) {
+    // A micro-batch record already checked lends its storage to the next one: no allocation per row.
+    // (A document line keeps it aside in the reader for the micro-batch line that follows.)
+    auto* held = std::get_if<MicrobatchRecord>(&s.scratch);
+    if ((!held || held->microbatch.rows.empty()) && !spare_.empty()) {
+      s.scratch = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (!s.reader->Next(s.scratch)) break;
+    auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      documents_[d->document.uid] = d->document;
+      if (retired_.count(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
+      if (documents_.insert_or_assign(d->document.uid, std::move(d->document)).second) ++documents_seen_;
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
       return;
@@ -226,39 +257,114 @@ void Verifier::CheckTiling() {
   for (auto& [uid, list] : pieces_) {
     auto doc = documents_.find(uid);
     if (doc == documents_.end()) continue;  // reported by the step's coverage check
-    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-    // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
-    // stream's last token is only a row-end target.
-    const bool skips = policy_.stream_stride == StreamStride::kLPlus1;
-    std::int64_t next = 0;
-    for (const Piece& p : list) {
-      if (skips && p.offset == next + 1) next = p.offset;
-      if (p.offset != next) {
-        Violation v;
-        v.invariant = Invariant::kCoverage;
-        v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
-                     std::to_string(std::max(p.offset, next)) + ") " +
-                     (p.offset > next ? "are in no row of the dump" : "are packed twice");
-        v.expected = "token " + std::to_string(next);
-        v.actual = "token " + std::to_string(p.offset);
-        findings_.push_back({p.where, p.row, p.slot, v, ""});
-      }
-      next = std::max(next, p.offset + p.length);
-    }
-    const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
-    const bool truncation = policy_.overflow == Overflow::kTruncate;
-    const bool dropped_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
-    const bool last_is_target = (policy_.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
-    if (next < size && !options_.partial && !truncation && !dropped_tail && !last_is_target) {
+    TileDocument(uid, list, static_cast<std::int64_t>(doc->second.tokens.size()));
+  }
+}
+
+// One document's pieces against its tokens: gaps, overlaps and (unless the dump may stop early) a missing
+// tail become coverage findings.
+void Verifier::TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size) {
+  std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
+  // stream's last token is only a row-end target.
+  const bool skips = policy_.stream_stride == StreamStride::kLPlus1;
+  std::int64_t next = 0;
+  for (const Piece& p : list) {
+    if (skips && p.offset == next + 1) next = p.offset;
+    if (p.offset != next) {
       Violation v;
       v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
-                   ") are in no row of the dump (--partial if the dump stops mid-run)";
-      v.expected = std::to_string(size) + " tokens";
-      v.actual = std::to_string(next);
-      findings_.push_back({list.back().where, list.back().row, -1, v, ""});
+      v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
+                   std::to_string(std::max(p.offset, next)) + ") " +
+                   (p.offset > next ? "are in no row of the dump" : "are packed twice");
+      v.expected = "token " + std::to_string(next);
+      v.actual = "token " + std::to_string(p.offset);
+      findings_.push_back({p.where, p.row, p.slot, v, ""});
+    }
+    next = std::max(next, p.offset + p.length);
+  }
+  const bool truncation = policy_.overflow == Overflow::kTruncate;
+  const bool dropped_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+  const bool last_is_target = (policy_.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
+  if (next < size && !options_.partial && !truncation && !dropped_tail && !last_is_target) {
+    Violation v;
+    v.invariant = Invariant::kCoverage;
+    v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
+                 ") are in no row of the dump (--partial if the dump stops mid-run)";
+    v.expected = std::to_string(size) + " tokens";
+    v.actual = std::to_string(next);
+    findings_.push_back({list.back().where, list.back().row, -1, v, ""});
+  }
+}
+
+// Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
+// is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
+// known), so they are forgotten. This keeps verify's memory to the documents still in flight.
+void Verifier::RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  for (const auto& [m, file] : mbs) {
+    for (const auto& row : m.microbatch.rows) {
+      for (const auto& span : row.doc_spans) {
+        auto doc = documents_.find(span.doc_uid);
+        auto list = pieces_.find(span.doc_uid);
+        if (doc == documents_.end() || list == pieces_.end()) continue;
+        const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
+        std::int64_t covered = 0;
+        for (const Piece& p : list->second) covered += p.length;
+        if (covered != size) continue;  // cheap test first; the sort below only when it may be complete
+        auto& pieces = list->second;
+        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+        std::int64_t next = 0;
+        bool exact = true;
+        for (const Piece& p : pieces) {
+          exact = exact && p.offset == next;
+          next = p.offset + p.length;
+        }
+        if (!exact) continue;  // left for CheckTiling at the end, which reports it
+        retired_.insert(doc->first);
+        pieces_.erase(list);
+        documents_.erase(doc);
+      }
     }
   }
+}
+
+// The fast verifier on one step; true when it passes (the summary is then complete). Anything else (a
+// violation, a case it defers, a document CheckCase would refuse) goes to CheckCase for the report.
+bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
+                             const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary) {
+  try {
+    ValidatePolicy(request.policy);
+    // The step's known documents in uid order, as CheckCase receives them (request.documents).
+    std::size_t k = 0;
+    for (const auto& uid : uids) {
+      auto it = documents_.find(uid);
+      if (it == documents_.end()) continue;
+      if (k == effective_.size()) effective_.emplace_back();
+      effective_[k++] = Effective(it->second, request.policy, Delimiters::kIncluded);
+    }
+    effective_.resize(k);
+  } catch (const InputError&) {
+    return false;  // CheckCase throws the same error
+  }
+  fastcheck::StepDocuments docs;
+  for (const auto& d : effective_) docs.docs.push_back(&d);
+  docs.Index();
+  fastcheck::StepInput in;
+  in.policy = &request.policy;
+  in.row_length = request.row_length;
+  in.dp_world_size = request.dp_world_size;
+  for (const auto& [m, file] : mbs) in.microbatches.push_back(&m.microbatch);
+  in.documents = &docs;
+  in.options.determinism = false;
+  in.options.partial_coverage = true;
+  in.options.losses_known = false;
+  const fastcheck::StepVerdict& v = fast_.Check(in);
+  if (v.outcome != fastcheck::Outcome::kPassed) return false;
+  summary.valid_targets = v.valid_targets;
+  summary.declared_objective = v.declared_objective;
+  summary.token_mean = v.token_mean;
+  steps_.push_back(summary);
+  return true;
 }
 
 void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
@@ -272,7 +378,6 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   std::set<std::string> uids;
   std::int64_t longest = 0;
   for (const auto& [m, file] : mbs) {
-    replay.microbatches.push_back(m.microbatch);
     ++summary.microbatches;
     if (m.microbatch.producer) summary.reported_denominators.push_back(m.microbatch.producer->denominator);
     for (const auto& row : m.microbatch.rows) {
@@ -293,10 +398,13 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   request.dp_world_size = dp_world_size_;
   request.policy = policy_;
   request.delimiters = Delimiters::kIncluded;
+  // The fast verifier has no decoder: with --decoder every step goes through CheckCase.
+  if (!options_.oracle && !options_.decoder && CheckStepFast(request, uids, mbs, summary)) return;
   for (const auto& uid : uids) {
     auto it = documents_.find(uid);
     if (it != documents_.end()) request.documents.push_back(it->second);
   }
+  for (const auto& [m, file] : mbs) replay.microbatches.push_back(m.microbatch);
   CheckOptions check;
   check.determinism = false;
   check.partial_coverage = true;
@@ -357,12 +465,15 @@ int Verifier::Run() {
                          " (records must be in step order)");
       }
     }
-    if (documents_.empty()) {
+    if (documents_seen_ == 0) {
       throw InputError(options_.files.front() + ": no document records before step " + std::to_string(*step) +
                        "'s micro-batches: verify needs the documents to check content and targets (the dumpers in "
                        "python/ write them)");
     }
     CheckStep(*step, mbs);
+    RetireFinished(mbs);
+    for (auto& [m, file] : mbs)
+      if (spare_.size() < 64) spare_.push_back(std::move(m));
   }
   CheckTiling();
   return Report();
@@ -407,7 +518,7 @@ int Verifier::Report() {
       j["steps"].push_back(step);
     }
     j["totals"] = {{"records", records_}, {"rows", rows}, {"slots", slots}, {"tokens", tokens},
-                   {"valid_targets", targets}, {"utilization", utilization}, {"documents", documents_.size()}};
+                   {"valid_targets", targets}, {"utilization", utilization}, {"documents", documents_seen_}};
     out_ << j.dump(2) << "\n";
     return findings_.empty() ? 0 : 1;
   }
@@ -495,6 +606,9 @@ Runner AddVerifyCommand(CLI::App& app) {
   cmd->add_option("--format", options->format, "text (for people) or json (the same facts for machines)")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--max-violations", options->max_violations, "violations printed in full (all are counted)");
+  cmd->add_flag("--oracle", options->oracle,
+                "the slow path only: read with nlohmann-json and check every step with the oracle (CheckCase); by "
+                "default a fast verifier checks each step and the oracle reports the steps it does not pass");
   cmd->add_flag("--partial", options->partial,
                 "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
   cmd->add_flag("--decoder", options->decoder,

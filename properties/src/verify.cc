@@ -53,6 +53,11 @@ const gen::Profile& ProfileFor(const VerifyOptions& options) {
 }
 
 // Does this case fail in a way that counts for the run?
+CaseResult CheckWith(const VerifyOptions& options, Candidate& candidate, const PackRequest& request) {
+  return options.check_case ? options.check_case(candidate, request, options.check)
+                            : CheckCase(candidate, request, options.check);
+}
+
 bool Fails(const CaseResult& result, const VerifyOptions& options) {
   if (!options.only) return !result.passed();
   for (const auto& v : result.violations)
@@ -160,7 +165,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     request.id = k;
     CaseResult result;
     try {
-      result = CheckCase(candidate, request, options.check);
+      result = CheckWith(options, candidate, request);
     } catch (const InputError& e) {
       // A generated case the kit itself cannot check is a bug of the kit's generators: say which case.
       throw InputError("generated case v1:" + std::to_string(seed) + ":" + std::to_string(k) + ":" + std::to_string(size) +
@@ -199,7 +204,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
         --budget;
         PackRequest smaller = next->value();
         smaller.id = k;
-        CaseResult r = CheckCase(candidate, smaller, options.check);
+        CaseResult r = CheckWith(options, candidate, smaller);
         VerifyOptions same = options;
         same.only = headline;
         if (Fails(r, same)) {
@@ -246,7 +251,7 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
   VerifyReport report;
   report.candidate = candidate.name;
   report.profile = "given";
-  CaseResult result = CheckCase(candidate, request, options.check);
+  CaseResult result = CheckWith(options, candidate, request);
   report.cases_run = 1;
   report.checked = result.checked;
   report.not_applicable = result.not_applicable;

@@ -43,6 +43,19 @@ class RealpackVerdictsTest(unittest.TestCase):
                 self.assertTrue(required <= found, f"missing {required - found}: {want['why']}")
                 self.assertTrue(found <= required | allowed, f"unexpected {found - required - allowed}: {want['why']}")
 
+    def test_fast_path_and_oracle_path_report_the_same(self):
+        """verify checks with the fast verifier by default and --oracle with CheckCase only: on every realpack
+        dump both must print exactly the same report (the fast path hands failing steps to the oracle)."""
+        for name in sorted(os.listdir(self.dir)):
+            if not name.endswith(".jsonl"):
+                continue
+            with self.subTest(dump=name):
+                path = os.path.join(self.dir, name)
+                fast, oracle = verify("--format", "json", path), verify("--oracle", "--format", "json", path)
+                self.assertEqual(fast.returncode, oracle.returncode, fast.stderr + oracle.stderr)
+                self.assertEqual(fast.stdout, oracle.stdout)
+                self.assertEqual(fast.stderr, oracle.stderr)
+
 
 class VerifyExitCodesTest(unittest.TestCase):
     def write(self, lines):
@@ -98,10 +111,30 @@ class VerifyExitCodesTest(unittest.TestCase):
         for name, (lines, message) in cases.items():
             with self.subTest(case=name):
                 path = self.write(lines)
-                r = verify(path)
-                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-                self.assertIn(message, r.stderr)
-                self.assertIn(os.path.basename(path), r.stderr)
+                for flags in ([], ["--oracle"]):  # the simdjson reader and the nlohmann one: the same words
+                    r = verify(*flags, path)
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                    self.assertIn(message, r.stderr)
+                    self.assertIn(os.path.basename(path), r.stderr)
+
+    def test_finished_documents_are_forgotten_without_changing_verdicts(self):
+        """verify forgets a document once its pieces tile it (bounded memory): a repeated document record after
+        that is ignored, and a piece repeated in a later step is still a coverage violation, on both paths."""
+        later = {**self.row([12, 13, -100, 22, -100, -100]), "step": 1}
+        cases = {
+            "record repeated after its document is done": ([self.HEADER, *self.DOCS, self.row([12, 13, -100, 22, -100, -100]),
+                                                            *self.DOCS, later], 1, "coverage"),
+            "clean, then a document record again": ([self.HEADER, *self.DOCS, self.row([12, 13, -100, 22, -100, -100]),
+                                                     self.DOCS[0]], 0, None),
+        }
+        for name, (lines, code, invariant) in cases.items():
+            with self.subTest(case=name):
+                path = self.write(lines)
+                for flags in ([], ["--oracle"]):
+                    r = verify(*flags, "--format", "json", path)
+                    self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+                    if invariant:
+                        self.assertIn(invariant, json.loads(r.stdout)["violations_per_invariant"])
 
     def test_json_format_gives_the_same_facts(self):
         path = self.write([self.HEADER, *self.DOCS, self.row([12, 13, 21, 22, -100, -100])])

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,6 +29,9 @@ struct VerifyOptions {
   bool shrink = true;
   int max_shrink_steps = 2000;           // candidate evaluations spent shrinking
   CheckOptions check;
+  // How one case is checked: CheckCase when empty. packoracle fuzz installs fastcheck::CheckCaseFast (the fast
+  // verifier first, CheckCase for every failure), which gives the same verdicts and reports.
+  std::function<CaseResult(Candidate&, const PackRequest&, const CheckOptions&)> check_case;
   std::optional<std::string> reproduce;  // replay exactly the case of a reproduce string, then stop
   std::string reproduce_command;         // how a person reruns this run (shown in reports), e.g. a gtest filter
 };

@@ -1,0 +1,430 @@
+#include "packoracle/fastcheck/jsonl_reader.h"
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::fastcheck {
+namespace {
+
+namespace od = simdjson::ondemand;
+constexpr std::size_t kChunk = std::size_t{1} << 20;  // bytes read from the file at a time
+
+// Every helper answers false when the line is not one it takes: the nlohmann reader then reads the line.
+bool IsNull(od::value& v) {
+  od::json_type t;
+  return !v.type().get(t) && t == od::json_type::null;
+}
+
+template <class T>
+bool Ints(od::value v, std::vector<T>& out) {
+  out.clear();
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto element : a) {
+    std::int64_t x;
+    if (element.get_int64().get(x)) return false;
+    out.push_back(static_cast<T>(x));
+  }
+  return true;
+}
+
+bool Numbers(od::value v, std::vector<double>& out) {
+  out.clear();
+  od::array a;
+  if (v.get_array().get(a)) return false;
+  for (auto element : a) {
+    double x;
+    if (element.get_double().get(x)) return false;
+    out.push_back(x);
+  }
+  return true;
+}
+
+template <class T>
+bool OptionalInts(od::value v, std::optional<std::vector<T>>& out) {
+  if (IsNull(v)) {
+    out.reset();
+    return true;
+  }
+  if (!out) out.emplace();
+  return Ints(v, *out);
+}
+
+bool Int(od::value v, std::int64_t& out) { return !v.get_int64().get(out); }
+bool Number(od::value v, double& out) { return !v.get_double().get(out); }
+
+bool String(od::value v, std::string& out) {
+  std::string_view s;
+  if (v.get_string().get(s)) return false;
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20) return false;  // let nlohmann judge control characters
+  out.assign(s);
+  return true;
+}
+
+// An ignored field's value is still validated, as nlohmann parses the whole line.
+bool Validate(od::value v) {
+  od::json_type type;
+  if (v.type().get(type)) return false;
+  switch (type) {
+    case od::json_type::object: {
+      od::object o;
+      if (v.get_object().get(o)) return false;
+      for (auto field : o) {
+        od::value x;
+        if (field.value().get(x) || !Validate(x)) return false;
+      }
+      return true;
+    }
+    case od::json_type::array: {
+      od::array a;
+      if (v.get_array().get(a)) return false;
+      for (auto element : a) {
+        od::value x;
+        if (element.get(x) || !Validate(x)) return false;
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      double d;
+      return !v.get_double().get(d);
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      return !v.get_string().get(s);
+    }
+    case od::json_type::boolean: {
+      bool b;
+      return !v.get_bool().get(b);
+    }
+    case od::json_type::null: return true;
+  }
+  return false;
+}
+
+// Fields seen once each: a repeated key goes to nlohmann (which keeps the last).
+struct Seen {
+  std::uint32_t bits = 0;
+  bool First(int k) {
+    const std::uint32_t bit = std::uint32_t{1} << k;
+    if (bits & bit) return false;
+    bits |= bit;
+    return true;
+  }
+  bool Has(int k) const { return (bits >> k) & 1; }
+};
+
+bool Span(od::value v, DocSpan& span) {
+  od::object o;
+  if (v.get_object().get(o)) return false;
+  Seen seen;
+  for (auto field : o) {
+    std::string_view key;
+    od::value x;
+    if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+    int k = key == "doc_uid" ? 0 : key == "start" ? 1 : key == "length" ? 2 : key == "doc_offset" ? 3 : -1;
+    if (k < 0) {
+      if (!Validate(x)) return false;
+      continue;
+    }
+    if (!seen.First(k)) return false;
+    const bool ok = k == 0 ? String(x, span.doc_uid) : k == 1 ? Int(x, span.start) : k == 2 ? Int(x, span.length)
+                                                                                          : Int(x, span.doc_offset);
+    if (!ok) return false;
+  }
+  return seen.bits == 0xF;
+}
+
+bool Row(od::value v, CandidateRow& row) {
+  od::object o;
+  if (v.get_object().get(o)) return false;
+  Seen seen;
+  row.loss_mask.reset();
+  row.position_ids.reset();
+  row.cu_seqlens.reset();
+  row.seq_lens.reset();
+  row.doc_ids.reset();
+  row.attention_mask.reset();
+  for (auto field : o) {
+    std::string_view key;
+    od::value x;
+    if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+    bool ok = true;
+    if (key == "input_ids") ok = seen.First(0) && Ints(x, row.input_ids);
+    else if (key == "labels") ok = seen.First(1) && Ints(x, row.labels);
+    else if (key == "loss_mask") {
+      ok = seen.First(2);
+      if (ok && !IsNull(x)) {
+        if (!row.loss_mask) row.loss_mask.emplace();
+        ok = Numbers(x, *row.loss_mask);
+      }
+    } else if (key == "position_ids") ok = seen.First(3) && OptionalInts(x, row.position_ids);
+    else if (key == "cu_seqlens") ok = seen.First(4) && OptionalInts(x, row.cu_seqlens);
+    else if (key == "seq_lens") ok = seen.First(5) && OptionalInts(x, row.seq_lens);
+    else if (key == "doc_ids") ok = seen.First(6) && OptionalInts(x, row.doc_ids);
+    else if (key == "attention_mask") ok = seen.First(7) && OptionalInts(x, row.attention_mask);
+    else if (key == "doc_spans") {
+      ok = seen.First(8);
+      od::array a;
+      if (ok && x.get_array().get(a)) ok = false;
+      std::size_t count = 0;
+      for (auto element : a) {
+        if (!ok) break;
+        od::value s;
+        if (element.get(s)) return false;
+        if (count == row.doc_spans.size()) row.doc_spans.emplace_back();
+        ok = Span(s, row.doc_spans[count++]);
+      }
+      if (ok) row.doc_spans.resize(count);
+    } else {
+      ok = Validate(x);
+    }
+    if (!ok) return false;
+  }
+  if (!seen.Has(0) || !seen.Has(1) || !seen.Has(8)) return false;
+  const std::size_t n = row.input_ids.size();
+  // MicrobatchFromJson's length checks (cu_seqlens and seq_lens have their own lengths).
+  if (row.labels.size() != n || (row.loss_mask && row.loss_mask->size() != n) ||
+      (row.position_ids && row.position_ids->size() != n) || (row.doc_ids && row.doc_ids->size() != n) ||
+      (row.attention_mask && row.attention_mask->size() != n))
+    return false;
+  return true;
+}
+
+bool Producer(od::value v, std::optional<ProducerTotals>& out) {
+  if (IsNull(v)) {
+    out.reset();
+    return true;
+  }
+  od::object o;
+  if (v.get_object().get(o)) return false;
+  ProducerTotals t;
+  Seen seen;
+  for (auto field : o) {
+    std::string_view key;
+    od::value x;
+    if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+    bool ok = true;
+    if (key == "loss_sum") ok = seen.First(0) && Number(x, t.loss_sum);
+    else if (key == "denominator") ok = seen.First(1) && Number(x, t.denominator);
+    else if (key == "denominator_scope") ok = seen.First(2) && String(x, t.denominator_scope);
+    else if (key == "loss") {
+      ok = seen.First(3);
+      if (ok && !IsNull(x)) {
+        double l;
+        ok = Number(x, l);
+        t.loss = l;
+      }
+    } else {
+      ok = Validate(x);
+    }
+    if (!ok) return false;
+  }
+  if (!seen.Has(0) || !seen.Has(1) || !seen.Has(2)) return false;
+  out = std::move(t);
+  return true;
+}
+
+}  // namespace
+
+struct FastBatchReader::Parser {
+  od::parser parser;
+  // The storage of the record kind a line did not need, kept for the next line of that kind: documents and
+  // micro-batches alternate in a dump, and each keeps its vectors' capacity this way.
+  std::optional<MicrobatchRecord> spare_microbatch;
+  std::optional<DocumentRecord> spare_document;
+
+  template <class Want>
+  Want& Hold(PackedBatchRecord& out) {
+    if (auto* w = std::get_if<Want>(&out)) return *w;
+    if (auto* m = std::get_if<MicrobatchRecord>(&out)) spare_microbatch = std::move(*m);
+    if (auto* d = std::get_if<DocumentRecord>(&out)) spare_document = std::move(*d);
+    if constexpr (std::is_same_v<Want, MicrobatchRecord>) {
+      out = spare_microbatch ? std::move(*spare_microbatch) : MicrobatchRecord{};
+    } else {
+      out = spare_document ? std::move(*spare_document) : DocumentRecord{};
+    }
+    return std::get<Want>(out);
+  }
+
+  // A document or microbatch line whose first key is "record"; false: hand the line to nlohmann.
+  bool Parse(const char* data, std::size_t size, std::size_t capacity, PackedBatchRecord& out) {
+    od::document doc;
+    if (parser.iterate(simdjson::padded_string_view(data, size, capacity)).get(doc)) return false;
+    od::object o;
+    if (doc.get_object().get(o)) return false;
+    auto it = o.begin();
+    if (it == o.end()) return false;
+    std::string_view key, type;
+    od::value x;
+    {
+      auto field = *it;
+      if (field.unescaped_key().get(key) || key != "record" || field.value().get(x) || x.get_string().get(type))
+        return false;
+    }
+    bool ok = false;
+    if (type == "microbatch") ok = Microbatch(o, it, out);
+    else if (type == "document") ok = Document(o, it, out);
+    // Nothing may follow the root object (simdjson 3.0's document has no at_end(): past the end, its
+    // location is out of bounds).
+    const char* rest = nullptr;
+    return ok && doc.current_location().get(rest) == simdjson::OUT_OF_BOUNDS;
+  }
+
+  template <class It>
+  bool Microbatch(od::object& o, It& it, PackedBatchRecord& out) {
+    MicrobatchRecord& m = Hold<MicrobatchRecord>(out);
+    CandidateMicrobatch& mb = m.microbatch;
+    mb.step = 0;
+    m.flattened = false;
+    Seen seen;
+    seen.First(0);  // "record"
+    for (++it; it != o.end(); ++it) {
+      auto field = *it;
+      std::string_view key;
+      od::value x;
+      if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+      bool ok = true;
+      if (key == "record") return false;
+      if (key == "step") ok = seen.First(1) && Int(x, mb.step);
+      else if (key == "micro_step") ok = seen.First(2) && Int(x, mb.micro_step);
+      else if (key == "rank") ok = seen.First(3) && Int(x, mb.rank);
+      else if (key == "rows") {
+        ok = seen.First(4);
+        od::array a;
+        if (ok && x.get_array().get(a)) return false;
+        std::size_t count = 0;
+        for (auto element : a) {
+          od::value r;
+          if (!ok || element.get(r)) return false;
+          if (count == mb.rows.size()) mb.rows.emplace_back();
+          ok = Row(r, mb.rows[count++]);
+        }
+        if (ok) mb.rows.resize(count);
+      } else if (key == "producer") {
+        ok = seen.First(5) && Producer(x, mb.producer);
+      } else if (key == "flattened") {
+        ok = seen.First(6) && !x.get_bool().get(m.flattened);
+      } else {
+        ok = Validate(x);
+      }
+      if (!ok) return false;
+    }
+    if (!seen.Has(5)) mb.producer.reset();
+    if (!seen.Has(2) || !seen.Has(3) || !seen.Has(4)) return false;
+    return !(m.flattened && mb.rows.size() != 1);
+  }
+
+  template <class It>
+  bool Document(od::object& o, It& it, PackedBatchRecord& out) {
+    packoracle::Document& d = Hold<DocumentRecord>(out).document;
+    d.supervised.clear();
+    bool given = false;
+    Seen seen;
+    for (++it; it != o.end(); ++it) {
+      auto field = *it;
+      std::string_view key;
+      od::value x;
+      if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+      bool ok = true;
+      if (key == "record") return false;
+      if (key == "doc_uid") ok = seen.First(0) && String(x, d.uid);
+      else if (key == "tokens") ok = seen.First(1) && Ints(x, d.tokens);
+      else if (key == "supervised") {
+        ok = seen.First(2);
+        given = ok && !IsNull(x);
+        if (given) ok = Ints(x, d.supervised);
+      } else {
+        ok = Validate(x);
+      }
+      if (!ok) return false;
+    }
+    if (!seen.Has(0) || !seen.Has(1)) return false;
+    return !given || d.supervised.size() == d.tokens.size();  // DocumentFromJson's length check
+  }
+};
+
+FastBatchReader::FastBatchReader(std::string path)
+    : path_(std::move(path)), file_(std::fopen(path_.c_str(), "rb")), parser_(std::make_unique<Parser>()) {
+  if (!file_) throw InputError(path_ + ": cannot open the file");
+}
+
+FastBatchReader::~FastBatchReader() {
+  if (file_) std::fclose(file_);
+}
+
+bool FastBatchReader::NextLine(const char*& begin, std::size_t& size) {
+  for (;;) {
+    if (begin_ < end_) {
+      const void* nl = std::memchr(buffer_.data() + begin_, '\n', end_ - begin_);
+      if (nl) {
+        const auto at = static_cast<std::size_t>(static_cast<const char*>(nl) - buffer_.data());
+        begin = buffer_.data() + begin_;
+        size = at - begin_;
+        begin_ = at + 1;
+        return true;
+      }
+    }
+    if (eof_) {
+      if (begin_ >= end_) return false;
+      begin = buffer_.data() + begin_;  // a last line without its newline
+      size = end_ - begin_;
+      begin_ = end_;
+      return true;
+    }
+    // Keep the unconsumed tail, make room for a chunk and simdjson's padding, read.
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (buffer_.size() < end_ + kChunk + simdjson::SIMDJSON_PADDING)
+      buffer_.resize(std::max(2 * buffer_.size(), end_ + kChunk + simdjson::SIMDJSON_PADDING));
+    const std::size_t room = buffer_.size() - end_ - simdjson::SIMDJSON_PADDING;
+    const std::size_t got = std::fread(buffer_.data() + end_, 1, room, file_);
+    if (got == 0) eof_ = true;
+    end_ += got;
+  }
+}
+
+bool FastBatchReader::Next(PackedBatchRecord& record) {
+  const char* data;
+  std::size_t size;
+  while (NextLine(data, size)) {
+    ++line_;
+    bytes_ += static_cast<std::int64_t>(size) + 1;
+    std::size_t k = 0;
+    while (k < size && (data[k] == ' ' || data[k] == '\t' || data[k] == '\r')) ++k;
+    if (k == size) continue;  // blank line
+    const std::size_t capacity = buffer_.size() - static_cast<std::size_t>(data - buffer_.data());
+    if (seen_header_ && parser_->Parse(data, size, capacity, record)) {
+      if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line_;
+      return true;
+    }
+    // The nlohmann reader's path, with PackedBatchReader::Next's messages.
+    ++fallbacks_;
+    const std::string where = path_ + ":" + std::to_string(line_);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(data, data + size);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(where + ": not a JSON object (" + e.what() + ")");
+    }
+    record = ParsePackedBatchRecord(j, where, !seen_header_);
+    seen_header_ = true;
+    if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line_;
+    return true;
+  }
+  if (!seen_header_) throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
+  return false;
+}
+
+std::optional<PackedBatchRecord> FastBatchReader::Next() {
+  PackedBatchRecord record;
+  if (!Next(record)) return std::nullopt;
+  return record;
+}
+
+}  // namespace packoracle::fastcheck

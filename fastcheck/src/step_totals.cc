@@ -1,0 +1,199 @@
+// FastStepChecker's producer totals (see step_check.cc).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "packoracle/oracle/layout.h"
+#include "step_impl.h"
+
+namespace packoracle::fastcheck {
+
+// Checker::CheckTotals for the packer's producer totals, and the token mean of Checker::Run.
+void FastStepChecker::Impl::Totals() {
+  const auto& mbs = in.microbatches;
+  const bool known = in.options.losses_known;
+  std::int64_t max_micro = 0, max_rank = 0;
+  for (const auto* mbp : mbs) {
+    const auto& mb = *mbp;
+    max_micro = std::max(max_micro, mb.micro_step);
+    max_rank = std::max(max_rank, mb.rank);
+  }
+  // Objective's StepShape checks (Resolve in oracle/src/denominator.cc) throw on these: defer.
+  auto shape_ok = [&](std::int64_t R, std::int64_t M) {
+    if (R > kMaxMicrobatchesPerStep || M > kMaxMicrobatchesPerStep || R * M > kMaxMicrobatchesPerStep) return false;
+    for (const auto* mb : mbs)
+      if (!mb->rows.empty() && (mb->rank >= R || mb->micro_step >= M)) return false;
+    return true;
+  };
+  if (known && !shape_ok(max_rank + 1, max_micro + 1)) throw Outcome::kDefer;
+
+  // Per micro-batch counts, as CheckTotals makes them.
+  std::vector<double> n_mb(mbs.size(), 0.0);
+  std::map<std::int64_t, double> per_rank;
+  double global = 0;
+  {
+    std::size_t flat = 0;
+    for (std::size_t m = 0; m < mbs.size(); ++m) {
+      double n = 0;
+      for (std::size_t k = 0; k < mbs[m]->rows.size(); ++k, ++flat) {
+        const RowSums& s = sums[flat];
+        if (policy.denominator == Denominator::kAllPositions) n += static_cast<double>(s.length);
+        else if (policy.count_basis == CountBasis::kUnshiftedLabels) n += s.labels;
+        else n += s.weight;
+      }
+      n_mb[m] = n;
+      per_rank[mbs[m]->rank] += n;
+      global += n;
+    }
+  }
+  std::vector<const ProducerTotals*> totals;
+  for (const auto* mb : mbs)
+    if (mb->producer) totals.push_back(&*mb->producer);
+
+  auto token_mean_of_oracle = [&] {
+    double w = 0, l = 0;
+    for (const auto& s : sums) {
+      w += s.weight;
+      l += s.loss;
+    }
+    if (w > 0) v.token_mean = l / w;
+  };
+
+  if (!totals.empty() && totals.size() != mbs.size()) Add(Invariant::kDenominator);
+  if (totals.empty() || totals.size() != mbs.size()) {
+    if (known) token_mean_of_oracle();
+    return;
+  }
+  const bool seq_mean = policy.denominator == Denominator::kSequenceMean;
+  std::vector<double> loss_sums(mbs.size());
+  for (std::size_t m = 0; m < mbs.size(); ++m) loss_sums[m] = known ? mb_loss[m] : totals[m]->loss_sum;
+  bool ok = true;
+  for (std::size_t m = 0; m < totals.size(); ++m) {
+    const ProducerTotals& t = *totals[m];
+    if (!std::isfinite(t.loss_sum) || !std::isfinite(t.denominator) || (t.loss && !std::isfinite(*t.loss))) {
+      Add(Invariant::kDenominator);
+      ok = false;
+      continue;
+    }
+    double expected = 0;
+    if (t.denominator_scope == "microbatch") expected = n_mb[m];
+    else if (t.denominator_scope == "step") expected = per_rank[mbs[m]->rank];
+    else if (t.denominator_scope == "global") expected = global;
+    else {
+      Add(Invariant::kDenominator);
+      ok = false;
+      continue;
+    }
+    const bool empty_ok = expected == 0 && (t.denominator == 0 || t.denominator == 1);
+    if (!seq_mean && !Close(t.denominator, expected) && !empty_ok) {
+      Add(Invariant::kDenominator);
+      ok = false;
+    }
+    if (!Close(t.loss_sum, loss_sums[m])) {
+      Add(Invariant::kLoss);
+      ok = false;
+    } else if (!seq_mean && t.loss && t.denominator > 0 && !Close(*t.loss, t.loss_sum / t.denominator)) {
+      Add(Invariant::kLoss);
+      ok = false;
+    } else if (!seq_mean && t.loss && t.denominator == 0 && *t.loss != 0) {
+      Add(Invariant::kLoss);
+      ok = false;
+    }
+  }
+  auto finish = [&] {
+    if (known) token_mean_of_oracle();
+  };
+  if (!ok || (seq_mean && !known)) return finish();
+
+  const auto R = static_cast<double>(in.dp_world_size);
+  const auto M = static_cast<double>(max_micro + 1);
+  double sum = 0;
+  for (const auto* t : totals) sum += t->loss ? *t->loss : (t->denominator > 0 ? t->loss_sum / t->denominator : 0);
+  const std::string& scope = totals.front()->denominator_scope;
+  for (const auto* t : totals) {
+    if (t->denominator_scope != scope) {
+      Add(Invariant::kDenominator);
+      return finish();
+    }
+  }
+  double declared = sum;
+  if (!seq_mean) {
+    if (scope == "step") declared = sum / R;
+    if (scope == "microbatch") declared = sum / (R * M);
+  }
+  v.declared_objective = declared;
+  double want = 0;
+  if (known) {
+    // Objective (oracle/src/denominator.cc) under the policy's formula, from the per-row sums.
+    if (!shape_ok(in.dp_world_size, max_micro + 1)) throw Outcome::kDefer;
+    double weight = 0, loss = 0, count = 0;
+    std::int64_t length = 0;
+    for (const auto& s : sums) {
+      weight += s.weight;
+      loss += s.loss;
+      count += s.count;
+      length += s.length;
+    }
+    if (weight > 0) {
+      switch (policy.denominator) {
+        case Denominator::kGlobalTargets: want = count > 0 ? loss / count : 0.0; break;
+        case Denominator::kRankMean:
+        case Denominator::kMicrobatchMean: {
+          const bool by_rank = policy.denominator == Denominator::kRankMean;
+          std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> groups;
+          std::size_t flat = 0;
+          for (const auto* mb : mbs)
+            for (std::size_t k = 0; k < mb->rows.size(); ++k, ++flat) {
+              auto& sn = groups[{mb->rank, by_rank ? 0 : mb->micro_step}];
+              sn.first += sums[flat].loss;
+              sn.second += sums[flat].count;
+            }
+          double total = 0;
+          for (const auto& [key, sn] : groups) total += sn.first / std::max(1.0, sn.second);
+          want = total / (by_rank ? R : R * M);
+          break;
+        }
+        case Denominator::kSequenceMean: {
+          double total = 0;
+          std::int64_t count_docs = 0;
+          for (const auto& [l, w] : per_doc) {
+            if (w == 0) continue;
+            total += l / w;
+            ++count_docs;
+          }
+          want = total / static_cast<double>(count_docs);
+          break;
+        }
+        case Denominator::kAllPositions: want = loss / static_cast<double>(length); break;
+      }
+    }
+  } else {
+    double total = 0, total_n = 0, per_mb = 0;
+    std::map<std::int64_t, std::pair<double, double>> by_rank;
+    for (std::size_t m = 0; m < totals.size(); ++m) {
+      total += loss_sums[m];
+      total_n += n_mb[m];
+      by_rank[mbs[m]->rank].first += loss_sums[m];
+      by_rank[mbs[m]->rank].second += n_mb[m];
+      per_mb += loss_sums[m] / std::max(1.0, n_mb[m]);
+    }
+    if (total_n > 0) v.token_mean = total / total_n;
+    switch (policy.denominator) {
+      case Denominator::kGlobalTargets:
+      case Denominator::kAllPositions: want = total_n > 0 ? total / total_n : 0; break;
+      case Denominator::kRankMean: {
+        double rank_sum = 0;
+        for (const auto& [rank, sn] : by_rank) rank_sum += sn.first / std::max(1.0, sn.second);
+        want = rank_sum / R;
+        break;
+      }
+      case Denominator::kMicrobatchMean: want = per_mb / (R * M); break;
+      case Denominator::kSequenceMean: break;
+    }
+  }
+  if (!Close(declared, want)) Add(Invariant::kLoss);
+  finish();
+}
+
+}  // namespace packoracle::fastcheck

@@ -1,0 +1,313 @@
+// The fast verifier against the oracle (CheckCase) on generated cases: rows from the reference candidate,
+// from every bundled buggy candidate, and from the reference with one random field corrupted.
+//
+// Agreement, as step_check.h defines it: the same verdict and the same sequence of (invariant, row, slot),
+// in generated mode (losses known, full coverage), in dump mode (partial coverage, losses taken as given) and
+// with a utilization requirement;
+// when both pass, the same valid-target count, declared objective and token mean. A deferral (the fast path
+// hands the case to CheckCase) must be one where CheckCase throws, and must stay rare.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "packoracle/bugzoo.h"
+#include "packoracle/fastcheck/case_check.h"
+#include "packoracle/fastcheck/step_check.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/generators.h"
+
+namespace packoracle {
+void PrintTo(const BundledCandidate& c, std::ostream* os) { *os << c.id << " " << c.name; }
+}  // namespace packoracle
+
+namespace packoracle::fastcheck {
+namespace {
+
+struct Replay {
+  PackResult out;
+  PackResult Pack(const PackRequest&) { return out; }
+};
+
+std::vector<Finding> Project(const CaseResult& r) {
+  std::vector<Finding> out;
+  for (const auto& v : r.violations) out.push_back({v.invariant, v.row, v.slot});
+  return out;
+}
+
+std::string Show(const std::vector<Finding>& f) {
+  std::ostringstream os;
+  for (const auto& x : f) os << "(" << Name(x.invariant) << "," << x.row << "," << x.slot << ")";
+  return os.str().empty() ? "(none)" : os.str();
+}
+
+bool Same(const std::optional<double>& a, const std::optional<double>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a || std::fabs(*a - *b) <= 1e-9 * std::max(1.0, std::fabs(*a));
+}
+
+struct Tally {
+  int decided = 0, deferred = 0, violated = 0;
+};
+
+// One case, one mode: the property proper.
+void Agree(const PackRequest& request, const PackResult& out, const CheckOptions& options, Tally& tally) {
+  Candidate replay = MakeCandidate("replay", Replay{out});
+  bool oracle_threw = false;
+  CaseResult want;
+  try {
+    want = CheckCase(replay, request, options);
+  } catch (const InputError&) {
+    oracle_threw = true;
+  }
+  const auto effective = Effective(request.documents, request.policy, request.delimiters);
+  StepDocuments docs;
+  for (const auto& d : effective) {
+    docs.docs.push_back(&d);
+    auto it = request.target_losses.find(d.uid);
+    docs.losses.push_back(it == request.target_losses.end() ? nullptr : &it->second);
+  }
+  docs.Index();
+  static FastStepChecker checker;  // reused across cases, as in production: stale buffers must not leak
+  StepInput in;
+  in.policy = &request.policy;
+  in.row_length = request.row_length;
+  in.dp_world_size = request.dp_world_size;
+  in.SetPacked(out);
+  in.documents = &docs;
+  in.options = options;
+  const StepVerdict& got = checker.Check(in);
+  if (got.outcome == Outcome::kDefer) {
+    ++tally.deferred;
+    return;  // CheckCase decides (and may throw); nothing of the fast path's is used
+  }
+  RC_ASSERT(!oracle_threw);  // the fast path decided a case the oracle refuses as input
+  ++tally.decided;
+  const auto want_findings = Project(want);
+  RC_ASSERT((got.outcome == Outcome::kPassed) == want.passed());
+  if (!(got.findings == want_findings)) {
+    RC_FAIL("findings differ: oracle " + Show(want_findings) + ", fast " + Show(got.findings) + "; first: " +
+            (want.violations.empty() ? std::string("-") : want.violations.front().sentence));
+  }
+  if (!want.passed()) {
+    ++tally.violated;
+    return;
+  }
+  double weights = 0;
+  if (want.oracle)
+    for (const auto& row : want.oracle->rows)
+    for (const auto& p : row.predictions) weights += p.weight;
+  RC_ASSERT(std::fabs(weights - got.valid_targets) < 1e-9);
+  RC_ASSERT(Same(want.declared_objective, got.declared_objective));
+  RC_ASSERT(Same(want.token_mean, got.token_mean));
+}
+
+void BothModes(const PackRequest& request, const PackResult& out, Tally& tally) {
+  CheckOptions generated;
+  generated.determinism = false;
+  generated.packing_invariance = false;  // the fast path has no decoder (CheckCaseFast defers when asked for it)
+  Agree(request, out, generated, tally);
+  CheckOptions dump = generated;
+  dump.partial_coverage = true;
+  dump.losses_known = false;
+  Agree(request, out, dump, tally);
+  CheckOptions efficiency = generated;  // utilization required: efficiency findings
+  efficiency.efficiency = true;
+  efficiency.min_utilization = 0.75;
+  Agree(request, out, efficiency, tally);
+}
+
+PackResult PackCatching(Candidate& c, const PackRequest& request) {
+  try {
+    return c.packer->Pack(request);
+  } catch (const std::exception& e) {
+    return PackResult::Fault(e.what());
+  }
+}
+
+rc::Gen<PackRequest> RequestFor(const std::vector<Policy>& policies) {
+  return rc::gen::mapcat(rc::gen::elementOf(gen::Profiles()),
+                         [policies](const gen::Profile& p) { return gen::Request(p, policies); });
+}
+
+// Deferrals are for inputs CheckCase refuses; a fast path that deferred everything would agree vacuously.
+void ExpectMostlyDecided(const Tally& t) {
+  EXPECT_GT(t.decided, 0);
+  EXPECT_LE(t.deferred * 20, t.decided + t.deferred) << t.deferred << " deferred of " << t.decided + t.deferred;
+}
+
+class PackerAgreement : public ::testing::TestWithParam<BundledCandidate> {};
+
+TEST_P(PackerAgreement, FastVerifierAgreesWithCheckCase) {
+  const BundledCandidate& bundled = GetParam();
+  Candidate candidate = bundled.make();
+  if (!candidate.packer) GTEST_SKIP() << "no packer role: " << bundled.id << " is covered by the oracle path";
+  Tally tally;
+  const bool ok = rc::check(bundled.id + " " + bundled.name, [&] {
+    const PackRequest request = *RequestFor(candidate.policies);
+    BothModes(request, PackCatching(candidate, request), tally);
+  });
+  EXPECT_TRUE(ok);
+  ExpectMostlyDecided(tally);
+  // How many cases reached a violation (a bug that needs rare cases may show none in 200: TG-05, MK-04).
+  RecordProperty("violated_cases", tally.violated);
+}
+
+std::vector<BundledCandidate> Packers() {
+  std::vector<BundledCandidate> out;
+  for (const auto& c : BundledCandidates())
+    if (c.make().packer) out.push_back(c);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Bundled, PackerAgreement, ::testing::ValuesIn(Packers()),
+                         [](const ::testing::TestParamInfo<BundledCandidate>& param) {
+                           std::string s = param.param.id + "_" + param.param.name;
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+// The reference's answer with one field of one row changed: reaches the violation paths that no bundled
+// bug takes (a wrong cu_seqlens entry, a doc_ids change, a loss_mask of 0.5, a moved span, ...).
+void Corrupt(PackResult& out, int what, std::size_t pick, std::int64_t value) {
+  std::vector<CandidateRow*> rows;
+  for (auto& mb : out.microbatches)
+    for (auto& row : mb.rows) rows.push_back(&row);
+  if (rows.empty()) return;
+  CandidateRow& row = *rows[pick % rows.size()];
+  auto poke = [&](std::vector<std::int64_t>& v) {
+    if (!v.empty()) v[pick % v.size()] = value;
+  };
+  switch (what) {
+    case 0: poke(row.input_ids); break;
+    case 1: poke(row.labels); break;
+    case 2: if (row.position_ids) poke(*row.position_ids); break;
+    case 3: if (row.cu_seqlens) poke(*row.cu_seqlens); break;
+    case 4: if (row.seq_lens) poke(*row.seq_lens); break;
+    case 5: if (row.doc_ids) poke(*row.doc_ids); break;
+    case 6: if (row.attention_mask) poke(*row.attention_mask); break;
+    case 7: if (row.loss_mask && !row.loss_mask->empty()) (*row.loss_mask)[pick % row.loss_mask->size()] = value % 3 * 0.5; break;
+    case 8: if (!row.doc_spans.empty()) row.doc_spans[pick % row.doc_spans.size()].start += value % 3 - 1; break;
+    case 9: if (!row.doc_spans.empty()) row.doc_spans[pick % row.doc_spans.size()].doc_offset += value % 3 - 1; break;
+    case 10: if (!row.doc_spans.empty()) row.doc_spans.erase(row.doc_spans.begin() + static_cast<std::ptrdiff_t>(pick % row.doc_spans.size())); break;
+    case 11: if (!row.input_ids.empty()) { row.input_ids.pop_back(); row.labels.pop_back(); } break;
+    case 12: if (!out.microbatches.empty() && out.microbatches[pick % out.microbatches.size()].producer)
+               out.microbatches[pick % out.microbatches.size()].producer->denominator += static_cast<double>(value % 3 - 1);
+             break;
+    case 13: if (!out.microbatches.empty() && out.microbatches[pick % out.microbatches.size()].producer)
+               out.microbatches[pick % out.microbatches.size()].producer->loss_sum += 0.125;
+             break;
+    default: if (!out.microbatches.empty()) out.microbatches[pick % out.microbatches.size()].rank = value % 3; break;
+  }
+}
+
+TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  EXPECT_TRUE(rc::check("corrupted reference rows", [&] {
+    const PackRequest request = *RequestFor({});
+    PackResult out = PackCatching(reference, request);
+    const int what = *rc::gen::inRange(0, 15);
+    Corrupt(out, what, *rc::gen::inRange<std::size_t>(0, 1000), *rc::gen::inRange<std::int64_t>(-2, 30));
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+}
+
+// CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.
+TEST(CheckCaseFast, SameVerdictAsCheckCase) {
+  FastCaseCounters counters;
+  CheckOptions without_decoder;
+  without_decoder.packing_invariance = false;
+  for (const auto& bundled : BundledCandidates()) {
+    EXPECT_TRUE(rc::check(bundled.id + " through CheckCaseFast", [&] {
+      Candidate a = bundled.make(), b = bundled.make();
+      const PackRequest request = *RequestFor(a.policies);
+      CaseResult want, got;
+      try {
+        want = CheckCase(a, request, without_decoder);
+      } catch (const InputError&) {
+        RC_DISCARD("the oracle refuses this input");
+      }
+      got = CheckCaseFast(b, request, without_decoder, &counters);
+      RC_ASSERT(got.passed() == want.passed());
+      if (!want.passed()) RC_ASSERT(got.violations.front().invariant == want.violations.front().invariant);
+    }));
+  }
+  EXPECT_GT(counters.fast_passes, 0);
+}
+
+// Attention consumers: the dense-mask check against CheckCase's. A consumer alone is fed the reference
+// packer's rows; a candidate that also packs feeds its own rows, and its packer findings come first (CheckCase
+// checks the consumer after the packer, and only when shape and coverage passed).
+TEST(ConsumerAgreement, DenseMaskCheckAgreesWithCheckCase) {
+  int compared = 0;
+  for (const auto& bundled : BundledCandidates()) {
+    Candidate probe = bundled.make();
+    if (!probe.consumer || probe.reducer) continue;
+    EXPECT_TRUE(rc::check(bundled.id + " dense masks", [&] {
+      Candidate c = bundled.make();
+      const PackRequest request = *RequestFor(c.policies);
+      CheckOptions options;
+      options.determinism = false;
+      options.packing_invariance = false;
+      PackResult out;
+      Candidate replay{c.name, nullptr, nullptr, c.consumer, c.policies};
+      if (c.packer) {
+        out = PackCatching(c, request);
+        replay.packer = MakeCandidate("replay", Replay{out}).packer;
+      } else {
+        Candidate reference = ReferenceCandidate();
+        out = PackCatching(reference, request);
+      }
+      CaseResult want;
+      try {
+        want = CheckCase(replay, request, options);
+      } catch (const InputError&) {
+        RC_DISCARD("the oracle refuses this input");
+      }
+      std::vector<Finding> got;
+      if (c.packer) {
+        const auto effective = Effective(request.documents, request.policy, request.delimiters);
+        StepDocuments docs;
+        for (const auto& d : effective) {
+          docs.docs.push_back(&d);
+          auto it = request.target_losses.find(d.uid);
+          docs.losses.push_back(it == request.target_losses.end() ? nullptr : &it->second);
+        }
+        docs.Index();
+        FastStepChecker checker;
+        StepInput in;
+        in.policy = &request.policy;
+        in.row_length = request.row_length;
+        in.dp_world_size = request.dp_world_size;
+        in.SetPacked(out);
+        in.documents = &docs;
+        in.options = options;
+        const StepVerdict& v = checker.Check(in);
+        if (v.outcome == Outcome::kDefer) RC_DISCARD("deferred to CheckCase");
+        got = v.findings;
+        const bool rows_usable = !out.refusal && !out.fault &&
+                                 std::none_of(got.begin(), got.end(), [](const Finding& f) {
+                                   return f.invariant == Invariant::kShape || f.invariant == Invariant::kCoverage;
+                                 });
+        if (rows_usable) {
+          for (const auto& f : ConsumerFindings(*c.consumer, out.microbatches, request.policy)) got.push_back(f);
+        }
+        std::stable_sort(got.begin(), got.end(), [](const Finding& x, const Finding& y) { return x.invariant < y.invariant; });
+      } else if (want.oracle) {
+        got = ConsumerFindings(*c.consumer, out.microbatches, request.policy);
+      }
+      const auto expected = Project(want);
+      if (!(got == expected)) RC_FAIL("oracle " + Show(expected) + ", fast " + Show(got));
+    }));
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+}  // namespace
+}  // namespace packoracle::fastcheck

@@ -1,0 +1,177 @@
+// FastBatchReader against PackedBatchReader: the same records from the same files, and the same error (file,
+// line, record, field) from the same broken lines, including lines broken at random.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/generators.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::fastcheck {
+namespace {
+
+bool Equal(const PackedBatchRecord& a, const PackedBatchRecord& b) {
+  if (a.index() != b.index()) return false;
+  if (auto* x = std::get_if<HeaderRecord>(&a)) {
+    const auto& y = std::get<HeaderRecord>(b);
+    return x->policy == y.policy && x->dp_world_size == y.dp_world_size && x->pad_id == y.pad_id;
+  }
+  if (auto* x = std::get_if<DocumentRecord>(&a)) {
+    const auto& y = std::get<DocumentRecord>(b);
+    return x->document.uid == y.document.uid && x->document.tokens == y.document.tokens &&
+           x->document.supervised == y.document.supervised;
+  }
+  if (auto* x = std::get_if<MicrobatchRecord>(&a)) {
+    const auto& y = std::get<MicrobatchRecord>(b);
+    return x->microbatch == y.microbatch && x->flattened == y.flattened && x->line == y.line;
+  }
+  const auto& x = std::get<StepRecord>(a);
+  const auto& y = std::get<StepRecord>(b);
+  return x.step == y.step && x.rank == y.rank && x.num_items_in_batch == y.num_items_in_batch && x.loss == y.loss;
+}
+
+// Every record of both readers, or the message each threw.
+struct Outcome {
+  std::vector<PackedBatchRecord> records;
+  std::string error;
+};
+
+template <class Reader>
+Outcome ReadAll(const std::string& path) {
+  Outcome out;
+  try {
+    Reader reader(path);
+    while (auto r = reader.Next()) out.records.push_back(std::move(*r));
+  } catch (const std::exception& e) {  // InputError, and the odd nlohmann type_error both readers let through
+    out.error = e.what();
+  }
+  return out;
+}
+
+void ExpectSameOutcome(const std::string& path) {
+  const Outcome want = ReadAll<OracleBatchReader>(path);
+  const Outcome got = ReadAll<FastBatchReader>(path);
+  RC_ASSERT(got.error == want.error);
+  RC_ASSERT(got.records.size() == want.records.size());
+  for (std::size_t k = 0; k < want.records.size(); ++k) RC_ASSERT(Equal(got.records[k], want.records[k]));
+}
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("fastcheck_reader_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+// A dump of one generated case as the reference packer writes it.
+std::vector<std::string> DumpLines(const PackRequest& request) {
+  std::ostringstream os;
+  PackedBatchWriter writer(os);
+  HeaderRecord header;
+  header.policy = request.policy;
+  header.dp_world_size = request.dp_world_size;
+  writer.Header(header);
+  for (const auto& d : Effective(request.documents, request.policy)) writer.Document({d.uid, d.tokens, d.supervised});
+  Candidate reference = ReferenceCandidate();
+  const PackResult out = reference.packer->Pack(request);
+  for (const auto& mb : out.microbatches) writer.Microbatch(mb);
+  std::vector<std::string> lines;
+  std::istringstream in(os.str());
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+void Write(const std::string& path, const std::vector<std::string>& lines, bool final_newline = true) {
+  std::ofstream out(path, std::ios::binary);
+  for (std::size_t k = 0; k < lines.size(); ++k) out << lines[k] << (k + 1 < lines.size() || final_newline ? "\n" : "");
+}
+
+TEST(FastBatchReader, SameRecordsAsTheNlohmannReaderOnGeneratedDumps) {
+  const std::string path = TempPath("generated.jsonl");
+  EXPECT_TRUE(rc::check("generated dumps", [&] {
+    const PackRequest request = *gen::Request(*rc::gen::elementOf(gen::Profiles()), {});
+    Write(path, DumpLines(request), *rc::gen::arbitrary<bool>());
+    ExpectSameOutcome(path);
+  }));
+  std::filesystem::remove(path);
+}
+
+// Lines broken at random (a byte replaced, inserted or removed): the same records or the same message.
+TEST(FastBatchReader, SameOutcomeAsTheNlohmannReaderOnBrokenLines) {
+  const std::string path = TempPath("broken.jsonl");
+  EXPECT_TRUE(rc::check("broken dumps", [&] {
+    const PackRequest request = *gen::Request(*rc::gen::elementOf(gen::Profiles()), {});
+    auto lines = DumpLines(request);
+    std::string& line = lines[*rc::gen::inRange<std::size_t>(0, lines.size())];
+    const std::string alphabet = "{}[],:\"0123456789-.eE ntrufalsx\\";
+    const std::size_t at = *rc::gen::inRange<std::size_t>(0, line.size());
+    const char c = alphabet[*rc::gen::inRange<std::size_t>(0, alphabet.size())];
+    switch (*rc::gen::inRange(0, 3)) {
+      case 0: line[at] = c; break;
+      case 1: line.insert(line.begin() + static_cast<std::ptrdiff_t>(at), c); break;
+      default: line.erase(at, 1); break;
+    }
+    Write(path, lines);
+    ExpectSameOutcome(path);
+  }));
+  std::filesystem::remove(path);
+}
+
+TEST(FastBatchReader, SameOutcomeOnHandWrittenEdgeCases) {
+  const std::string header =
+      R"({"record":"header","schema":"packed-batch","version":1,"policy":"reference","dp_world_size":1})";
+  const std::string row = R"("rows":[{"input_ids":[1,2],"labels":[2,-100],"doc_spans":[{"doc_uid":"a","start":0,"length":2,"doc_offset":0}]}])";
+  const std::vector<std::string> cases = {
+      R"({"record":"document","doc_uid":"a","tokens":[1,2]})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"supervised":null})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"supervised":[1]})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2.0]})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,18446744073709551615]})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2]} x)",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"tokens":[3]})",
+      R"({"doc_uid":"a","record":"document","tokens":[1,2]})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":[1,,2]})",
+      R"({"record":"document","doc_uid":"a\u0062","tokens":[1,2]})",
+      R"({"record":"microbatch","step":0,"micro_step":0,"rank":0,)" + row + "}",
+      R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + R"(,"producer":null,"flattened":true})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + R"(,"flattened":1})",
+      R"({"record":"microbatch","micro_step":0,)" + row + "}",
+      R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2],"doc_spans":[]}]})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,3],"doc_spans":[],"position_ids":null,"loss_mask":[1,0.5]}]})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + R"(,"producer":{"loss_sum":1,"denominator":2}})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + R"(,"producer":{"loss_sum":1,"denominator":2,"denominator_scope":"global","loss":null}})",
+      R"({"record":"step","step":0,"loss":1.5})",
+      R"({"record":"unknown"})",
+      "   ",
+      "[1,2]",
+  };
+  const std::string path = TempPath("edge.jsonl");
+  for (const auto& line : cases) {
+    SCOPED_TRACE(line);
+    Write(path, {header, line, R"({"record":"document","doc_uid":"z","tokens":[]})"});
+    const Outcome want = ReadAll<OracleBatchReader>(path);
+    const Outcome got = ReadAll<FastBatchReader>(path);
+    EXPECT_EQ(got.error, want.error);
+    ASSERT_EQ(got.records.size(), want.records.size());
+    for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k]));
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(FastBatchReader, SameRecordsOnTheExampleDumps) {
+  for (const auto& entry : std::filesystem::directory_iterator(PACKORACLE_EXAMPLE_DUMPS)) {
+    SCOPED_TRACE(entry.path().string());
+    const Outcome want = ReadAll<OracleBatchReader>(entry.path().string());
+    const Outcome got = ReadAll<FastBatchReader>(entry.path().string());
+    EXPECT_EQ(got.error, want.error);
+    ASSERT_EQ(got.records.size(), want.records.size());
+    for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k]));
+  }
+}
+
+}  // namespace
+}  // namespace packoracle::fastcheck
