@@ -16,6 +16,7 @@
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "summary.h"
 
 namespace packoracle::cli {
 namespace {
@@ -93,6 +94,7 @@ class Verifier {
   std::map<std::string, std::vector<Piece>> pieces_;
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
+  std::unique_ptr<SummaryCollector> summary_;  // --summary
 };
 
 void Verifier::Open() {
@@ -121,7 +123,7 @@ void Verifier::Open() {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // out_of_range too: a number beyond double
         throw InputError(options_.policy_file + ": not JSON (" + e.what() + ")");
       }
       policy_ = PolicyFromJson(j, options_.policy_file);
@@ -136,6 +138,7 @@ void Verifier::Open() {
       }
     }
   }
+  if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(options_.files, sources_.front().header, policy_);
 }
 
 void Verifier::Advance(Source& s) {
@@ -301,6 +304,9 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   check.determinism = false;
   check.partial_coverage = true;
   check.losses_known = false;
+  std::set<std::int64_t> ranks;
+  for (const auto& [m, file] : mbs) ranks.insert(m.microbatch.rank);
+  check.partial_ranks = static_cast<std::int64_t>(ranks.size()) < dp_world_size_;  // one rank's dump: see merge
   Candidate candidate = MakeCandidate("dump", std::move(replay));
   const CaseResult result = CheckCase(candidate, request, check);
 
@@ -311,6 +317,7 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   summary.declared_objective = result.declared_objective;
   summary.token_mean = result.token_mean;
   steps_.push_back(summary);
+  if (summary_) summary_->AddStep(step, mbs, result);
 
   // Map each violation's flat row back to its micro-batch and file.
   std::set<std::int64_t> drawn;
@@ -363,6 +370,7 @@ int Verifier::Run() {
     CheckStep(*step, mbs);
   }
   CheckTiling();
+  if (summary_) summary_->Write(options_.summary);
   return Report();
 }
 
@@ -493,6 +501,9 @@ Runner AddVerifyCommand(CLI::App& app) {
   cmd->add_option("--format", options->format, "text (for people) or json (the same facts for machines)")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--max-violations", options->max_violations, "violations printed in full (all are counted)");
+  cmd->add_option("--summary", options->summary,
+                  "also write a per-rank summary (JSON: per step and rank the valid targets, loss sums, reported "
+                  "denominators and scopes) for `packoracle merge`");
   cmd->add_flag("--partial", options->partial,
                 "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
   return [cmd, options] {

@@ -18,6 +18,7 @@ struct VerifyCommandOptions {
   std::string format = "text";
   int max_violations = 20;   // violations printed in full (all are counted)
   bool partial = false;      // the dump stops mid-run: documents unfinished at its end are not violations
+  std::string summary;       // write a per-rank summary (JSON) here, for `packoracle merge` (summary.h)
 };
 
 // Exit codes: 0 clean, 1 violations, 2 unusable input (the message names the file, line, record and field).
