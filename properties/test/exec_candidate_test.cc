@@ -500,5 +500,30 @@ TEST_F(ExecCandidate, ACompoundCommandKeepsItsShellAndStillLeavesNothingBehind) 
   ExpectNoLeftovers(groups);
 }
 
+// ---- One answer line (what the fuzz target exec_answer_fuzzer drives) --------------------------------------
+
+TEST(ParseAnswerLine, SaysWhatEachLineIsAndNeverTakesAnotherIdForTheRequests) {
+  using Kind = AnswerLine::Kind;
+  const std::string where = "line 1 of the answer to request 7";
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"end","id":7})", 7, where).kind, Kind::kEnd);
+  EXPECT_EQ(ParseAnswerLine("{\"record\":\"end\",\"id\":7}\r", 7, where).kind, Kind::kEnd);
+  const AnswerLine refusal = ParseAnswerLine(R"({"record":"error","id":7,"message":"too long"})", 7, where);
+  EXPECT_EQ(refusal.kind, Kind::kRefusal);
+  EXPECT_EQ(refusal.message, "too long");
+  for (const std::string line : {R"({"record":"end","id":8})", R"({"record":"end","id":"7"})", R"({"record":"end","id":7.0})",
+                                 R"({"record":"end"})", R"({"record":"banana","id":7})", "not json", "[1,2]",
+                                 R"({"record":"end","id":1e999})"}) {
+    const AnswerLine parsed = ParseAnswerLine(line, 7, where);
+    EXPECT_EQ(parsed.kind, Kind::kFault) << line;
+    EXPECT_NE(parsed.message.find(where), std::string::npos) << parsed.message;
+  }
+  // An unsigned id is another id than a negative request id, whatever a conversion would make of it.
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"end","id":18446744073709551609})", -7, where).kind, Kind::kFault);
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"end","id":-7})", -7, where).kind, Kind::kEnd);
+  const AnswerLine bad = ParseAnswerLine(R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1],"labels":[]}]})", 7, where);
+  EXPECT_EQ(bad.kind, Kind::kFault);
+  EXPECT_NE(bad.message.find("field 'labels' has 0 entries, input_ids has 1"), std::string::npos) << bad.message;
+}
+
 }  // namespace
 }  // namespace packoracle
