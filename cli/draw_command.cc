@@ -128,7 +128,7 @@ Policy GivenPolicy(const DrawOptions& o) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // out_of_range too: a number beyond double
     Unusable(o.policy_file + ": not JSON (" + e.what() + ")");
   }
   return PolicyFromJson(j, o.policy_file);

@@ -3,6 +3,10 @@
 // The run is a sequence of Verify calls of kBatch cases each: batch 0 uses the run's seed, batch b a seed
 // derived from it, so that a run is reproducible from its seed and case count, a time budget can stop it
 // between batches, and progress can be shown. Every reproduce string carries its batch's seed.
+//
+// --shard i/n runs the batches b with b mod n == i of that same sequence (each with its own derived seed):
+// the n shards together run exactly the batches of the unsharded run, each once, so a CI matrix or a Slurm
+// array splits a run without changing what is checked; a shard's reproduce strings replay alone.
 #include "fuzz_command.h"
 
 #include <signal.h>
@@ -17,9 +21,12 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,7 +76,9 @@ goes on shrinking. No candidate process outlives the kit.
 
 The run: --cases cases (default 1000), or with --time and no --cases as many as fit in the time. Cases come
 in batches of 32 (batch 0 uses --seed, batch b a seed derived from it; without --profile each batch draws its
-profile from its seed). --time is checked between batches: it stops the generation of new cases (a failure
+profile from its seed). --shard i/n runs only the batches b with b mod n == i (of --cases in all, or until
+--time): n jobs with the same --seed and --cases and shards 0/n .. n-1/n run together exactly the cases of
+one unsharded run, each once; a failure's replay command needs no --shard. --time is checked between batches: it stops the generation of new cases (a failure
 already found is still shrunk), and the report says how many cases ran. A run longer than 2 s prints a
 progress line on stderr every 2 s (cases done, cases per second).
 
@@ -99,6 +108,7 @@ struct FuzzOptions {
   std::string name;
   bool oracle = false;  // check every case with CheckCase alone (the slow path)
   bool no_decoder = false;  // skip packing_invariance (the tiny decoder): every passing case on the fast path
+  std::string shard;  // "i/n"
   CLI::Option* cases_option = nullptr;
   CLI::Option* time_option = nullptr;
 };
@@ -254,9 +264,34 @@ std::string Join(const std::vector<std::string>& words, const std::string& separ
   return out;
 }
 
+// "i/n" with 0 <= i < n: the shard to run. nullopt (with `error` set) for anything else.
+std::optional<std::pair<int, int>> ParseShard(const std::string& text, std::string& error) {
+  const auto slash = text.find('/');
+  auto number = [](const std::string& digits, int& value) {
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    value = std::stoi(digits);
+    return true;
+  };
+  int index = 0, count = 0;
+  if (slash == std::string::npos || !number(text.substr(0, slash), index) || !number(text.substr(slash + 1), count) ||
+      count < 1 || index >= count) {
+    error = "--shard must be i/n with 0 <= i < n (shard i of n, counted from 0), got '" + text + "'";
+    return std::nullopt;
+  }
+  return std::make_pair(index, count);
+}
+
 int RunFuzz(const FuzzOptions& o) {
   // ---- arguments ----
   if (o.exec.empty()) return Unusable("--exec CMD is required: the command that runs the candidate (see --help)");
+  int shard_index = 0, shard_count = 1;
+  if (!o.shard.empty()) {
+    std::string error;
+    const auto shard = ParseShard(o.shard, error);
+    if (!shard) return Unusable(error);
+    std::tie(shard_index, shard_count) = *shard;
+    if (!o.reproduce.empty()) return Unusable("--shard and --reproduce: a reproduce string replays alone, without --shard");
+  }
   if (!o.preset.empty() && !o.policy_file.empty()) return Unusable("give --preset or --policy, not both");
   if (o.cases < 1) return Unusable("--cases must be at least 1, got " + std::to_string(o.cases));
   if (!(o.time >= 0)) return Unusable("--time must be a number of seconds >= 0");
@@ -347,6 +382,7 @@ int RunFuzz(const FuzzOptions& o) {
   auto measure = [&contamination](const VerifyReport& r) {
     if (r.contamination) Accumulate(contamination ? *contamination : contamination.emplace(), *r.contamination);
   };
+  nlohmann::ordered_json batches = nlohmann::ordered_json::array();  // this shard's: index, seed, cases
   std::string stopped_by = "cases";
   VerifyReport gaps;  // the largest gap between the declared objective and the global token mean, over the run
   auto keep_gap = [&gaps](const VerifyReport& report) {
@@ -366,7 +402,8 @@ int RunFuzz(const FuzzOptions& o) {
       if (!report.passed) failure = report;
       replayed = report;
     } else {
-      for (int batch = 0; cases_run < total; ++batch) {
+      // Batch b of the unsharded run holds the cases [b·kBatch, (b+1)·kBatch) of `total`.
+      for (std::int64_t batch = shard_index; batch * kBatch < total; batch += shard_count) {
         if (g_interrupted.load()) {
           stopped_by = "interrupt";
           break;
@@ -376,8 +413,9 @@ int RunFuzz(const FuzzOptions& o) {
           break;
         }
         VerifyOptions options = base;
-        options.cases = static_cast<int>(std::min<std::int64_t>(kBatch, total - cases_run));
-        options.seed = BatchSeed(o.seed, batch);
+        options.cases = static_cast<int>(std::min<std::int64_t>(kBatch, total - batch * kBatch));
+        options.seed = BatchSeed(o.seed, static_cast<int>(batch));
+        batches.push_back({{"batch", batch}, {"seed", options.seed}, {"cases", options.cases}});
         progress.StartBatch(static_cast<int>(std::min<std::int64_t>(cases_run, std::numeric_limits<int>::max())));
         VerifyReport report = Verify(candidate, options);
         keep_gap(report);
@@ -398,6 +436,10 @@ int RunFuzz(const FuzzOptions& o) {
     return Unusable(e.what());
   } catch (const CannotStart& e) {
     return Unusable("the candidate cannot start: `" + o.exec + "` failed before it read its first request: " + e.message);
+  }
+  if (shard_count > 1 && batches.empty() && o.reproduce.empty()) {
+    std::cerr << "packoracle fuzz: shard " << shard_index << "/" << shard_count << " has no batch to run (--cases "
+              << o.cases << " makes " << (o.cases + kBatch - 1) / kBatch << " batch(es) of " << kBatch << ")\n";
   }
   const double seconds = progress.Elapsed();
   const double rate = static_cast<double>(cases_run) / std::max(seconds, 1e-9);
@@ -431,6 +473,8 @@ int RunFuzz(const FuzzOptions& o) {
     out["seconds"] = seconds;
     out["cases_per_second"] = rate;
     out["seed"] = o.seed;
+    out["shard"] = {{"index", shard_index}, {"count", shard_count}};
+    out["batches"] = batches;
     out["policies"] = policy_label;
     out["profiles"] = std::vector<std::string>(profiles.begin(), profiles.end());
     out["checked"] = Names(checked);
@@ -479,7 +523,13 @@ int RunFuzz(const FuzzOptions& o) {
                 << Fixed(rate, 0) << " cases/s)";
       if (stopped_by == "time") std::cout << ", stopped by the time budget of " << Fixed(o.time, 1) << " s";
       if (stopped_by == "interrupt") std::cout << ", interrupted";
-      std::cout << "\n  policies  " << policy_label << "\n  seed      " << o.seed << " (profiles "
+      std::cout << "\n  policies  " << policy_label << "\n  seed      " << o.seed;
+      if (shard_count > 1) {
+        std::cout << ", shard " << shard_index << "/" << shard_count << " (" << batches.size() << " batch"
+                  << (batches.size() == 1 ? "" : "es") << " of the run's, from batch " << shard_index << " every "
+                  << shard_count << ")";
+      }
+      std::cout << " (profiles "
                 << Join(std::vector<std::string>(profiles.begin(), profiles.end())) << ")\n  checked   "
                 << Join(Names(checked)) << "\n  candidate " << restarts << "\n";
       if (gaps.largest_gap) std::cout << "  objective " << DescribeGap(gaps) << "\n";
@@ -525,6 +575,8 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_flag("--no-decoder", o->no_decoder,
                  "skip packing_invariance (the tiny reference decoder run on every row and every document alone): "
                  "the structural invariants stay, on the fast verifier");
+  fuzz->add_option("--shard", o->shard,
+                   "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)");
   fuzz->add_option("--name", o->name, "the candidate's name in reports and regression files (default: from CMD)");
   return [o, fuzz] { return *fuzz ? RunFuzz(*o) : -1; };
 }

@@ -18,6 +18,7 @@
 #include "packoracle/properties/verify.h"
 #include "draw_command.h"
 #include "fuzz_command.h"
+#include "merge_command.h"
 #include "verify_command.h"
 
 namespace packoracle {
@@ -268,7 +269,8 @@ int main(int argc, char** argv) {
   selftest->add_option("--format", selftest_options.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   std::vector<packoracle::cli::Runner> commands = {packoracle::cli::AddVerifyCommand(app),
                                                    packoracle::cli::AddFuzzCommand(app),
-                                                   packoracle::cli::AddDrawCommand(app)};
+                                                   packoracle::cli::AddDrawCommand(app),
+                                                   packoracle::cli::AddMergeCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

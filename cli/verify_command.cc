@@ -23,6 +23,7 @@
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "summary.h"
 
 namespace packoracle::cli {
 namespace {
@@ -110,6 +111,7 @@ class Verifier {
   std::unordered_set<std::string> retired_;   // documents whose pieces tiled them (uids only: small)
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
+  std::unique_ptr<SummaryCollector> summary_;  // --summary
 };
 
 void Verifier::Open() {
@@ -142,7 +144,7 @@ void Verifier::Open() {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // out_of_range too: a number beyond double
         throw InputError(options_.policy_file + ": not JSON (" + e.what() + ")");
       }
       policy_ = PolicyFromJson(j, options_.policy_file);
@@ -157,6 +159,7 @@ void Verifier::Open() {
       }
     }
   }
+  if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(options_.files, sources_.front().header, policy_);
 }
 
 void Verifier::Advance(Source& s) {
@@ -398,8 +401,9 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   request.dp_world_size = dp_world_size_;
   request.policy = policy_;
   request.delimiters = Delimiters::kIncluded;
-  // The fast verifier has no decoder: with --decoder every step goes through CheckCase.
-  if (!options_.oracle && !options_.decoder && CheckStepFast(request, uids, mbs, summary)) return;
+  // The fast verifier has no decoder and writes no per-rank summary: with --decoder or --summary every step
+  // goes through CheckCase.
+  if (!options_.oracle && !options_.decoder && !summary_ && CheckStepFast(request, uids, mbs, summary)) return;
   for (const auto& uid : uids) {
     auto it = documents_.find(uid);
     if (it != documents_.end()) request.documents.push_back(it->second);
@@ -411,6 +415,9 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   check.losses_known = false;
   // The decoder costs O(L²) per row (about 18 ms at L = 2048): 25× slower audits, so it runs on request only.
   check.packing_invariance = options_.decoder;
+  std::set<std::int64_t> ranks;
+  for (const auto& [m, file] : mbs) ranks.insert(m.microbatch.rank);
+  check.partial_ranks = static_cast<std::int64_t>(ranks.size()) < dp_world_size_;  // one rank's dump: see merge
   Candidate candidate = MakeCandidate("dump", std::move(replay));
   const CaseResult result = CheckCase(candidate, request, check);
 
@@ -421,6 +428,7 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
   summary.declared_objective = result.declared_objective;
   summary.token_mean = result.token_mean;
   steps_.push_back(summary);
+  if (summary_) summary_->AddStep(step, mbs, result);
 
   // Map each violation's flat row back to its micro-batch and file.
   std::set<std::int64_t> drawn;
@@ -476,6 +484,7 @@ int Verifier::Run() {
       if (spare_.size() < 64) spare_.push_back(std::move(m));
   }
   CheckTiling();
+  if (summary_) summary_->Write(options_.summary);
   return Report();
 }
 
@@ -609,6 +618,9 @@ Runner AddVerifyCommand(CLI::App& app) {
   cmd->add_flag("--oracle", options->oracle,
                 "the slow path only: read with nlohmann-json and check every step with the oracle (CheckCase); by "
                 "default a fast verifier checks each step and the oracle reports the steps it does not pass");
+  cmd->add_option("--summary", options->summary,
+                  "also write a per-rank summary (JSON: per step and rank the valid targets, loss sums, reported "
+                  "denominators and scopes) for `packoracle merge`");
   cmd->add_flag("--partial", options->partial,
                 "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
   cmd->add_flag("--decoder", options->decoder,

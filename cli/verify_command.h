@@ -20,6 +20,7 @@ struct VerifyCommandOptions {
   bool partial = false;      // the dump stops mid-run: documents unfinished at its end are not violations
   bool decoder = false;      // also run packing_invariance (the tiny decoder: O(L²) per row, off for speed)
   bool oracle = false;       // the slow path only: nlohmann-json reader, CheckCase on every step
+  std::string summary;       // write a per-rank summary (JSON) here, for `packoracle merge` (summary.h)
 };
 
 // Exit codes: 0 clean, 1 violations, 2 unusable input (the message names the file, line, record and field).

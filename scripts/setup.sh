@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages packoracle needs (only those missing), then configures and builds it in build/.
 # Used by scripts/run.sh and scripts/test.sh; safe to run again (it only rebuilds what changed).
+# `setup.sh --deps` installs the packages only (scripts/sanitize.sh and scripts/fuzz_smoke.sh build elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(g++ cmake ninja-build pkg-config python3
           libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
-          libxtensor-dev xtl-dev libxsimd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev)
+          libxtensor-dev xtl-dev libxsimd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
+          clang libclang-rt-14-dev)  # clang: the libFuzzer targets (fuzz/); libclang-rt: libFuzzer, ASan, UBSan
 
 missing=()
 for package in "${PACKAGES[@]}"; do
@@ -21,6 +23,8 @@ if ((${#missing[@]})); then
   $sudo apt-get update
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+
+if [ "${1:-}" = "--deps" ]; then exit 0; fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"

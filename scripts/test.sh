@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build, then run every test (including a downstream project built
-# against the installed package through find_package(packoracle)).
+# against the installed package through find_package(packoracle)); then the same tests built with ASan +
+# UBSan (scripts/sanitize.sh, build-asan/) and a fuzz smoke run of at most 60 s (scripts/fuzz_smoke.sh,
+# build-fuzz/). Each stage prints its wall time; the first failure stops the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+stage() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@"
+  echo "test.sh: $name took $((SECONDS - start)) s"
+}
+stage "build" ./scripts/setup.sh
+stage "tests" ctest --test-dir build --output-on-failure -j"$(nproc)"
+stage "sanitizer tests" ./scripts/sanitize.sh
+stage "fuzz smoke" ./scripts/fuzz_smoke.sh

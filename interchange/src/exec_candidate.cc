@@ -553,49 +553,19 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
   auto handle_line = [&](std::string_view text) -> std::optional<PackResult> {
     ++line_no;
     took_request_ = true;  // it answers: it has read the request
-    const std::string where = "line " + std::to_string(line_no) + " of the answer to " + req;
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text.begin(), text.end());
-    } catch (const nlohmann::json::exception& e) {
-      // A bare NaN or Infinity (Python's json writes them) is read as the non-finite number it means.
-      const auto quoted = QuoteNonFiniteTokens(text);
-      if (quoted) j = nlohmann::json::parse(*quoted, nullptr, false);
-      if (!quoted || j.is_discarded()) return Fail(where + " is not JSON: " + Quote(text) + " (" + e.what() + ")");
+    AnswerLine parsed = ParseAnswerLine(text, request.id, "line " + std::to_string(line_no) + " of the answer to " + req);
+    switch (parsed.kind) {
+      case AnswerLine::Kind::kMicrobatch:
+        result.microbatches.push_back(std::move(parsed.microbatch));
+        return std::nullopt;
+      case AnswerLine::Kind::kEnd:
+        return result;
+      case AnswerLine::Kind::kRefusal:
+        return PackResult::Refuse(std::move(parsed.message));
+      case AnswerLine::Kind::kFault:
+        break;
     }
-    if (!j.is_object()) return Fail(where + " is not a JSON object: " + Quote(text));
-    auto record = j.find("record");
-    if (record == j.end() || !record->is_string()) {
-      return Fail(where + " has no \"record\" field naming its type: " + Quote(text));
-    }
-    const std::string type = record->get<std::string>();
-    auto id_field = j.find("id");
-    if (id_field != j.end()) {
-      if (!id_field->is_number_integer() || id_field->get<std::int64_t>() != request.id) {
-        return Fail(where + " is a record for id " + id_field->dump() + " (type '" + type + "'), but the request is id " +
-                    id + ": " + Quote(text));
-      }
-    } else if (type == "end" || type == "error") {
-      return Fail(where + " is a record of type '" + type + "' without an id (expected \"id\":" + id + "): " + Quote(text));
-    }
-    if (type == "microbatch") {
-      try {
-        result.microbatches.push_back(MicrobatchFromJson(j, where));
-      } catch (const InputError& e) {
-        return Fail(std::string("the candidate's microbatch record is not a packed batch: ") + e.what());
-      }
-      return std::nullopt;
-    }
-    if (type == "end") return result;
-    if (type == "error") {
-      auto message = j.find("message");
-      std::string reason = message == j.end() ? std::string("(no message)")
-                                              : message->is_string() ? message->get<std::string>() : message->dump();
-      return PackResult::Refuse(std::move(reason));
-    }
-    return Fail(where + " has an unknown record type '" + type +
-                "' (an answer is microbatch records, then end; or one error record): " + Quote(text));
+    return Fail(std::move(parsed.message));
   };
 
   // After stdout closed: what happened to the child.
@@ -715,6 +685,68 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
     if (err_index >= 0 && fds[err_index].revents != 0) child.DrainStderr();
     if (fds[out_index].revents != 0) child.ReadStdout(std::size_t{1} << 20);
   }
+}
+
+AnswerLine ParseAnswerLine(std::string_view text, std::int64_t request_id, const std::string& where) {
+  AnswerLine out;
+  auto fault = [&](std::string message) {
+    out.kind = AnswerLine::Kind::kFault;
+    out.message = std::move(message);
+    return out;
+  };
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  const std::string id = std::to_string(request_id);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    // A bare NaN or Infinity (Python's json writes them) is read as the non-finite number it means.
+    const auto quoted = QuoteNonFiniteTokens(text);
+    if (quoted) j = nlohmann::json::parse(*quoted, nullptr, false);
+    if (!quoted || j.is_discarded()) return fault(where + " is not JSON: " + Quote(text) + " (" + e.what() + ")");
+  }
+  if (!j.is_object()) return fault(where + " is not a JSON object: " + Quote(text));
+  auto record = j.find("record");
+  if (record == j.end() || !record->is_string()) {
+    return fault(where + " has no \"record\" field naming its type: " + Quote(text));
+  }
+  const std::string type = record->get<std::string>();
+  auto id_field = j.find("id");
+  if (id_field != j.end()) {
+    // An unsigned id above INT64_MAX is another id, never this one (no conversion may make it equal).
+    const bool same = id_field->is_number_integer() &&
+                      (id_field->is_number_unsigned() ? request_id >= 0 && id_field->get<std::uint64_t>() ==
+                                                                               static_cast<std::uint64_t>(request_id)
+                                                      : id_field->get<std::int64_t>() == request_id);
+    if (!same) {
+      return fault(where + " is a record for id " + id_field->dump() + " (type '" + type + "'), but the request is id " +
+                   id + ": " + Quote(text));
+    }
+  } else if (type == "end" || type == "error") {
+    return fault(where + " is a record of type '" + type + "' without an id (expected \"id\":" + id + "): " + Quote(text));
+  }
+  if (type == "microbatch") {
+    try {
+      out.microbatch = MicrobatchFromJson(j, where);
+    } catch (const InputError& e) {
+      return fault(std::string("the candidate's microbatch record is not a packed batch: ") + e.what());
+    }
+    out.kind = AnswerLine::Kind::kMicrobatch;
+    return out;
+  }
+  if (type == "end") {
+    out.kind = AnswerLine::Kind::kEnd;
+    return out;
+  }
+  if (type == "error") {
+    auto message = j.find("message");
+    out.kind = AnswerLine::Kind::kRefusal;
+    out.message = message == j.end() ? std::string("(no message)")
+                                     : message->is_string() ? message->get<std::string>() : message->dump();
+    return out;
+  }
+  return fault(where + " has an unknown record type '" + type +
+               "' (an answer is microbatch records, then end; or one error record): " + Quote(text));
 }
 
 Candidate MakeExecCandidate(const std::string& command, ExecOptions options) {

@@ -44,7 +44,8 @@ PackedBatchRecord ParsePackedBatchRecord(const Json& j, const std::string& where
   if (!first && type == "header") Bad(at, "a second header (the header comes once, first)");
 
   if (type == "header") {
-    if (j.value("schema", "") != "packed-batch") Bad(at, "field 'schema' must be \"packed-batch\"");
+    // Compared as JSON: j.value("schema", "") would throw nlohmann's type_error for a non-string schema.
+    if (j.value("schema", Json()) != Json("packed-batch")) Bad(at, "field 'schema' must be \"packed-batch\"");
     if (IntOr(j, "version", -1, at) != 1) Bad(at, "field 'version' must be 1 (this kit reads version 1)");
     HeaderRecord h;
     h.producer = j.value("producer", Json::object());
@@ -72,7 +73,10 @@ PackedBatchRecord ParsePackedBatchRecord(const Json& j, const std::string& where
   if (type == "microbatch") {
     MicrobatchRecord m;
     m.microbatch = MicrobatchFromJson(j, at);
-    m.flattened = j.value("flattened", false);
+    if (auto flattened = j.find("flattened"); flattened != j.end() && !flattened->is_null()) {
+      if (!flattened->is_boolean()) Bad(at, "field 'flattened' must be true or false, got " + flattened->dump());
+      m.flattened = flattened->get<bool>();
+    }
     if (m.flattened && m.microbatch.rows.size() != 1) {
       Bad(at, "field 'flattened' is true but the micro-batch has " + std::to_string(m.microbatch.rows.size()) +
                   " rows (a flattened micro-batch has one)");
@@ -90,13 +94,15 @@ PackedBatchRecord ParsePackedBatchRecord(const Json& j, const std::string& where
   Bad(at, "unknown record type '" + type + "' (header, document, microbatch or step)");
 }
 
-PackedBatchReader::PackedBatchReader(std::string path) : path_(std::move(path)), in_(path_) {
-  if (!in_) throw InputError(path_ + ": cannot open the file");
+PackedBatchReader::PackedBatchReader(std::string path) : path_(std::move(path)), file_(path_) {
+  if (!file_) throw InputError(path_ + ": cannot open the file");
 }
+
+PackedBatchReader::PackedBatchReader(std::istream& in, std::string name) : path_(std::move(name)), in_(&in) {}
 
 std::optional<PackedBatchRecord> PackedBatchReader::Next() {
   std::string text;
-  while (std::getline(in_, text)) {
+  while (std::getline(*in_, text)) {
     ++line_;
     bytes_ += static_cast<std::int64_t>(text.size()) + 1;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
@@ -104,7 +110,7 @@ std::optional<PackedBatchRecord> PackedBatchReader::Next() {
     Json j;
     try {
       j = Json::parse(text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, and out_of_range for a number beyond double (1e999)
       throw InputError(where + ": not a JSON object (" + e.what() + ")");
     }
     PackedBatchRecord record = ParsePackedBatchRecord(j, where, !seen_header_);

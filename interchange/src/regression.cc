@@ -54,7 +54,7 @@ Regression LoadRegression(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // out_of_range too: a number beyond double
     throw InputError(path + ": not JSON: " + e.what());
   }
   auto field = [&](const char* name) -> const nlohmann::json& {

@@ -13,7 +13,12 @@ std::string Where(std::size_t row, std::size_t piece) {
 }
 
 std::string Span(std::int64_t begin, std::int64_t length) {
-  return "[" + std::to_string(begin) + ", " + std::to_string(begin + length) + ")";
+  // The message of an absurd span must not overflow either (UBSan found begin + length past INT64_MAX).
+  std::int64_t end = 0;
+  const std::string last = __builtin_add_overflow(begin, length, &end)
+                               ? std::to_string(begin) + " + " + std::to_string(length)
+                               : std::to_string(end);
+  return "[" + std::to_string(begin) + ", " + last + ")";
 }
 
 void RequirePositiveRowLength(std::int64_t row_length) {

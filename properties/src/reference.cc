@@ -2,6 +2,7 @@
 #include <map>
 
 #include "packoracle/oracle.h"
+#include "packoracle/oracle/error.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle {
@@ -113,7 +114,15 @@ std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch,
       count += CountOf(*row, policy);
       for (const auto& p : row->predictions) {
         if (p.weight > 0) {
-          loss_sum += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+          // A request whose target_losses are short of a document (ASan found a test reading past them).
+          const auto& doc_losses = losses[static_cast<std::size_t>(p.target_doc)];
+          if (p.target_offset < 0 || static_cast<std::size_t>(p.target_offset) >= doc_losses.size()) {
+            const auto& doc = batch.documents[static_cast<std::size_t>(p.target_doc)];
+            throw InputError("target_losses of document '" + doc.uid + "' has " + std::to_string(doc_losses.size()) +
+                             " entries, but its token " + std::to_string(p.target_offset) + " is a target (the document has " +
+                             std::to_string(doc.size()) + " tokens with the policy's delimiters)");
+          }
+          loss_sum += p.weight * doc_losses[static_cast<std::size_t>(p.target_offset)];
         }
       }
     }

@@ -53,6 +53,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "packoracle/oracle/policy.h"
@@ -125,6 +126,18 @@ class ExecPacker final : public PackerRole {
   std::string last_fault_;
   bool took_request_ = false;
 };
+
+// One line of a candidate's answer to request `request_id`, parsed (exposed for the fuzz target
+// fuzz/exec_answer_fuzzer.cc and for tests; ExecPacker reads every line through it). `where` names the line in
+// messages ("line 2 of the answer to request 7"). Never throws on any input: whatever the bytes, the result is
+// one of the kinds below, and a fault carries a message that names the line and quotes it.
+struct AnswerLine {
+  enum class Kind { kMicrobatch, kEnd, kRefusal, kFault };
+  Kind kind = Kind::kFault;
+  CandidateMicrobatch microbatch;  // kMicrobatch
+  std::string message;             // kRefusal: the candidate's reason; kFault: what is wrong with the line
+};
+AnswerLine ParseAnswerLine(std::string_view text, std::int64_t request_id, const std::string& where);
 
 // A candidate whose packer role is an ExecPacker running `command` (via /bin/sh -c). The child starts lazily,
 // at the first request (or ExecPacker::CheckStarts).

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <istream>
 #include <optional>
 #include <string>
 #include <variant>
@@ -53,6 +54,9 @@ using PackedBatchRecord = std::variant<HeaderRecord, DocumentRecord, MicrobatchR
 class PackedBatchReader {
  public:
   explicit PackedBatchReader(std::string path);
+  // Reads from `in` (which must outlive the reader); `name` stands for the file in messages. For tests and the
+  // fuzz target fuzz/packed_batch_fuzzer.cc, which read from memory.
+  PackedBatchReader(std::istream& in, std::string name);
   // The next record, or nullopt at the end of the file.
   std::optional<PackedBatchRecord> Next();
   const std::string& path() const { return path_; }
@@ -61,7 +65,8 @@ class PackedBatchReader {
 
  private:
   std::string path_;
-  std::ifstream in_;
+  std::ifstream file_;
+  std::istream* in_ = &file_;
   std::int64_t line_ = 0;
   std::int64_t bytes_ = 0;
   bool seen_header_ = false;

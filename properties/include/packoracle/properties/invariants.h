@@ -80,6 +80,10 @@ struct CheckOptions {
   // their normalisation is checked.
   bool partial_coverage = false;
   bool losses_known = true;
+  // Auditing one rank's dump of a data-parallel step (packoracle verify on some ranks' files): a global-scope
+  // denominator and the step objective span ranks not seen here, so they are not compared (packoracle merge
+  // checks them across the ranks' summaries); everything rank-local still is.
+  bool partial_ranks = false;
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
   bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)

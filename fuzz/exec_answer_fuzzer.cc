@@ -1,0 +1,68 @@
+// libFuzzer target: the exec protocol's answer lines (DESIGN §6), as ExecPacker reads what a candidate writes
+// on its stdout: ParseAnswerLine on each line of the input, for request id 7.
+//
+// Whatever the bytes, each line must parse into a micro-batch, an end, a refusal or a fault, without an
+// exception, a crash or undefined behaviour; a fault's message names the line; a record for another id is
+// never taken for this request's; a micro-batch survives a write/read round trip.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "packoracle/interchange/exec_candidate.h"
+#include "packoracle/interchange/request_json.h"
+
+namespace {
+
+[[noreturn]] void Bug(const std::string& what) {
+  std::fprintf(stderr, "exec_answer_fuzzer: %s\n", what.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using Kind = packoracle::AnswerLine::Kind;
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  constexpr std::int64_t kId = 7;
+  std::size_t begin = 0;
+  int line_no = 0;
+  while (begin <= input.size()) {
+    std::size_t end = input.find('\n', begin);
+    if (end == std::string_view::npos) end = input.size();
+    const std::string_view line = input.substr(begin, end - begin);
+    begin = end + 1;
+    const std::string where = "line " + std::to_string(++line_no) + " of the answer to request 7";
+    const packoracle::AnswerLine parsed = packoracle::ParseAnswerLine(line, kId, where);
+    switch (parsed.kind) {
+      case Kind::kFault:
+        if (parsed.message.find(where) == std::string::npos && parsed.message.find("is not a packed batch") == std::string::npos) {
+          Bug("a fault message that does not say which line: " + parsed.message);
+        }
+        break;
+      case Kind::kEnd:
+      case Kind::kRefusal: {
+        // Accepted as this request's: the line must carry "id":7 exactly.
+        const auto j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+        const auto id = j.is_object() ? j.find("id") : j.end();
+        if (!j.is_object() || id == j.end() || !id->is_number_integer() || id->dump() != "7") {
+          Bug("an end or error record accepted for request 7 without \"id\":7: " + std::string(line.substr(0, 200)));
+        }
+        break;
+      }
+      case Kind::kMicrobatch: {
+        const std::string text = packoracle::MicrobatchToJson(parsed.microbatch).dump();
+        const packoracle::AnswerLine again = packoracle::ParseAnswerLine(text, kId, "round trip");
+        if (again.kind != Kind::kMicrobatch || !(again.microbatch == parsed.microbatch)) {
+          Bug("a micro-batch changed in a write/read round trip: " + again.message + "\n  written: " + text.substr(0, 400));
+        }
+        break;
+      }
+    }
+  }
+  return 0;
+}
