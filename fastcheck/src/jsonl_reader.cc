@@ -377,7 +377,9 @@ bool FastBatchReader::NextLine(const char*& begin, std::size_t& size) {
       return true;
     }
     // Keep the unconsumed tail, make room for a chunk and simdjson's padding, read.
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    // (Only when there is a tail: the first call's buffer is empty and its data() may be null, which memmove
+    // may not be given even for zero bytes: UBSan.)
+    if (end_ > begin_) std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
     if (buffer_.size() < end_ + kChunk + simdjson::SIMDJSON_PADDING)
