@@ -36,13 +36,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
     return oracle();  // it throws the same error, with CheckCase's wording
   }
   static thread_local FastStepChecker checker;  // buffers reused from case to case
-  StepDocuments docs;
-  for (const auto& d : effective) {
-    docs.docs.push_back(&d);
-    auto it = request.target_losses.find(d.uid);
-    docs.losses.push_back(it == request.target_losses.end() ? nullptr : &it->second);
-  }
-  docs.Index();
+  StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
 
   PackResult out = PackCatching(*candidate.packer, request);
   if (options.determinism) {

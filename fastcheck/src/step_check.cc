@@ -15,6 +15,18 @@ std::int64_t StepDocuments::Find(std::string_view uid) const {
   return it == by_uid_.end() ? -1 : it->second;
 }
 
+StepDocuments StepDocuments::Of(const std::vector<EffectiveDocument>& effective,
+                                const std::map<std::string, std::vector<double>>& target_losses) {
+  StepDocuments docs;
+  for (const auto& d : effective) {
+    docs.docs.push_back(&d);
+    auto it = target_losses.find(d.uid);
+    docs.losses.push_back(it == target_losses.end() ? nullptr : &it->second);
+  }
+  docs.Index();
+  return docs;
+}
+
 void StepDocuments::Index() {
   by_uid_.clear();
   by_uid_.reserve(docs.size());

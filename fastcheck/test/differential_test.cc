@@ -62,13 +62,7 @@ void Agree(const PackRequest& request, const PackResult& out, const CheckOptions
     oracle_threw = true;
   }
   const auto effective = Effective(request.documents, request.policy, request.delimiters);
-  StepDocuments docs;
-  for (const auto& d : effective) {
-    docs.docs.push_back(&d);
-    auto it = request.target_losses.find(d.uid);
-    docs.losses.push_back(it == request.target_losses.end() ? nullptr : &it->second);
-  }
-  docs.Index();
+  StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
   static FastStepChecker checker;  // reused across cases, as in production: stale buffers must not leak
   StepInput in;
   in.policy = &request.policy;
@@ -272,13 +266,7 @@ TEST(ConsumerAgreement, DenseMaskCheckAgreesWithCheckCase) {
       std::vector<Finding> got;
       if (c.packer) {
         const auto effective = Effective(request.documents, request.policy, request.delimiters);
-        StepDocuments docs;
-        for (const auto& d : effective) {
-          docs.docs.push_back(&d);
-          auto it = request.target_losses.find(d.uid);
-          docs.losses.push_back(it == request.target_losses.end() ? nullptr : &it->second);
-        }
-        docs.Index();
+        StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
         FastStepChecker checker;
         StepInput in;
         in.policy = &request.policy;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -71,6 +72,9 @@ struct StepDocuments {
   // Built once per step by Index(); the checker looks each span up once.
   std::int64_t Find(std::string_view uid) const;
   void Index();
+  // The effective documents of a request with their target losses (a request's `target_losses`), indexed.
+  static StepDocuments Of(const std::vector<EffectiveDocument>& effective,
+                          const std::map<std::string, std::vector<double>>& target_losses);
 
  private:
   std::unordered_map<std::string_view, std::int64_t> by_uid_;
