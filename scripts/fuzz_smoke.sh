@@ -13,7 +13,10 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
       -DPACKORACLE_BUILD_FUZZERS=ON -DPACKORACLE_BUILD_TESTS=OFF -DPACKORACLE_BUILD_BENCH=OFF \
       -DPACKORACLE_BUILD_CLI=OFF -DPACKORACLE_INSTALL=OFF >/dev/null
-targets=(packed_batch exec_answer)
+targets=(packed_batch fast_batch exec_answer)
+# Seed corpus and dictionary of each target: fast_batch (the simdjson reader, differential against the
+# nlohmann one) reads the same files as packed_batch.
+declare -A seeds=([packed_batch]=packed_batch [fast_batch]=packed_batch [exec_answer]=exec_answer)
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/%/_fuzzer}"
 
 total=${FUZZ_SECONDS:-60}
@@ -24,7 +27,8 @@ for t in "${targets[@]}"; do
   echo "fuzz_smoke: $t for $per s"
   # New inputs go to build-fuzz/work/<t> (the first directory); the seed corpus is only read.
   ./build-fuzz/fuzz/"${t}_fuzzer" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -dict="fuzz/$t.dict" -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/work/$t" "fuzz/corpus/$t" \
+      -dict="fuzz/${seeds[$t]}.dict" -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/work/$t" \
+      "fuzz/corpus/${seeds[$t]}" \
       2> "build-fuzz/$t.log" || { tail -n 60 "build-fuzz/$t.log"; echo "fuzz_smoke: $t FAILED (input in build-fuzz/artifacts/)"; exit 1; }
   grep -E '^stat::number_of_executed_units' "build-fuzz/$t.log" | sed "s/^/fuzz_smoke: $t /"
 done

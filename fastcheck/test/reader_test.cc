@@ -146,6 +146,15 @@ TEST(FastBatchReader, SameOutcomeOnHandWrittenEdgeCases) {
       R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + R"(,"producer":{"loss_sum":1,"denominator":2,"denominator_scope":"global","loss":null}})",
       R"({"record":"step","step":0,"loss":1.5})",
       R"({"record":"unknown"})",
+      // Found by fuzz/fast_batch_fuzzer.cc: a number beyond double (nlohmann's out_of_range, once uncaught),
+      // a malformed `null` that simdjson's type() calls null, a non-array doc_spans and a repeated rows
+      // (a default simdjson array iterated: undefined behaviour).
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":1e999})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":{"eos":nulx}})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"supervised":nul})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,3],"doc_spans":[],"loss_mask":nulll}]})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,3],"doc_spans":5}]})",
+      R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + "," + row + "}",
       "   ",
       "[1,2]",
   };
