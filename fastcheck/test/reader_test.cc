@@ -152,6 +152,7 @@ TEST(FastBatchReader, SameOutcomeOnHandWrittenEdgeCases) {
       R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":1e999})",
       R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":{"eos":nulx}})",
       R"({"record":"document","doc_uid":"a","tokens":[1,2],"supervised":nul})",
+      R"({"record":"document","doc_uid":"a","tokens":[1,2],"extra":[{"doc\ui":1}]})",
       R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,3],"doc_spans":[],"loss_mask":nulll}]})",
       R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,3],"doc_spans":5}]})",
       R"({"record":"microbatch","micro_step":0,"rank":0,)" + row + "," + row + "}",
