@@ -1,6 +1,7 @@
 #include "packoracle/fastcheck/jsonl_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -33,13 +34,20 @@ bool Ints(od::value v, std::vector<T>& out) {
   return true;
 }
 
+// A number as nlohmann gives it: an integer written `-0` is +0.0 there but -0.0 to simdjson's get_double, so
+// any negative zero goes to nlohmann (review finding; -0.0 written as a float is still -0.0 that way).
+template <class Value>  // od::value, or an array element (simdjson_result<od::value>)
+bool Double(Value&& v, double& out) {
+  return !v.get_double().get(out) && !(out == 0 && std::signbit(out));
+}
+
 bool Numbers(od::value v, std::vector<double>& out) {
   out.clear();
   od::array a;
   if (v.get_array().get(a)) return false;
   for (auto element : a) {
     double x;
-    if (element.get_double().get(x)) return false;
+    if (!Double(element, x)) return false;
     out.push_back(x);
   }
   return true;
@@ -56,7 +64,7 @@ bool OptionalInts(od::value v, std::optional<std::vector<T>>& out) {
 }
 
 bool Int(od::value v, std::int64_t& out) { return !v.get_int64().get(out); }
-bool Number(od::value v, double& out) { return !v.get_double().get(out); }
+bool Number(od::value v, double& out) { return Double(v, out); }
 
 bool String(od::value v, std::string& out) {
   std::string_view s;
@@ -67,8 +75,13 @@ bool String(od::value v, std::string& out) {
   return true;
 }
 
-// An ignored field's value is still validated, as nlohmann parses the whole line.
-bool Validate(od::value v) {
+// An ignored field's value is still validated, as nlohmann parses the whole line. Recursive, so a nesting
+// deeper than kMaxDepth goes to nlohmann, which parses without recursion (On-Demand checks no depth in a
+// release build: 100,000 `[` would overflow the stack here; review finding).
+constexpr int kMaxDepth = 256;
+
+bool Validate(od::value v, int depth = 0) {
+  if (depth > kMaxDepth) return false;
   od::json_type type;
   if (v.type().get(type)) return false;
   switch (type) {
@@ -79,7 +92,7 @@ bool Validate(od::value v) {
         // The key too: On-Demand checks a string's escapes only when it is unescaped (fuzz finding: "doc\ui").
         std::string_view key;
         od::value x;
-        if (field.unescaped_key().get(key) || field.value().get(x) || !Validate(x)) return false;
+        if (field.unescaped_key().get(key) || field.value().get(x) || !Validate(x, depth + 1)) return false;
       }
       return true;
     }
@@ -88,7 +101,7 @@ bool Validate(od::value v) {
       if (v.get_array().get(a)) return false;
       for (auto element : a) {
         od::value x;
-        if (element.get(x) || !Validate(x)) return false;
+        if (element.get(x) || !Validate(x, depth + 1)) return false;
       }
       return true;
     }
@@ -357,7 +370,9 @@ FastBatchReader::FastBatchReader(std::string path)
 }
 
 FastBatchReader::FastBatchReader(std::FILE* file, std::string name, std::size_t chunk)
-    : path_(std::move(name)), file_(file), chunk_(std::max<std::size_t>(chunk, 1)), parser_(std::make_unique<Parser>()) {
+    : path_(std::move(name)), chunk_(std::clamp<std::size_t>(chunk, 1, std::size_t{1} << 30)),
+      parser_(std::make_unique<Parser>()) {
+  file_ = file;  // taken only now: were the parser's allocation to throw, the caller still owns the stream
   if (!file_) throw InputError(path_ + ": no stream to read");
 }
 
@@ -367,32 +382,37 @@ FastBatchReader::~FastBatchReader() {
 
 bool FastBatchReader::NextLine(const char*& begin, std::size_t& size) {
   for (;;) {
-    if (begin_ < end_) {
-      const void* nl = std::memchr(buffer_.data() + begin_, '\n', end_ - begin_);
+    if (begin_ + scanned_ < end_) {
+      // Only the bytes not yet searched: a line longer than a chunk is searched once, not once per read.
+      const void* nl = std::memchr(buffer_.data() + begin_ + scanned_, '\n', end_ - begin_ - scanned_);
       if (nl) {
         const auto at = static_cast<std::size_t>(static_cast<const char*>(nl) - buffer_.data());
         begin = buffer_.data() + begin_;
         size = at - begin_;
         begin_ = at + 1;
+        scanned_ = 0;
         return true;
       }
+      scanned_ = end_ - begin_;
     }
     if (eof_) {
       if (begin_ >= end_) return false;
       begin = buffer_.data() + begin_;  // a last line without its newline
       size = end_ - begin_;
       begin_ = end_;
+      scanned_ = 0;
       return true;
     }
     // Keep the unconsumed tail, make room for a chunk and simdjson's padding, read.
     // (Only when there is a tail: the first call's buffer is empty and its data() may be null, which memmove
     // may not be given even for zero bytes: UBSan.)
-    if (end_ > begin_) std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    // (Nor when the tail is already at the front: a long line is then not moved once per read.)
+    if (begin_ > 0 && end_ > begin_) std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
     if (buffer_.size() < end_ + chunk_ + simdjson::SIMDJSON_PADDING)
       buffer_.resize(std::max(2 * buffer_.size(), end_ + chunk_ + simdjson::SIMDJSON_PADDING));
-    const std::size_t room = buffer_.size() - end_ - simdjson::SIMDJSON_PADDING;
+    const std::size_t room = std::min(chunk_, buffer_.size() - end_ - simdjson::SIMDJSON_PADDING);
     const std::size_t got = std::fread(buffer_.data() + end_, 1, room, file_);
     if (got == 0) eof_ = true;
     end_ += got;

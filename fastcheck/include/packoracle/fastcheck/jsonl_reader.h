@@ -38,7 +38,7 @@ class FastBatchReader final : public RecordReader {
  public:
   explicit FastBatchReader(std::string path);  // InputError if it cannot be opened
   // Reads an open stream, which the reader then owns and closes; `name` stands for the file in messages;
-  // `chunk` bytes are read at a time (default 1 MiB). For the fuzz target fuzz/fast_batch_fuzzer.cc, which
+  // at most `chunk` bytes are read at a time (default 1 MiB; clamped to [1 B, 1 GiB]). For the fuzz target fuzz/fast_batch_fuzzer.cc, which
   // reads from memory (fmemopen) in chunks of a few bytes so lines straddle them.
   FastBatchReader(std::FILE* file, std::string name, std::size_t chunk = kDefaultChunk);
   static constexpr std::size_t kDefaultChunk = std::size_t{1} << 20;
@@ -58,7 +58,8 @@ class FastBatchReader final : public RecordReader {
   std::FILE* file_ = nullptr;
   std::vector<char> buffer_;  // [0, end_) read from the file, [begin_, end_) not yet consumed, padded
   std::size_t begin_ = 0, end_ = 0;
-  std::size_t chunk_ = kDefaultChunk;  // bytes read from the file at a time
+  std::size_t chunk_ = kDefaultChunk;  // bytes read from the file at a time, at most
+  std::size_t scanned_ = 0;            // bytes from begin_ already searched for a newline
   bool eof_ = false;
   std::int64_t line_ = 0, bytes_ = 0, fallbacks_ = 0;
   bool seen_header_ = false;
