@@ -3,7 +3,8 @@
 # recovery), over a copy of its seed corpus with its dictionary. At most FUZZ_SECONDS (default 60) in all.
 # Exit non-zero when a target crashes; the input is left in build-fuzz/artifacts/. Part of scripts/test.sh.
 #
-# A long campaign (not in CI), e.g. 10 million executions per target:
+# A long campaign (not in CI), e.g. 10 million executions per target (fast_batch_fuzzer takes packed_batch's
+# dictionary and corpus):
 #   nice -n 10 ./build-fuzz/fuzz/packed_batch_fuzzer -runs=10000000 -dict=fuzz/packed_batch.dict \
 #        -artifact_prefix=build-fuzz/artifacts/ build-fuzz/work/packed_batch fuzz/corpus/packed_batch
 set -euo pipefail
@@ -27,8 +28,8 @@ for t in "${targets[@]}"; do
   echo "fuzz_smoke: $t for $per s"
   # New inputs go to build-fuzz/work/<t> (the first directory); the seed corpus is only read.
   ./build-fuzz/fuzz/"${t}_fuzzer" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -dict="fuzz/${seeds[$t]}.dict" -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/work/$t" \
-      "fuzz/corpus/${seeds[$t]}" \
+      -dict="fuzz/${seeds[$t]:-$t}.dict" -artifact_prefix="build-fuzz/artifacts/$t-" "build-fuzz/work/$t" \
+      "fuzz/corpus/${seeds[$t]:-$t}" \
       2> "build-fuzz/$t.log" || { tail -n 60 "build-fuzz/$t.log"; echo "fuzz_smoke: $t FAILED (input in build-fuzz/artifacts/)"; exit 1; }
   grep -E '^stat::number_of_executed_units' "build-fuzz/$t.log" | sed "s/^/fuzz_smoke: $t /"
 done
