@@ -1,5 +1,6 @@
 #include "packoracle/interchange/request_json.h"
 
+#include <cmath>
 #include <limits>
 
 #include "packoracle/interchange/policy_json.h"
@@ -40,6 +41,15 @@ double ProducerNumber(const Json& v, const std::string& field, const std::string
     if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
   }
   return Number(v, field, where);
+}
+
+// A producer total as written: a finite number as itself, a non-finite one as the quoted token ProducerNumber
+// reads back (nlohmann would write null, which reads as "not a number", or for `loss` as no loss at all; an
+// exec_answer_fuzzer finding).
+nlohmann::ordered_json ProducerNumberJson(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  return v;
 }
 
 template <class T>
@@ -159,10 +169,10 @@ nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {
   }
   if (mb.producer) {
     nlohmann::ordered_json p;
-    p["loss_sum"] = mb.producer->loss_sum;
-    p["denominator"] = mb.producer->denominator;
+    p["loss_sum"] = ProducerNumberJson(mb.producer->loss_sum);
+    p["denominator"] = ProducerNumberJson(mb.producer->denominator);
     p["denominator_scope"] = mb.producer->denominator_scope;
-    if (mb.producer->loss) p["loss"] = *mb.producer->loss;
+    if (mb.producer->loss) p["loss"] = ProducerNumberJson(*mb.producer->loss);
     j["producer"] = p;
   }
   return j;

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "packoracle/interchange/packed_batch.h"
+#include "packoracle/interchange/request_json.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
 #include "packoracle/properties/verify.h"
@@ -527,3 +531,43 @@ TEST(ParseAnswerLine, SaysWhatEachLineIsAndNeverTakesAnotherIdForTheRequests) {
 
 }  // namespace
 }  // namespace packoracle
+
+namespace {
+
+// exec_answer_fuzzer finding: a non-finite producer total read from a candidate (Python's bare NaN) was
+// written back as null, which the readers refuse ("must be a number") or, for `loss`, read as no loss. Written
+// as the quoted token instead, it reads back as the same total, through the exec parser and a dump alike.
+TEST(ExecAnswer, NonFiniteProducerTotalsSurviveAWriteReadRoundTrip) {
+  const std::string line =
+      R"({"id":7,"record":"microbatch","step":0,"micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,-100],)"
+      R"("doc_spans":[{"doc_uid":"a","start":0,"length":2,"doc_offset":0}]}],)"
+      R"("producer":{"loss_sum":NaN,"denominator":-Infinity,"denominator_scope":"global","loss":Infinity}})";
+  const packoracle::AnswerLine read = packoracle::ParseAnswerLine(line, 7, "answer");
+  ASSERT_EQ(read.kind, packoracle::AnswerLine::Kind::kMicrobatch) << read.message;
+  ASSERT_TRUE(read.microbatch.producer.has_value());
+  EXPECT_TRUE(std::isnan(read.microbatch.producer->loss_sum));
+
+  const std::string written = packoracle::MicrobatchToJson(read.microbatch).dump();
+  EXPECT_EQ(written.find("null"), std::string::npos) << written;
+  const packoracle::AnswerLine again = packoracle::ParseAnswerLine(written, 7, "round trip");
+  ASSERT_EQ(again.kind, packoracle::AnswerLine::Kind::kMicrobatch) << again.message;
+  EXPECT_TRUE(again.microbatch == read.microbatch);
+  ASSERT_TRUE(again.microbatch.producer->loss.has_value());
+  EXPECT_EQ(*again.microbatch.producer->loss, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(again.microbatch.producer->denominator, -std::numeric_limits<double>::infinity());
+
+  // The same micro-batch in a packed-batch dump, read by the dump reader.
+  std::stringstream dump;
+  packoracle::PackedBatchWriter writer(dump);
+  packoracle::HeaderRecord header;
+  header.policy = packoracle::FindPreset("reference").policy;
+  writer.Header(header);
+  writer.Microbatch(read.microbatch);
+  packoracle::PackedBatchReader reader(dump, "dump.jsonl");
+  ASSERT_TRUE(reader.Next().has_value());  // the header
+  const auto record = reader.Next();
+  ASSERT_TRUE(record.has_value());
+  EXPECT_TRUE(std::get<packoracle::MicrobatchRecord>(*record).microbatch == read.microbatch);
+}
+
+}  // namespace
