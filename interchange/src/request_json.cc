@@ -230,7 +230,17 @@ CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) 
 std::optional<std::string> QuoteNonFiniteTokens(std::string_view line) {
   static constexpr std::string_view kTokens[] = {"-Infinity", "Infinity", "NaN"};
   std::string out;
+  std::string open;  // the containers around the current byte, '{' or '[' (outside strings)
   bool in_string = false, changed = false;
+  // A token is quoted only where a value goes: at the root, after ':', after '[', or after ',' in an array.
+  // Python writes non-finite floats only as values (a NaN key becomes "NaN"); quoting a bare key would make a
+  // line that is not JSON read as if it were (exec_answer_fuzzer finding: {"record":"end",-Infinity:1,"id":7}).
+  auto value_position = [&] {
+    const auto last = out.find_last_not_of(" \t\r\n");
+    if (last == std::string::npos) return true;
+    const char p = out[last];
+    return p == ':' || p == '[' || (p == ',' && !open.empty() && open.back() == '[');
+  };
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (in_string) {
@@ -244,9 +254,11 @@ std::optional<std::string> QuoteNonFiniteTokens(std::string_view line) {
       out += c;
       continue;
     }
+    if (c == '{' || c == '[') open += c;
+    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
     bool quoted = false;
     for (auto token : kTokens) {
-      if (line.substr(i, token.size()) == token) {
+      if (line.substr(i, token.size()) == token && value_position()) {
         out += '"';
         out += token;
         out += '"';

@@ -571,3 +571,25 @@ TEST(ExecAnswer, NonFiniteProducerTotalsSurviveAWriteReadRoundTrip) {
 }
 
 }  // namespace
+
+namespace {
+
+// Bare non-finite tokens are quoted where a value goes, and only there: a token in a key's place stays, so the
+// line stays what it is, not JSON (exec_answer_fuzzer finding: an end record with a bare -Infinity key was
+// accepted once the key was quoted).
+TEST(ExecAnswer, NonFiniteTokensAreQuotedOnlyWhereAValueGoes) {
+  using packoracle::QuoteNonFiniteTokens;
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({"a":NaN})"), R"({"a":"NaN"})");
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({"a": [1, -Infinity,NaN], "b" : Infinity})"),
+            R"({"a": [1, "-Infinity","NaN"], "b" : "Infinity"})");
+  EXPECT_EQ(QuoteNonFiniteTokens("NaN"), "\"NaN\"");
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({"s":"NaN Infinity"})"), std::nullopt);  // inside strings: text
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({NaN:1})"), std::nullopt);
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({"a":[1],-Infinity:[0]})"), std::nullopt);
+  EXPECT_EQ(QuoteNonFiniteTokens(R"({"a":{"b":1}, Infinity:2})"), std::nullopt);
+
+  const auto end = packoracle::ParseAnswerLine(R"({"record":"end",-Infinity:[0,1],"id":7})", 7, "answer line 1");
+  EXPECT_EQ(end.kind, packoracle::AnswerLine::Kind::kFault) << end.message;
+}
+
+}  // namespace
