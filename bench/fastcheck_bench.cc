@@ -8,7 +8,8 @@
 //   BM_OracleStep/L/D       CheckCase on the same rows (replayed, as verify --oracle calls it)
 //   BM_ReadOnce/L/D         one pass summing every array of the same rows: a bound of reading them once
 //   BM_CasesFast, BM_CasesOracle   in-process property cases/s: CheckCaseFast vs CheckCase on the reference
-//                           packer over the same 200 generated cases (determinism on, as Verify runs them)
+//                           packer over the same 200 generated cases (determinism on, as Verify runs them;
+//                           no tiny decoder, as `fuzz --no-decoder`: with it, CheckCaseFast is CheckCase)
 // Every case reports items processed (slots, bytes or cases) so ratios come from the rates.
 #include <benchmark/benchmark.h>
 
@@ -70,11 +71,14 @@ const StepFixture& Step(std::int64_t L, std::int64_t D) {
   return f;
 }
 
+// As `verify` and `verify --oracle` check a dump's step: no tiny decoder unless --decoder (its attention is
+// O(L²) a row, and it would turn the oracle figure into a decoder figure).
 CheckOptions DumpMode() {
   CheckOptions o;
   o.determinism = false;
   o.partial_coverage = true;
   o.losses_known = false;
+  o.packing_invariance = false;
   return o;
 }
 
@@ -192,11 +196,13 @@ const std::vector<PackRequest>& Cases() {
 
 void RunCases(benchmark::State& state, bool fast) {
   Candidate reference = ReferenceCandidate();
+  CheckOptions options;
+  options.packing_invariance = false;  // `fuzz --no-decoder`: the only setting where the fast path runs
   std::int64_t cases = 0;
   for (auto _ : state) {
     for (const auto& r : Cases()) {
       try {
-        const CaseResult result = fast ? fastcheck::CheckCaseFast(reference, r) : CheckCase(reference, r);
+        const CaseResult result = fast ? fastcheck::CheckCaseFast(reference, r, options) : CheckCase(reference, r, options);
         if (!result.passed()) state.SkipWithError("the reference packer failed");
       } catch (const InputError&) {
       }

@@ -12,7 +12,8 @@
 # 3. On that file, once each, CPU time (user + sys, children included), wall clock and peak RSS (/usr/bin/time):
 #    verify (fast path), verify --oracle,
 #    simdjson On-Demand visiting every value (the raw parse), nlohmann-json raw parse, the Python checker.
-# 4. fuzz --exec with the Python reference candidate, fast path and --oracle: cases/s.
+# 4. fuzz --exec --no-decoder with the Python reference candidate, fast path and --oracle: cases/s (with the
+#    tiny decoder, fuzz's default, every case goes through the oracle: the two would be the same).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,8 +66,8 @@ cmp -s <(grep -v '^packoracle verify' "$dump_dir/verify.out") <(grep -v '^packor
 
 # ---- 4. fuzz over exec -----------------------------------------------------------------------------------
 exec_cmd="$py python/candidates/reference.py"
-run fuzz_fast 0 "$cli" fuzz --exec "$exec_cmd" --preset reference --cases "$fuzz_cases"
-run fuzz_oracle 0 "$cli" fuzz --exec "$exec_cmd" --preset reference --cases "$fuzz_cases" --oracle
+run fuzz_fast 0 "$cli" fuzz --exec "$exec_cmd" --preset reference --cases "$fuzz_cases" --no-decoder
+run fuzz_oracle 0 "$cli" fuzz --exec "$exec_cmd" --preset reference --cases "$fuzz_cases" --no-decoder --oracle
 
 # ---- the table -------------------------------------------------------------------------------------------
 python3 bench/scaling_plot.py "$bench_json" bench/scaling.svg
