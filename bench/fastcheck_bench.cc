@@ -71,17 +71,6 @@ const StepFixture& Step(std::int64_t L, std::int64_t D) {
   return f;
 }
 
-// As `verify` and `verify --oracle` check a dump's step: no tiny decoder unless --decoder (its attention is
-// O(L²) a row, and it would turn the oracle figure into a decoder figure).
-CheckOptions DumpMode() {
-  CheckOptions o;
-  o.determinism = false;
-  o.partial_coverage = true;
-  o.losses_known = false;
-  o.packing_invariance = false;
-  return o;
-}
-
 void BM_FastStep(benchmark::State& state) {
   const StepFixture& f = Step(state.range(0), state.range(1));
   fastcheck::FastStepChecker checker;
@@ -90,7 +79,7 @@ void BM_FastStep(benchmark::State& state) {
   in.row_length = f.request.row_length;
   in.SetPacked(f.packed);
   in.documents = &f.docs;
-  in.options = DumpMode();
+  in.options = DumpStepOptions();
   for (auto _ : state) {
     const auto& v = checker.Check(in);
     if (v.outcome != fastcheck::Outcome::kPassed) state.SkipWithError("the reference rows did not pass");
@@ -111,7 +100,7 @@ void BM_OracleStep(benchmark::State& state) {
   request.delimiters = Delimiters::kAdd;
   for (auto _ : state) {
     Candidate replay = MakeCandidate("replay", Replay{f.packed});
-    const CaseResult r = CheckCase(replay, request, DumpMode());
+    const CaseResult r = CheckCase(replay, request, DumpStepOptions());
     if (!r.passed()) state.SkipWithError("the reference rows did not pass");
   }
   state.SetItemsProcessed(state.iterations() * f.slots);
@@ -202,7 +191,8 @@ void RunCases(benchmark::State& state, bool fast) {
   for (auto _ : state) {
     for (const auto& r : Cases()) {
       try {
-        const CaseResult result = fast ? fastcheck::CheckCaseFast(reference, r, options) : CheckCase(reference, r, options);
+        const CaseResult result =
+            fast ? fastcheck::CheckCaseFast(reference, r, options) : CheckCase(reference, r, options);
         if (!result.passed()) state.SkipWithError("the reference packer failed");
       } catch (const InputError&) {
       }

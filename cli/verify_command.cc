@@ -358,9 +358,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   in.dp_world_size = request.dp_world_size;
   for (const auto& [m, file] : mbs) in.microbatches.push_back(&m.microbatch);
   in.documents = &docs;
-  in.options.determinism = false;
-  in.options.partial_coverage = true;
-  in.options.losses_known = false;
+  in.options = DumpStepOptions();
   const fastcheck::StepVerdict& v = fast_.Check(in);
   if (v.outcome != fastcheck::Outcome::kPassed) return false;
   summary.valid_targets = v.valid_targets;
@@ -409,10 +407,7 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
     if (it != documents_.end()) request.documents.push_back(it->second);
   }
   for (const auto& [m, file] : mbs) replay.microbatches.push_back(m.microbatch);
-  CheckOptions check;
-  check.determinism = false;
-  check.partial_coverage = true;
-  check.losses_known = false;
+  CheckOptions check = DumpStepOptions();
   // The decoder costs O(L²) per row (about 18 ms at L = 2048): 25× slower audits, so it runs on request only.
   check.packing_invariance = options_.decoder;
   std::set<std::int64_t> ranks;

@@ -929,6 +929,15 @@ void Checker::CheckInvariance() {
 
 }  // namespace
 
+CheckOptions DumpStepOptions() {
+  CheckOptions o;
+  o.determinism = false;
+  o.partial_coverage = true;
+  o.losses_known = false;
+  o.packing_invariance = false;
+  return o;
+}
+
 CaseResult CheckCase(Candidate& candidate, const PackRequest& request, const CheckOptions& options) {
   ValidatePolicy(request.policy);
   if (request.row_length <= 0 || request.micro_batch_rows <= 0 || request.dp_world_size <= 0) {

@@ -89,6 +89,11 @@ struct CheckOptions {
   bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)
 };
 
+// How packoracle verify checks one step of a dump, on the fast path and through CheckCase alike (and how the
+// benchmarks time it): no determinism (a dump is replayed, not packed), partial coverage, unknown losses, and
+// no tiny decoder, whose O(L²) attention a row makes audits ~25× slower (verify --decoder turns it back on).
+CheckOptions DumpStepOptions();
+
 // How much packing changed the tiny decoder's losses: over the weighted targets of a case (or a run),
 // |packed − alone| / alone. Zero for an isolating producer; under row_causal, the measured contamination.
 struct Contamination {
