@@ -5,10 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(g++ cmake ninja-build pkg-config python3
+PACKAGES=(g++ cmake ninja-build pkg-config python3 python3-dev python3-venv
           libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
           libxtensor-dev xtl-dev libxsimd-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
           clang libclang-rt-14-dev)  # clang: the libFuzzer targets (fuzz/); libclang-rt: libFuzzer, ASan, UBSan
+# python3-dev, python3-venv: `pip install .` builds the extension module (scripts/python_tests.sh)
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: set up and build, then run every test (including a downstream project built
-# against the installed package through find_package(packoracle)); then the same tests built with ASan +
+# against the installed package through find_package(packoracle)); then the Python package built with
+# `pip install .` into a fresh venv and its tests run there (scripts/python_tests.sh); then the same tests built with ASan +
 # UBSan (scripts/sanitize.sh, build-asan/) and a fuzz smoke run of at most 60 s (scripts/fuzz_smoke.sh,
 # build-fuzz/). Each stage prints its wall time; the first failure stops the script.
 set -euo pipefail
@@ -14,5 +15,6 @@ stage() {
 }
 stage "build" ./scripts/setup.sh
 stage "tests" ctest --test-dir build --output-on-failure -j"$(nproc)"
+stage "python package and tests" ./scripts/python_tests.sh
 stage "sanitizer tests" ./scripts/sanitize.sh
 stage "fuzz smoke" ./scripts/fuzz_smoke.sh

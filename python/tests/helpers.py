@@ -43,7 +43,7 @@ def realpack(folder, set_name):
 
 
 def preset(name, **overrides):
-    from packoracle_dump import PRESETS
+    from packoracle.dump import PRESETS
     policy = dict(PRESETS[name])
     policy.update(overrides)
     return policy

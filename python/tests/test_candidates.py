@@ -7,7 +7,7 @@ import unittest
 
 from tests.helpers import Candidate, needs_realpack, preset, realpack, request
 
-from packoracle_dump import validate_record
+from packoracle.dump import validate_record
 
 LESSON = [("a", [11, 12, 13]), ("b", [21, 22, 23, 24, 25, 26])]
 LESSON_LOSSES = {"a": [0, 1, 3], "b": [0, 1, 1, 1, 1, 1]}

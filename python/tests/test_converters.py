@@ -6,7 +6,7 @@ import unittest
 
 from tests.helpers import needs_realpack, realpack
 
-from packoracle_dump import (Document, DocumentSequence, as_documents, from_hf_flatten, from_hf_padded,
+from packoracle.dump import (Document, DocumentSequence, as_documents, from_hf_flatten, from_hf_padded,
                              from_llmc, from_megatron_gpt, from_torchtune_packed, from_trl_constant_length,
                              from_trl_padding_free, validate_record)
 

@@ -8,7 +8,7 @@ import unittest
 
 from tests.helpers import PACKORACLE
 
-from packoracle_dump import (PRESETS, DumpWriter, document_record, header_record, make_policy, microbatch_record,
+from packoracle.dump import (PRESETS, DumpWriter, document_record, header_record, make_policy, microbatch_record,
                              resolve_policy, step_record, validate_lines, validate_policy, validate_record)
 
 ROW = {"input_ids": [11, 12, 13, 0], "labels": [12, 13, -100, -100], "position_ids": [0, 1, 2, 0],

@@ -11,7 +11,7 @@ import unittest
 
 from tests.helpers import PYTHON_DIR, REALPACK, TOOLS, needs_realpack
 
-from packoracle_dump import resolve_policy, validate_lines
+from packoracle.dump import resolve_policy, validate_lines
 
 sys.path.insert(0, TOOLS)
 import realpack_to_jsonl  # noqa: E402

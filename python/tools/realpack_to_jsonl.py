@@ -24,7 +24,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from packoracle_dump import (PRESETS, DocumentSequence, DumpWriter, from_hf_flatten, from_hf_padded, from_llmc,  # noqa: E402
+from packoracle.dump import (PRESETS, DocumentSequence, DumpWriter, from_hf_flatten, from_hf_padded, from_llmc,  # noqa: E402
                              from_megatron_gpt, from_torchtune_packed, from_trl_constant_length,
                              from_trl_padding_free)
 
@@ -365,7 +365,7 @@ def stream_check(run):
     """The invariants a stream dump (Megatron) breaks under its declared policy, computed from its rows and spans
     the way the kit reads them (positions, targets and weights, segments of every boundary encoding, and the
     attention a dense mask gives). Coverage is left to dropped_tokens (and WHY_SHUFFLED)."""
-    from packoracle_dump import resolve_policy
+    from packoracle.dump import resolve_policy
     policy = resolve_policy(run.header["policy"])
     index = {d.uid: k for k, d in enumerate(run.documents)}
     docs = run.documents

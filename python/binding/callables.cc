@@ -1,0 +1,134 @@
+#include "callables.h"
+
+#include <string>
+#include <utility>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include "convert.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::python {
+namespace {
+
+// Calls a driver; returns its (kind, value), or nullopt with `fault` set when the run was interrupted.
+struct Answer {
+  std::string kind;  // "ok" | "refuse" | "fault"
+  nb::object value;
+};
+
+Answer Call(CallState& state, nb::handle driver, nb::handle argument, nb::handle argument2 = nb::handle()) {
+  if (state.interrupt) return {"fault", nb::str("interrupted")};
+  try {
+    nb::object out = argument2 ? driver(argument, argument2) : driver(argument);
+    nb::tuple pair = nb::cast<nb::tuple>(out);
+    return {nb::cast<std::string>(pair[0]), nb::borrow(pair[1])};
+  } catch (nb::python_error& e) {  // KeyboardInterrupt, SystemExit: the driver lets only these through
+    state.interrupt.emplace(std::move(e));
+    return {"fault", nb::str("interrupted")};
+  }
+}
+
+std::string Text(nb::handle value) { return nb::cast<std::string>(nb::str(value)); }
+
+class PythonPacker final : public PackerRole {
+ public:
+  PythonPacker(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  PackResult Pack(const PackRequest& request) override {
+    nb::gil_scoped_acquire gil;
+    Answer a = Call(*state_, driver_, RequestToPython(request));
+    if (a.kind == "refuse") return PackResult::Refuse(Text(a.value));
+    if (a.kind != "ok") return PackResult::Fault(Text(a.value));
+    PackResult result;
+    try {
+      std::size_t k = 0;
+      for (nb::handle mb : nb::borrow<nb::list>(a.value)) {
+        result.microbatches.push_back(MicrobatchFromPython(mb, "the packer's answer: microbatches[" + std::to_string(k++) + "]"));
+      }
+    } catch (const InputError& e) {
+      return PackResult::Fault(std::string("the packer returned something that is not a packed batch: ") + e.what());
+    } catch (nb::python_error& e) {
+      return PackResult::Fault(std::string("the packer returned something that is not a packed batch: ") + e.what());
+    }
+    return result;
+  }
+
+ private:
+  nb::object driver_;
+  std::shared_ptr<CallState> state_;
+};
+
+class PythonReducer final : public LossReducerRole {
+ public:
+  PythonReducer(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  ReduceResult Reduce(const ReduceRequest& request) override {
+    nb::gil_scoped_acquire gil;
+    nb::dict in;
+    in["policy"] = PolicyToPython(request.policy);
+    in["dp_world_size"] = request.dp_world_size;
+    in["grad_accum_steps"] = request.grad_accum_steps;
+    in["context_parallel_size"] = request.context_parallel_size;
+    nb::list mbs, losses;
+    for (std::size_t m = 0; m < request.microbatches.size(); ++m) {
+      mbs.append(MicrobatchToPython(request.microbatches[m]));
+      nb::list rows;
+      for (const auto& row : request.slot_losses[m]) {
+        nb::list slots;
+        for (double v : row) slots.append(v);
+        rows.append(slots);
+      }
+      losses.append(rows);
+    }
+    in["microbatches"] = mbs;
+    in["slot_losses"] = losses;
+    Answer a = Call(*state_, driver_, in);
+    // A reducer has no refusal and no fault channel: an exception is its fault, told by a throw that
+    // CheckCase reports as that case's failure.
+    if (a.kind != "ok") throw std::runtime_error(Text(a.value));
+    ReduceResult out;
+    std::size_t k = 0;
+    for (nb::handle totals : nb::borrow<nb::list>(a.value)) {
+      out.push_back(ProducerFromPython(totals, "the reducer's answer[" + std::to_string(k++) + "]"));
+    }
+    return out;
+  }
+
+ private:
+  nb::object driver_;
+  std::shared_ptr<CallState> state_;
+};
+
+class PythonConsumer final : public AttentionConsumerRole {
+ public:
+  PythonConsumer(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  DenseMask Consume(const CandidateRow& row, const Policy& policy) override {
+    nb::gil_scoped_acquire gil;
+    Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
+    if (a.kind != "ok") throw std::runtime_error(Text(a.value));
+    // The driver returns a C-contiguous uint8 n × n array (it converted whatever the consumer gave).
+    auto mask = nb::cast<nb::ndarray<const std::uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(a.value);
+    DenseMask out(mask.shape(0), std::vector<std::uint8_t>(mask.shape(1)));
+    for (std::size_t i = 0; i < mask.shape(0); ++i)
+      for (std::size_t j = 0; j < mask.shape(1); ++j) out[i][j] = mask(i, j) != 0;
+    return out;
+  }
+
+ private:
+  nb::object driver_;
+  std::shared_ptr<CallState> state_;
+};
+
+}  // namespace
+
+Candidate CallableCandidate(const std::string& name, nb::object packer, nb::object reducer, nb::object consumer,
+                            std::shared_ptr<CallState> state) {
+  Candidate c;
+  c.name = name;
+  if (!packer.is_none()) c.packer = std::make_shared<PythonPacker>(std::move(packer), state);
+  if (!reducer.is_none()) c.reducer = std::make_shared<PythonReducer>(std::move(reducer), state);
+  if (!consumer.is_none()) c.consumer = std::make_shared<PythonConsumer>(std::move(consumer), state);
+  return c;
+}
+
+}  // namespace packoracle::python

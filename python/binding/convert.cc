@@ -1,0 +1,366 @@
+#include "convert.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nlohmann/json.hpp>
+
+#include "packoracle/interchange/policy_json.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::python {
+namespace {
+
+[[noreturn]] void Bad(const std::string& where, const std::string& field, const std::string& what) {
+  throw InputError(where + ": field '" + field + "' " + what);
+}
+
+std::string TypeName(nb::handle h) { return nb::cast<std::string>(nb::str(nb::handle(h.type().ptr()).attr("__name__"))); }
+
+// One element of a CPU array of any integer, bool or (where allowed) floating dtype, as T.
+template <class T>
+T Element(const std::uint8_t* p, nb::dlpack::dtype dt) {
+  using Code = nb::dlpack::dtype_code;
+  switch (static_cast<Code>(dt.code)) {
+    case Code::Bool: return static_cast<T>(*p != 0);
+    case Code::Int:
+      switch (dt.bits) {
+        case 8: return static_cast<T>(*reinterpret_cast<const std::int8_t*>(p));
+        case 16: return static_cast<T>(*reinterpret_cast<const std::int16_t*>(p));
+        case 32: return static_cast<T>(*reinterpret_cast<const std::int32_t*>(p));
+        default: return static_cast<T>(*reinterpret_cast<const std::int64_t*>(p));
+      }
+    case Code::UInt:
+      switch (dt.bits) {
+        case 8: return static_cast<T>(*p);
+        case 16: return static_cast<T>(*reinterpret_cast<const std::uint16_t*>(p));
+        case 32: return static_cast<T>(*reinterpret_cast<const std::uint32_t*>(p));
+        default: return static_cast<T>(*reinterpret_cast<const std::uint64_t*>(p));
+      }
+    default:
+      if (dt.bits == 32) return static_cast<T>(*reinterpret_cast<const float*>(p));
+      return static_cast<T>(*reinterpret_cast<const double*>(p));
+  }
+}
+
+// A 1-D array (numpy, torch on the CPU, anything with the buffer protocol or DLPack) or a Python sequence, as
+// a vector of T. Integer and bool dtypes are read in place; floats only where `numbers` (loss_mask).
+template <class T>
+std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::string& field, bool numbers = false) {
+  nb::ndarray<nb::ro> array;
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value) && nb::try_cast(value, array, false)) {
+    if (array.device_type() != nb::device::cpu::value) Bad(where, field, "is not on the CPU (move it with .cpu())");
+    if (array.ndim() != 1) {
+      Bad(where, field, "must be one-dimensional here, got " + std::to_string(array.ndim()) + " dimensions");
+    }
+    const auto dt = array.dtype();
+    using Code = nb::dlpack::dtype_code;
+    const auto code = static_cast<Code>(dt.code);
+    const bool integral = code == Code::Int || code == Code::UInt || code == Code::Bool;
+    const bool floating = code == Code::Float && (dt.bits == 32 || dt.bits == 64);
+    if (dt.lanes != 1 || !(integral || (numbers && floating)) || (integral && code != Code::Bool && dt.bits > 64)) {
+      Bad(where, field, std::string("has an unsupported dtype (") + (floating ? "floating point" : "code " + std::to_string(dt.code)) +
+                            ", " + std::to_string(dt.bits) + " bits): " + (numbers ? "numbers" : "integers or bools") +
+                            " are expected");
+    }
+    const std::size_t n = array.shape(0);
+    const std::int64_t stride = array.stride(0) * static_cast<std::int64_t>(dt.bits / 8);
+    const auto* base = static_cast<const std::uint8_t*>(array.data());
+    std::vector<T> out(n);
+    if (code == Code::Int && dt.bits == 64 && stride == 8 && sizeof(T) == 8 && std::is_integral_v<T>) {
+      if (n) std::memcpy(out.data(), base, n * 8);  // the common case: int64 contiguous, one copy
+    } else {
+      for (std::size_t k = 0; k < n; ++k) out[k] = Element<T>(base + static_cast<std::int64_t>(k) * stride, dt);
+    }
+    return out;
+  }
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value)) {
+    Bad(where, field, "must be an array, a tensor or a list, got " + TypeName(value));
+  }
+  nb::sequence seq = nb::borrow<nb::sequence>(value);
+  std::vector<T> out;
+  out.reserve(nb::len(seq));
+  std::size_t k = 0;
+  for (nb::handle item : seq) {
+    const std::string at = field + "[" + std::to_string(k++) + "]";
+    if (nb::isinstance<nb::bool_>(item)) {
+      out.push_back(static_cast<T>(nb::cast<bool>(item)));
+    } else if (nb::isinstance<nb::int_>(item)) {
+      long long v = 0;
+      if (!nb::try_cast(item, v)) Bad(where, at, "is out of the 64-bit range");
+      out.push_back(static_cast<T>(v));
+    } else if (numbers && nb::isinstance<nb::float_>(item)) {
+      out.push_back(static_cast<T>(nb::cast<double>(item)));
+    } else {
+      Bad(where, at, std::string("must be ") + (numbers ? "a number" : "an integer") + ", got " + TypeName(item));
+    }
+  }
+  return out;
+}
+
+nb::handle Get(nb::handle dict, const char* key) {
+  PyObject* v = PyDict_GetItemString(dict.ptr(), key);  // borrowed; null when absent
+  return v && v != Py_None ? nb::handle(v) : nb::handle();
+}
+
+nb::handle Required(nb::handle dict, const char* key, const std::string& where) {
+  if (!nb::isinstance<nb::dict>(dict)) Bad(where, key, "cannot be read: expected a dict, got " + TypeName(dict));
+  nb::handle v = Get(dict, key);
+  if (!v) Bad(where, key, "is missing");
+  return v;
+}
+
+std::int64_t Int(nb::handle v, const std::string& where, const std::string& field) {
+  if (nb::isinstance<nb::bool_>(v)) Bad(where, field, "must be an integer, got bool");
+  long long out = 0;
+  if (!nb::try_cast(v, out)) Bad(where, field, "must be an integer, got " + TypeName(v));
+  return out;
+}
+
+double Number(nb::handle v, const std::string& where, const std::string& field) {
+  if (nb::isinstance<nb::bool_>(v)) Bad(where, field, "must be a number, got bool");
+  double out = 0;
+  if (!nb::try_cast(v, out)) Bad(where, field, "must be a number, got " + TypeName(v));
+  return out;
+}
+
+std::string String(nb::handle v, const std::string& where, const std::string& field) {
+  if (!nb::isinstance<nb::str>(v)) Bad(where, field, "must be a string, got " + TypeName(v));
+  return nb::cast<std::string>(v);
+}
+
+template <class T>
+std::optional<std::vector<T>> Optional(nb::handle row, const char* field, const std::string& where, std::size_t n,
+                                       bool numbers = false) {
+  nb::handle v = Get(row, field);
+  if (!v) return std::nullopt;
+  auto out = ReadArray<T>(v, where, field, numbers);
+  if (n != static_cast<std::size_t>(-1) && out.size() != n) {
+    Bad(where, field, "has " + std::to_string(out.size()) + " entries, input_ids has " + std::to_string(n));
+  }
+  return out;
+}
+
+// Python value → JSON, for policies (small: a flat dict of scalars).
+nlohmann::json ToJson(nb::handle v, const std::string& where) {
+  if (v.is_none()) return nullptr;
+  if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v);
+  if (nb::isinstance<nb::int_>(v)) return Int(v, where, "value");
+  if (nb::isinstance<nb::float_>(v)) return nb::cast<double>(v);
+  if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
+  if (nb::isinstance<nb::dict>(v)) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto [key, value] : nb::borrow<nb::dict>(v)) {
+      const std::string name = String(key, where, "key");
+      out[name] = ToJson(value, where + "." + name);
+    }
+    return out;
+  }
+  throw InputError(where + ": a policy value must be null, a bool, an integer or a string, got " + TypeName(v));
+}
+
+nb::object FromJson(const nlohmann::ordered_json& j) {
+  if (j.is_null()) return nb::none();
+  if (j.is_boolean()) return nb::bool_(j.get<bool>());
+  if (j.is_number_integer()) return nb::int_(j.get<std::int64_t>());
+  if (j.is_number()) return nb::float_(j.get<double>());
+  return nb::str(j.get<std::string>().c_str());
+}
+
+template <class T>
+nb::object Array(const std::vector<T>& values) {
+  // An owned copy handed to numpy (the kit's vectors die with the call).
+  auto* copy = new std::vector<T>(values);
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(copy->data(), {copy->size()}, owner));
+}
+
+nb::list IntList(const std::vector<Token>& values) {
+  nb::list out;
+  for (Token t : values) out.append(nb::int_(t));
+  return out;
+}
+
+}  // namespace
+
+Policy PolicyFromPython(nb::handle policy, const std::string& where) {
+  if (nb::isinstance<nb::str>(policy)) return PolicyFromJson(nlohmann::json{{"preset", nb::cast<std::string>(policy)}}, where);
+  if (!nb::isinstance<nb::dict>(policy)) {
+    throw InputError(where + ": a policy is a preset name or a dict of policy keys, got " + TypeName(policy));
+  }
+  return PolicyFromJson(ToJson(policy, where), where);
+}
+
+nb::dict PolicyToPython(const Policy& policy) {
+  nb::dict out;
+  const nlohmann::ordered_json json = PolicyToJson(policy);  // items() refers into it: keep it alive
+  for (const auto& [key, value] : json.items()) out[key.c_str()] = FromJson(value);
+  return out;
+}
+
+std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where) {
+  if (!nb::isinstance<nb::list>(documents)) throw InputError(where + ": expected a list of documents");
+  std::vector<Document> out;
+  std::size_t k = 0;
+  for (nb::handle d : nb::borrow<nb::list>(documents)) {
+    const std::string at = where + "[" + std::to_string(k++) + "]";
+    Document doc;
+    doc.uid = String(Required(d, "doc_uid", at), at, "doc_uid");
+    doc.tokens = ReadArray<Token>(Required(d, "tokens", at), at, "tokens");
+    if (nb::handle s = Get(d, "supervised")) {
+      doc.supervised = ReadArray<int>(s, at, "supervised");
+      if (doc.supervised.size() != doc.tokens.size()) {
+        Bad(at, "supervised", "has " + std::to_string(doc.supervised.size()) + " entries, tokens has " +
+                                  std::to_string(doc.tokens.size()));
+      }
+    }
+    out.push_back(std::move(doc));
+  }
+  return out;
+}
+
+ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
+  ProducerTotals t;
+  t.loss_sum = Number(Required(p, "loss_sum", at), at, "loss_sum");
+  t.denominator = Number(Required(p, "denominator", at), at, "denominator");
+  t.denominator_scope = String(Required(p, "denominator_scope", at), at, "denominator_scope");
+  if (nb::handle l = Get(p, "loss")) t.loss = Number(l, at, "loss");
+  return t;
+}
+
+CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where) {
+  CandidateMicrobatch mb;
+  if (!nb::isinstance<nb::dict>(j)) throw InputError(where + ": a micro-batch must be a dict, got " + TypeName(j));
+  if (nb::handle s = Get(j, "step")) mb.step = Int(s, where, "step");
+  mb.micro_step = Int(Required(j, "micro_step", where), where, "micro_step");
+  mb.rank = Int(Required(j, "rank", where), where, "rank");
+  nb::handle rows = Required(j, "rows", where);
+  if (!nb::isinstance<nb::list>(rows)) Bad(where, "rows", "must be a list of rows, got " + TypeName(rows));
+  std::size_t k = 0;
+  for (nb::handle r : nb::borrow<nb::list>(rows)) {
+    const std::string at = where + ": rows[" + std::to_string(k++) + "]";
+    CandidateRow row;
+    row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids");
+    const std::size_t n = row.input_ids.size();
+    row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels");
+    if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
+    row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true);
+    row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n);
+    row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1));
+    row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1));
+    row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n);
+    row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n);
+    nb::handle spans = Required(r, "doc_spans", at);
+    if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
+      Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
+    }
+    std::size_t s = 0;
+    for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
+      const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
+      if (nb::isinstance<nb::dict>(span)) {
+        row.doc_spans.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"),
+                                 Int(Required(span, "start", sat), sat, "start"),
+                                 Int(Required(span, "length", sat), sat, "length"),
+                                 Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
+      } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
+        row.doc_spans.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
+                                 Int(span[3], sat, "doc_offset")});
+      } else {
+        throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
+      }
+    }
+    mb.rows.push_back(std::move(row));
+  }
+  if (nb::handle p = Get(j, "producer")) mb.producer = ProducerFromPython(p, where + ": producer");
+  return mb;
+}
+
+nb::dict RequestToPython(const PackRequest& request) {
+  nb::dict out;
+  out["id"] = request.id;
+  out["row_length"] = request.row_length;
+  out["micro_batch_rows"] = request.micro_batch_rows;
+  out["dp_world_size"] = request.dp_world_size;
+  out["policy"] = PolicyToPython(request.policy);
+  nb::list docs;
+  for (const auto& d : request.documents) {
+    nb::dict doc;
+    doc["doc_uid"] = d.uid;
+    doc["tokens"] = IntList(d.tokens);
+    nb::list supervised;
+    if (d.supervised.empty()) {
+      for (std::size_t k = 0; k < d.tokens.size(); ++k) supervised.append(1);
+    } else {
+      for (int s : d.supervised) supervised.append(s);
+    }
+    doc["supervised"] = supervised;
+    docs.append(doc);
+  }
+  out["documents"] = docs;
+  nb::dict losses;
+  for (const auto& [uid, values] : request.target_losses) {
+    nb::list l;
+    for (double v : values) l.append(v);
+    losses[uid.c_str()] = l;
+  }
+  out["target_losses"] = losses;
+  return out;
+}
+
+nb::dict DocumentToPython(const EffectiveDocument& d) {
+  nb::dict out;
+  out["doc_uid"] = d.uid;
+  out["tokens"] = Array(d.tokens);
+  out["supervised"] = Array(d.supervised);
+  return out;
+}
+
+nb::dict RowToPython(const CandidateRow& row) {
+  nb::dict out;
+  out["input_ids"] = Array(row.input_ids);
+  out["labels"] = Array(row.labels);
+  if (row.loss_mask) out["loss_mask"] = Array(*row.loss_mask);
+  if (row.position_ids) out["position_ids"] = Array(*row.position_ids);
+  if (row.cu_seqlens) out["cu_seqlens"] = Array(*row.cu_seqlens);
+  if (row.seq_lens) out["seq_lens"] = Array(*row.seq_lens);
+  if (row.doc_ids) out["doc_ids"] = Array(*row.doc_ids);
+  if (row.attention_mask) out["attention_mask"] = Array(*row.attention_mask);
+  nb::list spans;
+  for (const auto& s : row.doc_spans) {
+    nb::dict span;
+    span["doc_uid"] = s.doc_uid;
+    span["start"] = s.start;
+    span["length"] = s.length;
+    span["doc_offset"] = s.doc_offset;
+    spans.append(span);
+  }
+  out["doc_spans"] = spans;
+  return out;
+}
+
+nb::dict ProducerToPython(const ProducerTotals& t) {
+  nb::dict out;
+  out["loss_sum"] = t.loss_sum;
+  out["denominator"] = t.denominator;
+  out["denominator_scope"] = t.denominator_scope;
+  out["loss"] = t.loss ? nb::object(nb::float_(*t.loss)) : nb::none();
+  return out;
+}
+
+nb::dict MicrobatchToPython(const CandidateMicrobatch& mb) {
+  nb::dict out;
+  out["step"] = mb.step;
+  out["micro_step"] = mb.micro_step;
+  out["rank"] = mb.rank;
+  nb::list rows;
+  for (const auto& r : mb.rows) rows.append(RowToPython(r));
+  out["rows"] = rows;
+  out["producer"] = mb.producer ? nb::object(ProducerToPython(*mb.producer)) : nb::none();
+  return out;
+}
+
+}  // namespace packoracle::python

@@ -1,0 +1,47 @@
+// Python objects ↔ the kit's C++ types, for the extension module packoracle._core.
+//
+// The Python layer (packoracle/_batch.py) hands over micro-batches already in the canonical field names of
+// DESIGN §5, one dict per row of 1-D arrays (numpy views of the caller's tensors: nothing is copied before
+// this point). Here each array is read through its buffer, whatever its integer or bool dtype, straight into
+// the kit's row vectors. Every problem is an InputError (ValueError in Python) naming where and the field:
+// "batch: rows[2]: field 'labels' has 7 entries, input_ids has 8".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+
+#include "packoracle/oracle/document.h"
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle::python {
+
+namespace nb = nanobind;
+
+// A policy from a preset name, or a dict of §3 keys (a "preset" key first applied, every other key over it).
+Policy PolicyFromPython(nb::handle policy, const std::string& where);
+// The fully resolved policy as a dict (every key, canonical order).
+nb::dict PolicyToPython(const Policy& policy);
+
+// Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
+// {uid: tokens} mappings and Document objects to this form).
+std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);
+
+// One micro-batch: {"step"?, "micro_step", "rank", "rows": [row, ...], "producer"?}, each row a dict of 1-D
+// arrays (input_ids, labels; optionally loss_mask, position_ids, cu_seqlens, seq_lens, doc_ids,
+// attention_mask) and "doc_spans": a list of (doc_uid, start, length, doc_offset).
+CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where);
+
+// Producer totals from {"loss_sum", "denominator", "denominator_scope", "loss"?}.
+ProducerTotals ProducerFromPython(nb::handle producer, const std::string& where);
+
+// C++ → Python, for the callables the kit drives (packer requests, reducer and consumer inputs).
+nb::dict RequestToPython(const PackRequest& request);
+nb::dict DocumentToPython(const EffectiveDocument& document);  // {"doc_uid", "tokens": array, "supervised": array}
+nb::dict RowToPython(const CandidateRow& row);
+nb::dict MicrobatchToPython(const CandidateMicrobatch& microbatch);
+nb::dict ProducerToPython(const ProducerTotals& totals);
+
+}  // namespace packoracle::python

@@ -1,0 +1,51 @@
+// packoracle._core: the C++ kit as a Python extension module (nanobind). Nothing is reimplemented here: every
+// function converts its arguments, calls the library the command line calls, and converts the result back.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "packoracle/oracle/presets.h"
+
+namespace packoracle::python {
+
+void BindPolicies(nb::module_& m) {
+  m.def(
+      "presets",
+      [] {
+        nb::list out;
+        for (const Preset& p : Presets()) {
+          nb::dict d;
+          d["name"] = p.name;
+          d["system"] = p.system;
+          d["summary"] = p.summary;
+          d["notes"] = p.notes;
+          d["policy"] = PolicyToPython(p.policy);
+          out.append(d);
+        }
+        return out;
+      },
+      "Every preset: name, system, summary, notes and its fully resolved policy.");
+  m.def(
+      "resolve_policy", [](nb::handle policy) { return PolicyToPython(PolicyFromPython(policy, "policy")); },
+      nb::arg("policy"), "A preset name or a dict of policy keys, resolved: every key present (ValueError if invalid).");
+  m.def(
+      "effective_documents",
+      [](nb::handle documents, nb::handle policy) {
+        const Policy p = PolicyFromPython(policy, "policy");
+        nb::list out;
+        for (const Document& d : DocumentsFromPython(documents, "documents")) out.append(DocumentToPython(Effective(d, p)));
+        return out;
+      },
+      nb::arg("documents"), nb::arg("policy"),
+      "The documents as the packer places them: the policy's delimiters added, every token's supervision filled in.");
+}
+
+}  // namespace packoracle::python
+
+NB_MODULE(_core, m) {
+  m.doc() = "The packoracle C++ kit (oracle, checks, generation, shrinking); use the packoracle package.";
+  m.attr("__version__") = "0.1.0";
+  packoracle::python::BindPolicies(m);
+  packoracle::python::BindFuzz(m);
+}

@@ -1,0 +1,29 @@
+"""packoracle: a property-based correctness kit and reference oracle for sequence packing.
+
+Packing puts many documents into fixed-length rows; a trainer must then draw the document mask (who may attend
+to whom), the target mask (which shifted next-token predictions count) and the loss denominator right. The kit
+states these rules as an executable oracle under a declared policy and checks what your code produces:
+
+    import packoracle
+    report = packoracle.check_batch(batch, documents, "hf-flatten")   # the tensors you already hold
+    assert report.ok, report                                           # str(report): what went wrong, where
+
+    packoracle.fuzz(my_packer, "reference")    # generated cases; raises Counterexample, shrunk and replayable
+
+The C++ core (oracle, checks, generation, shrinking) does all the work; this package converts.
+"""
+
+from . import _core
+from ._checks import check_batch, check_step, draw, verify
+from ._documents import canonical_documents
+from ._fuzz import Counterexample, FuzzResult, Refuse, fuzz
+from ._policy import Policy, presets
+from .dump.spans import Document
+from .report import Report, Violation
+
+__version__ = _core.__version__
+
+__all__ = [
+    "Counterexample", "Document", "FuzzResult", "Policy", "Refuse", "Report", "Violation", "__version__",
+    "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify",
+]

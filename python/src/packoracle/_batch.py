@@ -1,0 +1,277 @@
+"""A micro-batch in the producer's own field names, as the canonical form the C++ core reads (DESIGN §5).
+
+    {"input_ids": [B, L], "labels": [B, L], "position_ids": [B, L], "cu_seq_lens_q": [n + 1], ...}
+      → {"micro_step", "rank", "step", "producer", "rows": [{"input_ids": view, ..., "doc_spans": [...]}]}
+
+Every array stays a view of the caller's memory; only the boundary lists that vary per row (cu_seqlens,
+seq_lens) and the spans are built here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _core
+from ._arrays import as_array, check_integral, rows_of
+
+# Per-token fields: one value per slot, rows × slots like input_ids.
+PER_TOKEN = ("input_ids", "labels", "loss_mask", "position_ids", "doc_ids", "attention_mask")
+# Per-row boundary lists: a 1-D array for one row, or one list (or a padded 2-D array) per row.
+PER_ROW_LISTS = ("cu_seqlens", "seq_lens")
+# Other names producers use for the same fields (HF's flash-attention kwargs and seq_idx, Megatron, ...).
+ALIASES = {
+    "cu_seq_lens_q": "cu_seqlens",
+    "cu_seqlens_q": "cu_seqlens",
+    "seq_idx": "doc_ids",
+    "segment_ids": "doc_ids",
+    "document_ids": "doc_ids",
+    "sequence_lengths": "seq_lens",
+}
+# Fields that carry nothing the kit checks beyond what the fields above say (key-side copies of the query
+# lengths are compared with them; maxima are derivable).
+KEY_SIDE = {"cu_seq_lens_k": "cu_seq_lens_q", "cu_seqlens_k": "cu_seqlens_q"}
+DERIVED = frozenset({"max_length_q", "max_length_k", "max_seqlen_q", "max_seqlen_k", "max_seqlen"})
+KNOWN = frozenset(PER_TOKEN + PER_ROW_LISTS + ("doc_spans",)) | set(ALIASES) | set(KEY_SIDE) | DERIVED
+
+
+def canonical_fields(batch: Mapping[str, Any], where: str, ignore: Sequence[str] = ()) -> dict[str, Any]:
+    """The batch's fields under their canonical names; unknown ones are a ValueError (unless in `ignore`)."""
+    if not isinstance(batch, Mapping):
+        raise TypeError(f"{where}: a batch is a dict of arrays (input_ids, labels, ...), got {type(batch).__name__}")
+    fields: dict[str, Any] = {}
+    for name, value in batch.items():
+        if name in ignore or name in DERIVED or value is None:
+            continue
+        if name not in KNOWN:
+            raise ValueError(f"{where}: unknown field {name!r} (the kit reads {', '.join(sorted(KNOWN))}; pass "
+                             f"ignore=[{name!r}] to leave it out)")
+        if name in KEY_SIDE:
+            continue
+        canonical = ALIASES.get(name, name)
+        if canonical in fields:
+            raise ValueError(f"{where}: fields {name!r} and its other name both given: give one")
+        fields[canonical] = value
+    for key, query in KEY_SIDE.items():
+        if key in batch and batch[key] is not None and query in batch:
+            k, q = as_array(batch[key], where, key), as_array(batch[query], where, query)
+            if k.shape != q.shape or not np.array_equal(k, q):
+                raise ValueError(f"{where}: field {key!r} differs from {query!r}: the kit checks self-attention "
+                                 f"packing, where both are the same boundaries")
+    for name in ("input_ids", "labels"):
+        if name not in fields:
+            raise ValueError(f"{where}: field {name!r} is missing")
+    return fields
+
+
+def _per_row_lists(value: Any, rows: int, where: str, field: str) -> list[np.ndarray]:
+    """cu_seqlens or seq_lens as one 1-D array per row."""
+    if isinstance(value, (list, tuple)) and value and not np.isscalar(value[0]):
+        lists = [as_array(v, where, f"{field}[{r}]") for r, v in enumerate(value)]
+    else:
+        array = as_array(value, where, field)
+        if array.ndim == 1:
+            if rows != 1:
+                raise ValueError(f"{where}: field {field!r} is one list for {rows} rows: give one per row (a list of "
+                                 f"arrays, or rows × k)")
+            lists = [array]
+        elif array.ndim == 2:
+            lists = list(array)
+        else:
+            raise ValueError(f"{where}: field {field!r} has {array.ndim} dimensions: expected one list per row")
+    if len(lists) != rows:
+        raise ValueError(f"{where}: field {field!r} has {len(lists)} rows, input_ids has {rows}")
+    for r, a in enumerate(lists):
+        check_integral(a, where, f"{field}[{r}]")
+        if a.ndim != 1:
+            raise ValueError(f"{where}: field '{field}[{r}]' must be one-dimensional")
+    return lists
+
+
+def _spans_per_row(value: Any, rows: int, where: str) -> list[list]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where}: field 'doc_spans' must be a list (of spans, or one list per row)")
+    per_row = value if value and isinstance(value[0], (list, tuple)) and not _is_span_tuple(value[0]) else [value]
+    if rows == 1 and len(per_row) != 1:
+        per_row = [value]
+    if len(per_row) != rows:
+        raise ValueError(f"{where}: field 'doc_spans' has {len(per_row)} rows, input_ids has {rows}")
+    return [list(spans) for spans in per_row]
+
+
+def _is_span_tuple(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 4 and isinstance(value[0], str)
+
+
+def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMatcher"] = None,
+                         step: int = 0, micro_step: int = 0, rank: int = 0, producer: Optional[Mapping] = None,
+                         ignore: Sequence[str] = ()) -> dict:
+    """The canonical micro-batch of one batch dict (see the module docstring). `spans` derives doc_spans when
+    the batch has none (by matching the rows' tokens against the documents)."""
+    fields = canonical_fields(batch, where, ignore)
+    arrays: dict[str, np.ndarray] = {}
+    for name in PER_TOKEN:
+        if name not in fields:
+            continue
+        array = as_array(fields[name], where, name)
+        if name == "attention_mask" and array.ndim > 2:
+            raise ValueError(f"{where}: field 'attention_mask' is a dense mask of shape {tuple(array.shape)}: give the "
+                             f"boundaries as doc_ids (packoracle.dump.doc_ids_from_dense_mask derives them)")
+        if name != "loss_mask":
+            check_integral(array, where, name)
+        elif array.dtype.kind not in "iubf":
+            raise TypeError(f"{where}: field 'loss_mask' has dtype {array.dtype}: numbers are expected")
+        arrays[name] = rows_of(array, where, name)
+    shape = arrays["input_ids"].shape
+    for name, array in arrays.items():
+        if array.shape != shape:
+            raise ValueError(f"{where}: field {name!r} has shape {tuple(array.shape)}, input_ids has {tuple(shape)}")
+    rows = shape[0]
+    lists = {name: _per_row_lists(fields[name], rows, where, name) for name in PER_ROW_LISTS if name in fields}
+    if "doc_spans" in fields:
+        row_spans = _spans_per_row(fields["doc_spans"], rows, where)
+    elif spans is not None:
+        row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]") for r in range(rows)]
+    else:
+        raise ValueError(f"{where}: field 'doc_spans' is missing (and no documents to derive it from)")
+    out_rows = []
+    for r in range(rows):
+        row = {name: array[r] for name, array in arrays.items()}
+        for name, per_row in lists.items():
+            row[name] = per_row[r]
+        row["doc_spans"] = row_spans[r]
+        out_rows.append(row)
+    return {"step": step, "micro_step": micro_step, "rank": rank, "rows": out_rows,
+            "producer": dict(producer) if producer is not None else None}
+
+
+class SpanMatcher:
+    """Derives doc_spans for batches that carry none, from the documents alone (never from the producer's
+    boundary tensors, which are what is checked): each row is read left to right; a piece is the rest of the
+    document cut at the previous row's end, or else the first unplaced document (in the given order) whose
+    tokens start here, whole or, when the policy splits or truncates, cut at the row's end. Slots where no
+    document matches are left without a span: the checks then report them (coverage, padding).
+
+    Documents whose tokens collide (one a prefix of another, repeated tokens at a row's end) can be matched
+    differently from what the packer did; give doc_spans to remove any doubt."""
+
+    def __init__(self, effective_documents: list[dict], overflow: str):
+        self.docs = effective_documents
+        self.cut = overflow in ("split", "truncate")
+        self.split = overflow == "split"
+        self.placed = [len(d["tokens"]) == 0 for d in effective_documents]
+        self.by_first: dict[int, list[int]] = {}
+        for k, d in enumerate(effective_documents):
+            if len(d["tokens"]):
+                self.by_first.setdefault(int(d["tokens"][0]), []).append(k)
+        self.open: Optional[tuple[int, int]] = None  # (document, offset) continued in the next row
+
+    def match(self, tokens: np.ndarray, where: str) -> list[dict]:
+        spans, i, n = [], 0, len(tokens)
+        if self.open is not None:
+            k, offset = self.open
+            self.open = None
+            rest = self.docs[k]["tokens"][offset:]
+            m = _common_prefix(tokens, 0, rest)
+            if m:
+                spans.append({"doc_uid": self.docs[k]["doc_uid"], "start": 0, "length": m, "doc_offset": offset})
+                if m < len(rest) and self.split:
+                    self.open = (k, offset + m)
+                i = m
+        while i < n:
+            k = self._next_document(tokens, i)
+            if k is None:
+                break
+            doc = self.docs[k]["tokens"]
+            m = min(len(doc), n - i)
+            spans.append({"doc_uid": self.docs[k]["doc_uid"], "start": i, "length": m, "doc_offset": 0})
+            self.placed[k] = True
+            if m < len(doc) and self.split:
+                self.open = (k, m)
+            i += m
+        return spans
+
+    def _next_document(self, tokens: np.ndarray, i: int) -> Optional[int]:
+        for k in self.by_first.get(int(tokens[i]), ()):
+            if self.placed[k]:
+                continue
+            doc = self.docs[k]["tokens"]
+            m = min(len(doc), len(tokens) - i)
+            if (m == len(doc) or self.cut) and _common_prefix(tokens, i, doc[:m]) == m:
+                return k
+        return None
+
+
+def _common_prefix(tokens: np.ndarray, start: int, doc: np.ndarray) -> int:
+    """How many of `doc`'s tokens match tokens[start:], from the first."""
+    m = min(len(doc), len(tokens) - start)
+    if m <= 0:
+        return 0
+    same = np.asarray(tokens[start:start + m]) == np.asarray(doc[:m])
+    return m if same.all() else int(np.argmin(same))
+
+
+def scalar(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
+
+
+def _producer(value: Any, where: str) -> Optional[dict]:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where}: field 'producer' must be a dict, got {type(value).__name__}")
+    return {k: scalar(v) for k, v in value.items()}
+
+
+class Microbatches:
+    """Reads the micro-batches of one step: micro-batch records ({"rows": [...]}) or batches in the producer's
+    own field names ({"input_ids": tensor, ...}), one or a list of them. A batch without doc_spans gets them
+    from the documents (SpanMatcher over the documents as the policy's delimiters make them), read in order
+    across the step's micro-batches."""
+
+    def __init__(self, documents: list, policy: dict, effective: Optional[list] = None):
+        self.documents = documents
+        self.policy = policy
+        self._effective = effective
+        self._matcher: Optional[SpanMatcher] = None
+
+    def matcher(self) -> SpanMatcher:
+        if self._matcher is None:
+            if self._effective is None:
+                self._effective = _core.effective_documents(self.documents, self.policy)
+            self._matcher = SpanMatcher(self._effective, self.policy["overflow"])
+        return self._matcher
+
+    def read(self, answer: Any) -> list[dict]:
+        if isinstance(answer, Mapping):
+            answer = [answer]
+        if not isinstance(answer, Sequence) or isinstance(answer, (str, bytes)):
+            raise TypeError(f"the answer must be a list of micro-batches (dicts), got {type(answer).__name__}")
+        return [self.microbatch(mb, k) for k, mb in enumerate(answer)]
+
+    def microbatch(self, mb: Any, k: int) -> dict:
+        where = f"microbatches[{k}]"
+        if not isinstance(mb, Mapping):
+            raise TypeError(f"{where}: a micro-batch must be a dict, got {type(mb).__name__}")
+        meta = {"step": scalar(mb.get("step", 0)), "micro_step": scalar(mb.get("micro_step", k)),
+                "rank": scalar(mb.get("rank", 0)), "producer": _producer(mb.get("producer"), where)}
+        if "rows" not in mb:
+            batch = {n: v for n, v in mb.items() if n not in ("record", "step", "micro_step", "rank", "producer")}
+            return canonical_microbatch(batch, where=where, spans=self._spans_for(batch), **meta)
+        rows = mb["rows"]
+        if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
+            raise TypeError(f"{where}: field 'rows' must be a list of rows, got {type(rows).__name__}")
+        out = dict(meta, rows=[])
+        for r, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise TypeError(f"{where}: rows[{r}] must be a dict, got {type(row).__name__}")
+            one = canonical_microbatch(row, where=f"{where}: rows[{r}]", spans=self._spans_for(row))
+            if len(one["rows"]) != 1:
+                raise ValueError(f"{where}: rows[{r}]: field 'input_ids' must be one row, got {len(one['rows'])}")
+            out["rows"].append(one["rows"][0])
+        return out
+
+    def _spans_for(self, batch: Mapping) -> Optional[SpanMatcher]:
+        return None if "doc_spans" in batch else self.matcher()

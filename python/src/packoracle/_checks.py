@@ -1,0 +1,143 @@
+"""check_batch, check_step, verify, draw: the audits of `packoracle verify` and `packoracle draw`, in-process.
+
+check_batch and check_step build the records of a dump in memory (a header with the policy, the documents,
+the micro-batches) and hand them to the same C++ code that reads a dump file: the verdicts, the report text
+and the drawings are the command line's, with no JSON in between."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from . import _core
+from ._batch import Microbatches, canonical_microbatch
+from ._documents import DocumentsLike, canonical_documents
+from ._policy import PolicyLike, resolve
+from .report import Report, report_from_core
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class _Records:
+    """One step's records in memory: what the report draws from."""
+
+    def __init__(self, name: str, policy: dict, documents: list, microbatches: list, dp_world_size: int):
+        self.name, self.policy, self.documents = name, policy, documents
+        self.microbatches, self.dp_world_size = microbatches, dp_world_size
+
+    def audit(self, row_length: Optional[int], decoder: bool) -> Report:
+        result = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
+                                     row_length or 0, decoder)
+        return report_from_core(result, self.svg)
+
+    def svg(self, row: int, step: Optional[int]) -> str:
+        return _core.draw_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size, row,
+                                  step)
+
+
+def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: PolicyLike, *, step: int = 0,
+                micro_step: int = 0, rank: int = 0, producer: Optional[Mapping[str, Any]] = None,
+                dp_world_size: int = 1, row_length: Optional[int] = None, decoder: bool = False,
+                ignore: Sequence[str] = ()) -> Report:
+    """Checks one micro-batch against the policy and returns the Report.
+
+    ``batch``: a dict in the producer's own field names: ``input_ids`` and ``labels`` (required),
+    ``position_ids``, ``cu_seqlens`` (or ``cu_seq_lens_q``, as HF's DataCollatorWithFlattening writes it),
+    ``seq_lens``, ``doc_ids`` (or ``seq_idx``), ``attention_mask`` (per token), ``loss_mask``, and optionally
+    ``doc_spans`` (where each document piece sits; derived from the documents when absent). Values are numpy
+    arrays, CPU torch tensors or lists, rows × slots or one flattened row; int32, int64 and bool arrays are
+    read in place.
+
+    ``documents``: what the packer was given, as {uid: tokens}, `Document` objects or dicts (the policy's
+    delimiters are added as the packer adds them). ``producer``: the micro-batch's totals, if any
+    ({"loss_sum", "denominator", "denominator_scope", "loss"}). ``dp_world_size``: the ranks sharing the step
+    (a global-scope denominator counts over all of them: with more than one, give the whole step to
+    check_step). ``row_length``: L (default: the longest row). ``decoder``: also run packing_invariance.
+    ``ignore``: fields of the batch that the kit should not read.
+
+    Raises ValueError or TypeError naming the field and index for input that is not a batch."""
+    resolved = resolve(policy)
+    docs = canonical_documents(documents)
+    effective = _core.effective_documents(docs, resolved)
+    reader = Microbatches(docs, resolved, effective)
+    mb = canonical_microbatch(batch, where="batch", spans=None if _has_spans(batch) else reader.matcher(), step=step,
+                              micro_step=micro_step, rank=rank, producer=producer, ignore=ignore)
+    return _Records("batch", resolved, effective, [mb], dp_world_size).audit(row_length, decoder)
+
+
+def check_step(microbatches: Sequence[Mapping[str, Any]], documents: DocumentsLike, policy: PolicyLike, *,
+               step: int = 0, dp_world_size: Optional[int] = None, row_length: Optional[int] = None,
+               decoder: bool = False) -> Report:
+    """Checks every micro-batch of one optimizer step (all ranks), so that the denominators and the loss are
+    checked over the step: under ``global_targets`` every micro-batch must divide by the step's count.
+
+    Each micro-batch is a batch as check_batch takes it, with ``micro_step``, ``rank`` and ``producer`` keys
+    (defaults: its index, 0, none), or a ``microbatch`` record of DESIGN §5 (with ``rows``).
+    ``dp_world_size`` defaults to the highest rank + 1."""
+    resolved = resolve(policy)
+    docs = canonical_documents(documents)
+    effective = _core.effective_documents(docs, resolved)
+    mbs = Microbatches(docs, resolved, effective).read(list(microbatches))
+    for mb in mbs:
+        mb["step"] = step
+    world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
+    return _Records("step", resolved, effective, mbs, world).audit(row_length, decoder)
+
+
+def _has_spans(batch: Mapping[str, Any]) -> bool:
+    return isinstance(batch, Mapping) and batch.get("doc_spans") is not None
+
+
+def _paths(paths: Union[PathLike, Sequence[PathLike]]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def verify(paths: Union[PathLike, Sequence[PathLike]], *, preset: Optional[str] = None,
+           policy: Optional[PolicyLike] = None, row_length: Optional[int] = None, partial: bool = False,
+           decoder: bool = False, oracle: bool = False, summary: Optional[PathLike] = None,
+           max_violations: int = 20) -> Report:
+    """`packoracle verify FILE...` as a function: audits packed-batch dumps (DESIGN §5) against the policy
+    their header declares, or the one required here (``preset`` or ``policy``). The Report's text is the
+    command's output. Raises ValueError for unusable input (the message names the file, line, record and
+    field), as the command exits 2."""
+    if preset is not None and policy is not None:
+        raise ValueError("verify: give preset or policy, not both")
+    required = resolve(preset if preset is not None else policy) if (preset or policy) is not None else None
+    result = _core.verify_files(_paths(paths), required, row_length or 0, partial, decoder, oracle,
+                                os.fspath(summary) if summary is not None else "", max_violations)
+    files = _paths(paths)
+
+    def svg(row: int, step: Optional[int]) -> str:
+        return draw(files[0], row=row, step=step, policy=required, write_svg=False).svg
+    return report_from_core(result, svg)
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """What `packoracle draw` shows: the terminal text, the SVG, and where the SVG was written (if it was)."""
+
+    text: str
+    svg: str
+    svg_path: Optional[str]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_svg_(self) -> str:  # Jupyter
+        return self.svg
+
+
+def draw(path: PathLike, *, row: int = 0, step: Optional[int] = None, svg: Optional[PathLike] = None,
+         write_svg: bool = True, preset: Optional[str] = None, policy: Optional[PolicyLike] = None) -> Drawing:
+    """`packoracle draw FILE --row R` as a function: one row of a dump, drawn. Writes the SVG next to the file
+    (or to ``svg``) unless ``write_svg`` is False. Raises ValueError for unusable input."""
+    if preset is not None and policy is not None:
+        raise ValueError("draw: give preset or policy, not both")
+    required = resolve(preset if preset is not None else policy) if (preset or policy) is not None else None
+    text, picture, written = _core.draw_file(os.fspath(path), row, step, os.fspath(svg) if svg else "", write_svg,
+                                             required)
+    return Drawing(text, picture, written or None)

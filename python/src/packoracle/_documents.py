@@ -1,0 +1,59 @@
+"""Documents in the forms users hold them, as the list the C++ core reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterable, Union
+
+from ._arrays import as_array, check_integral
+from .dump.spans import Document
+
+DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
+
+
+def canonical_documents(documents: DocumentsLike, where: str = "documents") -> list[dict]:
+    """[{"doc_uid", "tokens", "supervised"?}] from any of:
+
+    - a mapping {uid: tokens} (tokens a list, an array or a tensor), or {uid: {"tokens", "supervised"}};
+    - a sequence of `Document` objects, of dicts {"doc_uid"|"uid", "tokens"|"input_ids", "supervised"?}, or of
+      token lists (uids "d0", "d1", ... by position).
+
+    Raises ValueError or TypeError naming the document and the field."""
+    if isinstance(documents, Mapping):
+        items = [(str(uid), value) for uid, value in documents.items()]
+    elif isinstance(documents, (str, bytes)) or not isinstance(documents, (Sequence, Iterable)):
+        raise TypeError(f"{where}: expected {{uid: tokens}} or a list of documents, got {type(documents).__name__}")
+    else:
+        items = [(None, value) for value in documents]
+    out, seen = [], set()
+    for k, (uid, value) in enumerate(items):
+        at = f"{where}[{uid!r}]" if uid is not None else f"{where}[{k}]"
+        supervised = None
+        if isinstance(value, Document):
+            uid, tokens, supervised = value.uid, value.tokens, value.supervised
+        elif isinstance(value, Mapping):
+            uid = value.get("doc_uid", value.get("uid", uid))
+            tokens = value.get("tokens", value.get("input_ids"))
+            if tokens is None:
+                raise ValueError(f"{at}: field 'tokens' is missing")
+            supervised = value.get("supervised")
+        else:
+            tokens = value
+        if uid is None:
+            uid = f"d{k}"
+        if not isinstance(uid, str) or not uid:
+            raise TypeError(f"{at}: field 'doc_uid' must be a non-empty string, got {uid!r}")
+        if uid in seen:
+            raise ValueError(f"{at}: field 'doc_uid' repeats {uid!r} (uids must be unique)")
+        seen.add(uid)
+        tokens = as_array(tokens, at, "tokens")
+        check_integral(tokens, at, "tokens")
+        if tokens.ndim != 1:
+            raise ValueError(f"{at}: field 'tokens' must be one-dimensional, got shape {tuple(tokens.shape)}")
+        doc = {"doc_uid": uid, "tokens": tokens}
+        if supervised is not None:
+            supervised = as_array(supervised, at, "supervised")
+            check_integral(supervised, at, "supervised")
+            doc["supervised"] = supervised
+        out.append(doc)
+    return out

@@ -1,0 +1,186 @@
+"""packoracle.fuzz: a Python packer, loss reducer or attention consumer driven in-process by the kit's
+generation and shrinking (the exec protocol of DESIGN §6, with Python objects instead of JSON lines)."""
+
+from __future__ import annotations
+
+import time as _time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import _core
+from ._arrays import as_array
+from ._batch import Microbatches, scalar
+from ._policy import PolicyLike, resolve
+
+DEFAULT_CASES = 400
+DEFAULT_SEED = 20261129
+_BATCH = 32  # cases per run of the kit under a time budget, each with a seed of its own
+
+
+class Refuse(Exception):
+    """Raised by a packer to refuse a request (the exec protocol's `error` record): right exactly when the
+    policy demands a refusal, e.g. a document longer than the row under ``overflow: error``."""
+
+
+class Counterexample(AssertionError):
+    """A case the candidate fails, shrunk to a minimal one. ``str()`` is the kit's whole report (the broken
+    invariant, the policy, the documents, the drawn rows) and ends with the line that replays it."""
+
+    def __init__(self, text: str, *, invariant: Optional[str], reproduce: str, replay: str,
+                 request: Optional[dict], regression: Optional[str] = None):
+        super().__init__(text)
+        self.invariant = invariant
+        self.reproduce = reproduce
+        self.replay = replay
+        self.request = request
+        self.regression = regression
+
+
+@dataclass(frozen=True)
+class FuzzResult:
+    """A run in which every case passed."""
+
+    cases: int
+    seconds: float
+    checked: tuple[str, ...]
+    not_applicable: tuple[str, ...]
+    profiles: tuple[str, ...] = ()
+    objective_gap: str = ""  # under a declared non-global objective: how far it was from the token mean
+    extra: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def cases_per_second(self) -> float:
+        return self.cases / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
+    def drive(request: dict) -> tuple:
+        try:
+            answer = packer(request)
+        except Refuse as e:
+            return ("refuse", str(e) or "refused")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            return ("fault", "the packer raised an exception:\n" + traceback.format_exc())
+        try:
+            return ("ok", Microbatches(request["documents"], request["policy"]).read(answer))
+        except (TypeError, ValueError) as e:
+            return ("fault", f"the packer returned something that is not a packed batch: {e}")
+    return drive
+
+
+def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
+    def drive(request: dict) -> tuple:
+        try:
+            answer = reducer(request)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            return ("fault", "the loss reducer raised an exception:\n" + traceback.format_exc())
+        if isinstance(answer, Mapping):
+            answer = [answer]
+        if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
+            return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, denominator, "
+                             f"denominator_scope, loss), got {type(answer).__name__}")
+        return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+    return drive
+
+
+def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
+    def drive(row: dict, policy: dict) -> tuple:
+        try:
+            mask = consumer(row, policy)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            return ("fault", "the attention consumer raised an exception:\n" + traceback.format_exc())
+        try:
+            array = as_array(mask, "the consumer's mask", "mask")
+        except ValueError as e:
+            return ("fault", str(e))
+        n = len(row["input_ids"])
+        if array.shape != (n, n):
+            return ("fault", f"the attention consumer returned a mask of shape {tuple(array.shape)} for a row of {n} "
+                             f"slots (expected {n} × {n}, 1 where query i may attend key j)")
+        return ("ok", np.ascontiguousarray(array != 0, dtype=np.uint8))
+    return drive
+
+
+def _name_of(obj: Any) -> str:
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+
+
+def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: Optional[int] = None,
+         seed: Optional[int] = None, time: Optional[float] = None, reducer: Optional[Callable[[dict], Any]] = None,
+         consumer: Optional[Callable[[dict, dict], Any]] = None, reproduce: Optional[str] = None,
+         max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
+         name: Optional[str] = None) -> FuzzResult:
+    """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
+
+    ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
+    ``dp_world_size``, ``policy``, ``documents`` [{"doc_uid", "tokens", "supervised"}], ``target_losses``)
+    and returns its micro-batches: a list of dicts, each either a ``microbatch`` record of §5 (``rows``,
+    ``micro_step``, ``rank``, ``producer``) or a batch in the producer's own field names (``input_ids``,
+    ``labels``, ``position_ids``, ``cu_seq_lens_q``, ...; tensors, arrays or lists), whose ``doc_spans`` are
+    derived from the documents when absent. It raises ``packoracle.Refuse(message)`` to refuse. Any other
+    exception, or an answer that is not a packed batch, fails that case (its traceback is in the report).
+
+    ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
+    "microbatches", "slot_losses"} and returns one {"loss_sum", "denominator", "denominator_scope", "loss"}
+    per micro-batch; ``consumer(row, policy)`` returns the n × n mask its backend uses (1: may attend).
+
+    Runs ``cases`` cases (default 400), or as many as fit in ``time`` seconds; ``seed`` fixes them. Returns a
+    FuzzResult when every case passes; raises ``Counterexample`` (an AssertionError) with the minimal failing
+    case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
+    minimal case as a regression file there (the fixtures/regressions format)."""
+    if packer is None and reducer is None and consumer is None:
+        raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
+    for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer)):
+        if f is not None and not callable(f):
+            raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
+    if cases is not None and (not isinstance(cases, int) or cases < 1):
+        raise ValueError(f"fuzz: cases must be a positive integer, got {cases!r}")
+    if time is not None and not time > 0:
+        raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
+    resolved = resolve(policy)
+    label = name or _name_of(packer or reducer or consumer)
+    replay = f"packoracle.fuzz({label}, {_policy_source(policy, resolved)}, reproduce=\"{{}}\")"
+    drivers = (_packer_driver(packer) if packer is not None else None,
+               _reducer_driver(reducer) if reducer is not None else None,
+               _consumer_driver(consumer) if consumer is not None else None)
+
+    def run(n: int, batch_seed: int, replay_string: Optional[str]) -> dict:
+        return _core.fuzz(label, *drivers, resolved, n, batch_seed, replay_string, max_row_length, None, decoder,
+                          replay, save_regressions)
+
+    base_seed = DEFAULT_SEED if seed is None else seed
+    if reproduce is not None:
+        results = [run(1, base_seed, reproduce)]
+    elif time is None or cases is not None:
+        results = [run(cases or DEFAULT_CASES, base_seed, None)]
+    else:
+        results, start, batch = [], _time.monotonic(), 0
+        while _time.monotonic() - start < time and (not results or results[-1]["passed"]):
+            results.append(run(_BATCH, base_seed + batch, None))
+            batch += 1
+    failed = next((r for r in results if not r["passed"]), None)
+    if failed is not None:
+        raise Counterexample(failed["text"] + f"Replay: {failed['replay']}\n", invariant=failed["invariant"],
+                             reproduce=failed["reproduce"], replay=failed["replay"], request=failed["counterexample"],
+                             regression=failed["regression"])
+    return FuzzResult(cases=sum(r["cases"] for r in results), seconds=sum(r["seconds"] for r in results),
+                      checked=tuple(sorted({i for r in results for i in r["checked"]})),
+                      not_applicable=tuple(sorted(set.intersection(*(set(r["not_applicable"]) for r in results)))),
+                      profiles=tuple(sorted({r["profile"] for r in results})),
+                      objective_gap=max((r["gap"] for r in results), key=len))
+
+
+def _policy_source(policy: PolicyLike, resolved: dict) -> str:
+    if isinstance(policy, str):
+        return repr(policy)
+    return repr(resolved)

@@ -1,0 +1,70 @@
+"""Policies (DESIGN §3): a preset name, a dict of keys, or a `Policy`; resolved and validated by the C++ core."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Union
+
+from . import _core
+
+
+class Policy(Mapping):
+    """A fully resolved packing policy: every key of DESIGN §3, read-only.
+
+        Policy("hf-flatten")                         # a preset
+        Policy("torchtune-packed", pad_id=99)        # a preset with keys over it
+        Policy({"preset": "reference", "eos_id": 2}) # the JSON form
+
+    Raises ValueError for an unknown preset or key, a value the key does not take, or keys that contradict
+    each other (the message names the key and what is allowed)."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, policy: Union[str, Mapping[str, Any], "Policy"] = "reference", **overrides: Any):
+        if isinstance(policy, Policy) and not overrides:
+            self._keys = dict(policy._keys)
+            return
+        if isinstance(policy, str):
+            spec: dict[str, Any] = {"preset": policy}
+        elif isinstance(policy, Mapping):
+            spec = dict(policy)
+        else:
+            raise TypeError(f"policy: expected a preset name, a dict of policy keys or a Policy, got {type(policy).__name__}")
+        spec.update(overrides)
+        self._keys = _core.resolve_policy(spec)
+
+    @property
+    def preset(self) -> str:
+        """The preset the policy starts from ("" for a policy written from scratch)."""
+        return self._keys.get("preset") or ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form handed to other tools: every key, canonical order."""
+        return dict(self._keys)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._keys[key]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"Policy({self._keys!r})"
+
+
+PolicyLike = Union[str, Mapping[str, Any], Policy]
+
+
+def resolve(policy: PolicyLike) -> dict[str, Any]:
+    """Any accepted form of a policy as its resolved dict."""
+    if isinstance(policy, Policy):
+        return policy.to_dict()
+    return Policy(policy).to_dict()
+
+
+def presets() -> dict[str, dict[str, Any]]:
+    """Every preset by name: {"system", "summary", "notes", "policy"} (the policy fully resolved)."""
+    return {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in _core.presets()}

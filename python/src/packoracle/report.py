@@ -1,0 +1,90 @@
+"""The result of a check: what `packoracle verify` prints, as an object."""
+
+from __future__ import annotations
+
+import html as _html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One violation: the invariant, where (step, micro_step, rank, row within its micro-batch, slot; -1 where
+    it concerns the whole row or step), what was expected and found, and the sentence that explains it."""
+
+    invariant: str
+    step: int
+    micro_step: int
+    rank: int
+    row: int
+    slot: int
+    expected: str
+    actual: str
+    message: str
+    file: str = ""
+    line: int = 0
+
+    def __str__(self) -> str:
+        where = f"step {self.step}"
+        if self.micro_step >= 0:
+            where += f", micro_step {self.micro_step}, rank {self.rank}"
+        if self.row >= 0:
+            where += f", row {self.row}"
+        if self.slot >= 0:
+            where += f", slot {self.slot}"
+        return f"{self.invariant} ({where}): {self.message}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What the kit found in a batch, a step or a dump.
+
+    - ``ok``: no violation; ``violations``: each with its invariant and place;
+    - ``str(report)``: exactly the text `packoracle verify` prints for the same records;
+    - ``to_json()``: the same facts as `packoracle verify --format json`;
+    - ``svg(row)``: the row drawn as `packoracle draw` draws it; ``html()``: the text and the drawings of the
+      rows with violations, for a notebook or a browser.
+    """
+
+    ok: bool
+    violations: tuple[Violation, ...]
+    text: str
+    json_text: str
+    # (step, row counted over the step's micro-batches in order) of each row with a violation, once each.
+    violation_rows: tuple[tuple[int, int], ...] = ()
+    _draw: Optional[Callable[[int, Optional[int]], str]] = field(default=None, repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as `packoracle verify --format json` gives it (a dict)."""
+        return json.loads(self.json_text)
+
+    def svg(self, row: int = 0, *, step: Optional[int] = None) -> str:
+        """Row `row` (counting the rows in order, micro-batches flattened; of step `step` only, if given) as the
+        SVG `packoracle draw` writes: the attention grid, the target marks, the cells that disagree."""
+        if self._draw is None:
+            raise ValueError("this report holds no records to draw")
+        return self._draw(row, step)
+
+    def html(self) -> str:
+        """The text report and, for each row with a violation, its drawing: one self-contained HTML page."""
+        parts = [f"<pre>{_html.escape(self.text)}</pre>"]
+        if self._draw is not None:
+            for step, row in self.violation_rows[:8]:
+                parts.append(f"<h3>step {step}, row {row}</h3>\n{self._draw(row, step)}")
+        return "<!doctype html><meta charset='utf-8'><title>packoracle report</title>\n" + "\n".join(parts)
+
+    def _repr_html_(self) -> str:  # Jupyter
+        return self.html()
+
+
+def report_from_core(result: dict, draw: Optional[Callable[[int, Optional[int]], str]] = None) -> Report:
+    violations = tuple(Violation(**v) for v in result["violations"])
+    return Report(ok=not violations, violations=violations, text=result["text"], json_text=result["json"],
+                  violation_rows=tuple(tuple(r) for r in result["violation_rows"]), _draw=draw)

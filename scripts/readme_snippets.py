@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Runs every Python snippet of a Markdown file (```python blocks) against the installed packoracle, each in a
+fresh temporary folder, so that the README's examples are checked as a user would run them.
+
+A block that defines a `test_` function is a pytest file: it is run with pytest. Any other block is a script,
+run with the interpreter. An HTML comment on the line before a block states what must happen instead of a
+pass:  <!-- snippet: fails "text" -->  (the run must fail, and its output must contain the text). A block
+after <!-- snippet: skip --> is not run (for fragments that need the user's own code); the count of skipped
+blocks is printed, and a block is never skipped silently.
+
+Usage: readme_snippets.py README.md   (exit 0 when every block behaves as stated)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+BLOCK = re.compile(r"(?:<!--\s*snippet:\s*(?P<directive>[^>]*?)\s*-->\s*\n)?```python\n(?P<code>.*?)```", re.S)
+
+
+def snippets(markdown: str):
+    for match in BLOCK.finditer(markdown):
+        line = markdown.count("\n", 0, match.start("code"))
+        yield line, (match.group("directive") or "").strip(), match.group("code")
+
+
+def run(code: str, directory: str) -> subprocess.CompletedProcess:
+    if re.search(r"^def test_", code, re.M):
+        path = os.path.join(directory, "test_snippet.py")
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path]
+    else:
+        path = os.path.join(directory, "snippet.py")
+        command = [sys.executable, path]
+    with open(path, "w") as f:
+        f.write(code)
+    return subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=600)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    markdown_path = argv[1]
+    with open(markdown_path) as f:
+        markdown = f.read()
+    failures = ran = skipped = 0
+    for line, directive, code in snippets(markdown):
+        where = f"{markdown_path}:{line}"
+        if directive == "skip":
+            skipped += 1
+            print(f"{where}: skipped (<!-- snippet: skip -->)")
+            continue
+        expect = re.fullmatch(r'fails\s+"(?P<text>[^"]*)"', directive) if directive else None
+        if directive and not expect:
+            print(f"{where}: unknown snippet directive {directive!r}", file=sys.stderr)
+            failures += 1
+            continue
+        ran += 1
+        with tempfile.TemporaryDirectory() as directory:
+            result = run(code, directory)
+        output = result.stdout + result.stderr
+        if expect:
+            ok = result.returncode != 0 and expect.group("text") in output
+            what = f"fails with {expect.group('text')!r}"
+        else:
+            ok = result.returncode == 0
+            what = "passes"
+        print(f"{where}: {'ok' if ok else 'FAILED'} ({what})")
+        if not ok:
+            failures += 1
+            print(output[-4000:], file=sys.stderr)
+    print(f"{ran} snippet(s) run, {skipped} skipped, {failures} failed")
+    if ran == 0:
+        print(f"{markdown_path}: no Python snippet found", file=sys.stderr)
+        return 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
