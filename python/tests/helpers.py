@@ -8,8 +8,8 @@ import unittest
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_ROOT = os.path.dirname(PYTHON_DIR)
-# The read-only references sit beside the repository: ../shared/reference/realpack from its root.
-REALPACK = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "reference", "realpack"))
+# What the real systems returned (fixtures/realpack, part of the repository).
+REALPACK = os.path.join(REPO_ROOT, "fixtures", "realpack")
 CANDIDATES = os.path.join(PYTHON_DIR, "candidates")
 TOOLS = os.path.join(PYTHON_DIR, "tools")
 # ctest passes the binary it built; run by hand, the tests use the default build directory.
@@ -19,8 +19,8 @@ if PYTHON_DIR not in sys.path:
     sys.path.insert(0, PYTHON_DIR)
 
 def needs_realpack(test):
-    """Marks a test (a method or a whole TestCase class) that reads ../shared/reference/realpack: without it
-    the test fails, never skips."""
+    """Marks a test (a method or a whole TestCase class) that reads fixtures/realpack: without it the test
+    fails, never skips."""
     import functools
 
     if isinstance(test, type):
@@ -32,7 +32,8 @@ def needs_realpack(test):
     @functools.wraps(test)
     def wrapper(*args, **kwargs):
         if not os.path.isdir(REALPACK):
-            raise AssertionError(f"no realpack at {REALPACK}: the tests need ../shared/ beside the repository")
+            raise AssertionError(f"no realpack at {REALPACK}: fixtures/realpack is part of the repository; "
+                                 "restore it (git checkout -- fixtures/realpack)")
         return test(*args, **kwargs)
     return wrapper
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Converts every realpack run (../shared/reference/realpack: what HF transformers, TRL, torchtune, Megatron-LM and
+"""Converts every realpack run (fixtures/realpack: what HF transformers, TRL, torchtune, Megatron-LM and
 llm.c really returned on two inputs) into a packed-batch JSON Lines dump, one file per run, and prints a
 markdown table: run -> declared preset -> the verdict `packoracle verify` should give, and why.
 
@@ -29,7 +29,7 @@ from packoracle.dump import (PRESETS, DocumentSequence, DumpWriter, from_hf_flat
                              from_trl_padding_free)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-DEFAULT_REALPACK = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "reference", "realpack"))
+DEFAULT_REALPACK = os.path.join(REPO_ROOT, "fixtures", "realpack")
 
 WHY_SHUFFLED = (" The windows come in the system's shuffled order: coverage must follow each document's "
                 "offsets, not row order.")
