@@ -39,6 +39,20 @@ void BindPolicies(nb::module_& m) {
       },
       nb::arg("documents"), nb::arg("policy"),
       "The documents as the packer places them: the policy's delimiters added, every token's supervision filled in.");
+  m.def(
+      "read_microbatches",
+      [](nb::handle microbatches) {
+        std::int64_t slots = 0;
+        std::size_t k = 0;
+        for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
+          for (const auto& row : MicrobatchFromPython(mb, "microbatches[" + std::to_string(k++) + "]").rows)
+            slots += static_cast<std::int64_t>(row.input_ids.size());
+        }
+        return slots;
+      },
+      nb::arg("microbatches"),
+      "Reads canonical micro-batches as the checks read them and returns their slot count: the conversion alone "
+      "(bench/python times the binding's own cost with it).");
 }
 
 }  // namespace packoracle::python

@@ -1,0 +1,140 @@
+"""packoracle.check_batch / check_step on the arrays users hold: verdicts, the report, bad input."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import packoracle
+from packoracle.dump import DumpWriter, document_record
+from tests.helpers import PACKORACLE
+
+DOCS = {"a": [11, 12, 13], "b": [21, 22, 23, 24, 25, 26]}
+
+
+def flattened(docs, *, reset_positions=True):
+    """One row as HF's DataCollatorWithFlattening writes it (hf-flatten)."""
+    ids, labels, positions, cu = [], [], [], [0]
+    for doc in docs.values():
+        positions += range(len(doc)) if reset_positions else range(len(ids), len(ids) + len(doc))
+        ids += doc
+        labels += [-100] + doc[1:]
+        cu.append(len(ids))
+    return {"input_ids": np.array([ids]), "labels": np.array([labels]), "position_ids": np.array([positions]),
+            "cu_seq_lens_q": np.array(cu, dtype=np.int32)}
+
+
+def test_a_correct_batch_is_clean():
+    report = packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten")
+    assert report.ok and not report.violations
+    assert "verdict: clean" in str(report)
+    assert report.to_json()["totals"]["valid_targets"] == 7  # 2 + 5 shifted targets, the boundary excluded
+
+
+def test_positions_that_never_reset_are_caught_where_they_go_wrong():
+    report = packoracle.check_batch(flattened(DOCS, reset_positions=False), DOCS, "hf-flatten")
+    assert not report.ok
+    first = report.violations[0]
+    assert (first.invariant, first.step, first.micro_step, first.rank, first.row) == ("positions", 0, 0, 0, 0)
+    assert first.slot == 3  # the first token of b
+    assert "positions" in str(report) and "verdict: 1 violation(s)" in str(report)
+
+
+def test_every_array_form_gives_the_same_report():
+    batch = flattened(DOCS)
+    as_lists = {k: v.tolist() for k, v in batch.items()}
+    flat_rows = {k: (v[0] if v.ndim == 2 else v) for k, v in batch.items()}
+    int32 = {k: v.astype(np.int32) for k, v in batch.items()}
+    texts = {str(packoracle.check_batch(b, DOCS, "hf-flatten")) for b in (batch, as_lists, flat_rows, int32)}
+    assert len(texts) == 1
+
+
+def test_torch_tensors_are_read_in_place():
+    torch = pytest.importorskip("torch")
+    batch = {k: torch.from_numpy(v) for k, v in flattened(DOCS, reset_positions=False).items()}
+    report = packoracle.check_batch(batch, {k: torch.tensor(v) for k, v in DOCS.items()}, "hf-flatten")
+    assert [v.invariant for v in report.violations][:1] == ["positions"]
+
+
+def test_the_text_is_the_command_lines(tmp_path):
+    """str(report) is what `packoracle verify` prints for the same records written as a dump."""
+    batch = flattened(DOCS, reset_positions=False)
+    report = packoracle.check_batch(batch, DOCS, "hf-flatten")
+    dump = tmp_path / "batch.jsonl"
+    spans = [{"doc_uid": "a", "start": 0, "length": 3, "doc_offset": 0},
+             {"doc_uid": "b", "start": 3, "length": 6, "doc_offset": 0}]
+    with DumpWriter(str(dump)) as w:
+        w.header(system="python", component="batch", policy=packoracle.Policy("hf-flatten").to_dict())
+        w.documents([packoracle.Document(uid, tokens) for uid, tokens in DOCS.items()])
+        w.write({"record": "microbatch", "step": 0, "micro_step": 0, "rank": 0, "rows": [
+            {"input_ids": batch["input_ids"][0].tolist(), "labels": batch["labels"][0].tolist(),
+             "position_ids": batch["position_ids"][0].tolist(), "cu_seqlens": batch["cu_seq_lens_q"].tolist(),
+             "doc_spans": spans}]})
+    cli = subprocess.run([PACKORACLE, "verify", str(dump)], capture_output=True, text=True)
+    assert cli.returncode == 1, cli.stderr
+    assert str(report) == cli.stdout.replace(str(dump), "batch")
+
+
+def test_check_step_checks_the_denominator_over_the_step():
+    docs = {"a": [11, 12, 13], "b": [21, 22, 23, 24, 25, 26]}
+    one = flattened({"a": docs["a"]})
+    two = flattened({"b": docs["b"]})
+    # Each micro-batch divides by its own count (2 and 5): a mean of micro-batch means, not the step's 7.
+    step = [dict(one, micro_step=0, producer={"loss_sum": 4.0, "denominator": 2, "denominator_scope": "global"}),
+            dict(two, micro_step=1, producer={"loss_sum": 5.0, "denominator": 5, "denominator_scope": "global"})]
+    report = packoracle.check_step(step, docs, "hf-flatten")
+    assert not report.ok
+    assert {v.invariant for v in report.violations} == {"denominator"}
+    good = [dict(m, producer=dict(m["producer"], denominator=7)) for m in step]
+    assert packoracle.check_step(good, docs, "hf-flatten").ok
+
+
+def test_svg_draws_the_row():
+    report = packoracle.check_batch(flattened(DOCS, reset_positions=False), DOCS, "hf-flatten")
+    svg = report.svg(0)
+    assert svg.startswith("<svg") and 'data-row="0"' in svg and 'data-slots="9"' in svg
+    assert "<svg" in report.html()
+
+
+@pytest.mark.parametrize("change, error, words", [
+    (lambda b: b.update(labels=b["labels"][:, :-1]), ValueError, "labels"),
+    (lambda b: b.update(input_ids=b["input_ids"].astype(np.float32)), TypeError, "input_ids"),
+    (lambda b: b.update(pixel_values=np.zeros(3)), ValueError, "pixel_values"),
+    (lambda b: b.update(position_ids=[[0, 1], [0, 1, 2]]), ValueError, "position_ids"),
+    (lambda b: b.pop("labels"), ValueError, "labels"),
+    (lambda b: b.update(attention_mask=np.ones((1, 1, 9, 9))), ValueError, "attention_mask"),
+])
+def test_bad_input_is_an_exception_that_names_the_field(change, error, words):
+    batch = flattened(DOCS)
+    change(batch)
+    with pytest.raises(error, match=words):
+        packoracle.check_batch(batch, DOCS, "hf-flatten")
+
+
+def test_bad_policies_and_documents_name_what_is_wrong():
+    with pytest.raises(ValueError, match="lable_alignment"):
+        packoracle.check_batch(flattened(DOCS), DOCS, {"preset": "hf-flatten", "lable_alignment": "aligned"})
+    with pytest.raises(ValueError, match="no-such-preset"):
+        packoracle.Policy("no-such-preset")
+    with pytest.raises(TypeError, match="tokens"):
+        packoracle.check_batch(flattened(DOCS), {"a": [1.5, 2.5]}, "hf-flatten")
+
+
+def test_verify_and_draw_are_the_commands(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    clean = os.path.join(root, "examples", "dumps", "hf_flatten_clean.jsonl")
+    buggy = os.path.join(root, "examples", "dumps", "megatron_training_copy_buggy.jsonl")
+    assert packoracle.verify(clean).ok
+    report = packoracle.verify(buggy)
+    assert not report.ok and "expected [0 1 2 3 0 1 2 3], actual [0 1 2 3 4 5 6 7]" in str(report)
+    cli = subprocess.run([PACKORACLE, "verify", buggy], capture_output=True, text=True)
+    assert str(report) == cli.stdout
+    assert json.loads(subprocess.run([PACKORACLE, "verify", "--format", "json", buggy], capture_output=True,
+                                     text=True).stdout) == report.to_json()
+    drawing = packoracle.draw(clean, row=0, svg=tmp_path / "row.svg")
+    assert "every target and weight agrees with the oracle" in str(drawing)
+    assert (tmp_path / "row.svg").read_text() == drawing.svg
+    with pytest.raises(ValueError, match="nonexistent"):
+        packoracle.verify(tmp_path / "nonexistent.jsonl")
