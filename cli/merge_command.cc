@@ -10,9 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "packoracle/oracle/error.h"
-#include "summary.h"
+#include "packoracle/jobs/summary.h"
 
 namespace packoracle::cli {
+
+using jobs::ReadSummary;
+using jobs::Summary;
+using jobs::SummaryEntry;
 namespace {
 
 using Json = nlohmann::ordered_json;

@@ -1,11 +1,11 @@
-#include "summary.h"
+#include "packoracle/jobs/summary.h"
 
 #include <fstream>
 #include <map>
 
 #include "packoracle/oracle.h"
 
-namespace packoracle::cli {
+namespace packoracle::jobs {
 namespace {
 
 using Json = nlohmann::json;
@@ -226,4 +226,4 @@ Summary ReadSummary(const std::string& path) {
   return SummaryFromJson(j, path);
 }
 
-}  // namespace packoracle::cli
+}  // namespace packoracle::jobs

@@ -1,4 +1,5 @@
-// `packoracle verify --summary FILE`: a per-rank summary of an audit, for `packoracle merge`.
+// `packoracle verify --summary FILE` (VerifyOptions::summary): a per-rank summary of an audit, for
+// `packoracle merge`.
 //
 // A data-parallel run is audited rank by rank (one verify per rank's dump, in parallel: a CI matrix, a Slurm
 // array); each verify writes what it saw per step and rank into a summary, and `packoracle merge` then checks
@@ -30,7 +31,7 @@
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/properties/invariants.h"
 
-namespace packoracle::cli {
+namespace packoracle::jobs {
 
 struct SummaryMicrobatch {
   std::int64_t micro_step = 0;
@@ -83,4 +84,4 @@ nlohmann::ordered_json SummaryToJson(const Summary& summary);
 Summary SummaryFromJson(const nlohmann::json& json, const std::string& path);
 Summary ReadSummary(const std::string& path);
 
-}  // namespace packoracle::cli
+}  // namespace packoracle::jobs

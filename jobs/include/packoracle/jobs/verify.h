@@ -1,0 +1,100 @@
+// The audit of packed-batch dumps (`packoracle verify`, DESIGN §5, §7) as a library call.
+//
+//   jobs::VerifyOptions options;
+//   options.files = {"rank0.jsonl", "rank1.jsonl"};
+//   options.preset = "torchtune-packed";
+//   const jobs::AuditResult result = jobs::VerifyFiles(options);
+//   std::cout << jobs::RenderAuditText(result, options.max_violations);   // what `packoracle verify` prints
+//
+// Records built in memory go through the same code (and give the same text) with VerifyReaders and a
+// fastcheck::MemoryRecordReader per source. Unusable input (a file that cannot be read, records out of step
+// order, a policy that does not parse) throws InputError naming the source, the line and the field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::jobs {
+
+struct VerifyOptions {
+  std::vector<std::string> files;  // packed-batch .jsonl files (VerifyFiles only)
+  // The policy the audit requires, instead of the one the headers declare: a preset name, a JSON policy file
+  // (a preset and/or keys), or a Policy object; at most one of the three.
+  std::string preset;
+  std::string policy_file;
+  std::optional<Policy> required_policy;
+  std::int64_t row_length = 0;  // L; 0: the longest row of each step
+  int max_violations = 20;      // violations printed in full by RenderAuditText (all are counted)
+  bool partial = false;         // the dump stops mid-run: documents unfinished at its end are not violations
+  bool decoder = false;         // also run packing_invariance (the tiny decoder: O(L²) per row, off for speed)
+  bool oracle = false;          // the slow path only: nlohmann-json reader (files), CheckCase on every step
+  std::string summary;          // write a per-rank summary (JSON) here, for `packoracle merge` (summary.h)
+};
+
+// One violation, located in its source. Coverage findings of a whole document may lack a step (-1), a
+// micro-batch (micro_step and rank -1), a row or a slot (-1); a document record in no row has line 0.
+struct AuditViolation {
+  std::string file;  // the source's name: the file path, or a MemoryRecordReader's name
+  std::int64_t line = 0;  // the micro-batch record's line (in memory: its index + 1, unless the caller set it)
+  std::int64_t step = -1, micro_step = -1, rank = -1;
+  std::int64_t row = -1;  // within its micro-batch
+  std::int64_t slot = -1;
+  Invariant invariant = Invariant::kShape;
+  std::string message;  // the sentence
+  std::string expected, actual;
+  std::string drawing;  // the row around the violation (the first violation of each row only), or ""
+};
+
+// What one optimizer step held and counted.
+struct StepSummary {
+  std::int64_t step = 0;
+  std::int64_t microbatches = 0, rows = 0, slots = 0, tokens = 0;
+  double valid_targets = 0;
+  std::optional<double> declared_objective, token_mean;
+  std::vector<double> reported_denominators;  // the producers', in micro_step, rank order
+};
+
+struct AuditTotals {
+  std::int64_t records = 0;  // records read after the headers
+  std::int64_t rows = 0, slots = 0, tokens = 0;
+  double valid_targets = 0;
+  double utilization = 0;      // tokens / slots
+  std::int64_t documents = 0;  // document records read
+};
+
+struct AuditResult {
+  int exit_code = 0;               // 0 clean, 1 violations (unusable input throws instead)
+  std::vector<std::string> files;  // the sources' names, in the order given
+  Policy declared_policy;          // the headers'
+  Policy required_policy;          // what the audit checked against (the declared one unless required)
+  std::vector<std::string> policy_differences;  // "key: declared X, required Y", key by key
+  std::vector<AuditViolation> violations;
+  std::vector<StepSummary> steps;
+  AuditTotals totals;
+
+  bool clean() const { return violations.empty(); }
+  std::map<std::string, int> ViolationsPerInvariant() const;  // by invariant name
+};
+
+// Audits the files of options.files (one per rank, or ranks mixed), each read with the fast reader (or the
+// nlohmann-json one under options.oracle).
+AuditResult VerifyFiles(const VerifyOptions& options);
+
+// Audits records from any readers (one per source, each starting with its header; options.files is not
+// read): the same checks, results and text as VerifyFiles.
+AuditResult VerifyReaders(std::vector<std::unique_ptr<fastcheck::RecordReader>> sources, const VerifyOptions& options);
+
+// What `packoracle verify` prints, byte for byte: the text for people (the first `max_violations` violations
+// in full), or --format json. Both end with a newline.
+std::string RenderAuditText(const AuditResult& result, int max_violations);
+std::string RenderAuditJson(const AuditResult& result);
+
+}  // namespace packoracle::jobs

@@ -1,0 +1,543 @@
+// The audit (verify.h): the dump's micro-batches are replayed, step by step, through the same checks as a
+// generated case (CheckCase in dump mode: documents with their delimiters, partial coverage, the producer's
+// loss sums taken as given), and each document's pieces are followed across steps.
+//
+// By default the dump is read with simdjson and each step checked by the fast verifier (fastcheck/); a step
+// it does not pass is re-run through CheckCase, which writes the report. --oracle uses CheckCase only.
+// Memory stays bounded: a document is kept only while pieces of it may still come.
+#include "packoracle/jobs/verify.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/fastcheck/step_check.h"
+#include "packoracle/interchange/packed_batch.h"
+#include "packoracle/interchange/policy_json.h"
+#include "packoracle/jobs/summary.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::jobs {
+namespace {
+
+// Replays one step's dumped micro-batches as a packer's answer.
+struct Replay {
+  std::vector<CandidateMicrobatch> microbatches;
+  PackResult Pack(const PackRequest&) {
+    PackResult r;
+    r.microbatches = microbatches;
+    return r;
+  }
+};
+
+// One file, read a record ahead.
+struct Source {
+  std::unique_ptr<fastcheck::RecordReader> reader;
+  HeaderRecord header;
+  std::optional<MicrobatchRecord> next;  // the next micro-batch, not yet used
+  bool done = false;
+  PackedBatchRecord scratch;             // what the reader reads into (its storage is reused)
+};
+
+struct Where {
+  std::string file;
+  std::int64_t line;
+  std::int64_t step, micro_step, rank;
+};
+
+AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, const Violation& v,
+                       std::string drawing) {
+  return {where.file, where.line, where.step, where.micro_step, where.rank, row, slot, v.invariant, v.sentence,
+          v.expected, v.actual, std::move(drawing)};
+}
+
+// Opens source k of the audit (0 <= k < count). Sources open one after another, each reading its header
+// before the next opens, so that the first unusable one is the one reported.
+struct SourceOpener {
+  std::size_t count = 0;
+  std::function<std::unique_ptr<fastcheck::RecordReader>(std::size_t)> open;
+};
+
+class Verifier {
+ public:
+  Verifier(const VerifyOptions& options, SourceOpener opener) : options_(options), opener_(std::move(opener)) {}
+  AuditResult Run();
+
+ private:
+  void Open();
+  std::optional<Policy> RequiredPolicy() const;
+  const std::string& FirstSource() const { return sources_.front().reader->path(); }
+  void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
+  void CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& microbatches);
+  void FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
+  void CheckTiling();
+  std::string Draw(const CaseResult& result, std::int64_t flat_row) const;
+  AuditResult Result();
+
+  const VerifyOptions& options_;
+  SourceOpener opener_;
+  std::vector<Source> sources_;
+  std::vector<std::string> names_;  // the sources' (file paths, or in-memory names)
+  Policy declared_, policy_;
+  std::vector<std::string> policy_differences_;
+  std::map<std::string, Document> documents_;
+  std::vector<AuditViolation> findings_;
+  std::vector<StepSummary> steps_;
+  // Every piece of every document, over the whole dump (small: five numbers a piece).
+  struct Piece {
+    std::int64_t offset, length;
+    Where where;
+    std::int64_t row, slot;
+  };
+  std::map<std::string, std::vector<Piece>> pieces_;
+  void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size);
+  void RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
+  bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
+                     const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary);
+  fastcheck::FastStepChecker fast_;
+  std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
+  std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
+  std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
+  std::unordered_set<std::string> retired_;   // documents whose pieces tiled them (uids only: small)
+  std::int64_t dp_world_size_ = 1;
+  std::int64_t records_ = 0;
+  std::unique_ptr<SummaryCollector> summary_;  // --summary
+};
+
+// The policy options_ require instead of the declared one, if any.
+std::optional<Policy> Verifier::RequiredPolicy() const {
+  if (options_.required_policy) return options_.required_policy;
+  if (!options_.preset.empty()) return FindPreset(options_.preset).policy;
+  if (options_.policy_file.empty()) return std::nullopt;
+  std::ifstream in(options_.policy_file);
+  if (!in) throw InputError(options_.policy_file + ": cannot open the policy file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {  // out_of_range too: a number beyond double
+    throw InputError(options_.policy_file + ": not JSON (" + e.what() + ")");
+  }
+  return PolicyFromJson(j, options_.policy_file);
+}
+
+void Verifier::Open() {
+  for (std::size_t k = 0; k < opener_.count; ++k) {
+    Source s;
+    s.reader = opener_.open(k);
+    if (!s.reader) throw InputError("source " + std::to_string(k) + " is no reader (null)");
+    auto first = s.reader->Next();
+    s.header = std::get<HeaderRecord>(*first);  // the reader guarantees the header comes first
+    names_.push_back(s.reader->path());
+    sources_.push_back(std::move(s));
+  }
+  declared_ = sources_.front().header.policy;
+  dp_world_size_ = sources_.front().header.dp_world_size;
+  for (std::size_t k = 1; k < sources_.size(); ++k) {
+    if (sources_[k].header.policy != declared_) {
+      throw InputError(names_[k] + ": its header declares a different policy than " + names_[0] +
+                       " (all files of one audit are one run)");
+    }
+  }
+  policy_ = declared_;
+  if (auto required = RequiredPolicy()) {
+    policy_ = *required;
+    // What the dump declares and what the audit requires may differ: say how, key by key.
+    const auto have = PolicyKeyValues(declared_);
+    const auto want = PolicyKeyValues(policy_);
+    for (std::size_t k = 1; k < have.size(); ++k) {
+      if (have[k].second != want[k].second) {
+        policy_differences_.push_back(have[k].first + ": declared " + ToString(have[k].second) + ", required " +
+                                      ToString(want[k].second));
+      }
+    }
+  }
+  if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(names_, sources_.front().header, policy_);
+}
+
+void Verifier::Advance(Source& s) {
+  s.next.reset();
+  for (;;) {
+    // A micro-batch record already checked lends its storage to the next one: no allocation per row.
+    // (A document line keeps it aside in the reader for the micro-batch line that follows.)
+    auto* held = std::get_if<MicrobatchRecord>(&s.scratch);
+    if ((!held || held->microbatch.rows.empty()) && !spare_.empty()) {
+      s.scratch = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (!s.reader->Next(s.scratch)) break;
+    auto* record = &s.scratch;
+    ++records_;
+    if (auto* d = std::get_if<DocumentRecord>(&*record)) {
+      if (retired_.count(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
+      if (documents_.insert_or_assign(d->document.uid, std::move(d->document)).second) ++documents_seen_;
+    } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
+      s.next = std::move(*m);
+      return;
+    }
+  }
+  s.done = true;
+}
+
+std::string Verifier::Draw(const CaseResult& result, std::int64_t flat_row) const {
+  if (!result.oracle || flat_row < 0 || flat_row >= static_cast<std::int64_t>(result.oracle->rows.size())) return "";
+  const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(flat_row)];
+  const CandidateRow* got = nullptr;
+  std::int64_t k = 0;
+  for (const auto& mb : result.packed->microbatches)
+    for (const auto& row : mb.rows)
+      if (k++ == flat_row) got = &row;
+  std::vector<DecodedTarget> decoded;
+  try {
+    decoded = DecodeTargets(got->labels, got->loss_mask ? &*got->loss_mask : nullptr, policy_);
+  } catch (const InputError&) {
+  }
+  std::ostringstream os;
+  const std::size_t n = std::min<std::size_t>(want.slots.size(), 32);
+  auto cell = [](const std::string& s) { return std::string(s.size() < 5 ? 5 - s.size() : 1, ' ') + s; };
+  os << "      slot     ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(i));
+  os << "\n      input    ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(got->input_ids[i]));
+  os << "\n      document ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const Slot& s = want.slots[i];
+    os << cell(s.is_pad() ? "." : result.oracle->documents[static_cast<std::size_t>(s.doc)].uid);
+  }
+  os << "\n      target   ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& p = want.predictions[i];
+    os << cell(p.weight > 0 ? std::to_string(p.target) : "-");
+  }
+  if (decoded.size() == want.predictions.size()) {
+    os << "\n      dumped   ";
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& p = want.predictions[i];
+      const bool bad = decoded[i].weight != p.weight || (p.weight > 0 && decoded[i].target != p.target);
+      os << cell((decoded[i].weight > 0 ? std::to_string(decoded[i].target) : "-") + (bad ? "!" : ""));
+    }
+  }
+  if (want.slots.size() > n) os << "  …";
+  os << "\n";
+  return os.str();
+}
+
+void Verifier::FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  for (const auto& [m, file] : mbs) {
+    for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
+      for (const auto& span : m.microbatch.rows[r].doc_spans) {
+        pieces_[span.doc_uid].push_back(
+            {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
+             static_cast<std::int64_t>(r), span.start});
+      }
+    }
+  }
+}
+
+// Every document's pieces over the whole dump tile its tokens exactly once. Order across rows and steps is
+// not required (samplers shuffle packs and windows); a gap is a dropped token, an overlap a repeated one.
+void Verifier::CheckTiling() {
+  // A document record whose document is in no row was dropped (unless the dump stops mid-run).
+  const bool stream_drops_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+  if (!options_.partial && !stream_drops_tail) {
+    for (const auto& [uid, doc] : documents_) {
+      if (pieces_.count(uid) || doc.tokens.empty()) continue;
+      Violation v;
+      v.invariant = Invariant::kCoverage;
+      v.sentence = "document '" + uid + "' (" + std::to_string(doc.tokens.size()) + " token" +
+                   (doc.tokens.size() == 1 ? "" : "s") +
+                   ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
+      findings_.push_back(Finding({FirstSource(), 0, -1, -1, -1}, -1, -1, v, ""));
+    }
+  }
+  for (auto& [uid, list] : pieces_) {
+    auto doc = documents_.find(uid);
+    if (doc == documents_.end()) continue;  // reported by the step's coverage check
+    TileDocument(uid, list, static_cast<std::int64_t>(doc->second.tokens.size()));
+  }
+}
+
+// One document's pieces against its tokens: gaps, overlaps and (unless the dump may stop early) a missing
+// tail become coverage findings.
+void Verifier::TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size) {
+  std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
+  // stream's last token is only a row-end target.
+  const bool skips = policy_.stream_stride == StreamStride::kLPlus1;
+  std::int64_t next = 0;
+  for (const Piece& p : list) {
+    if (skips && p.offset == next + 1) next = p.offset;
+    if (p.offset != next) {
+      Violation v;
+      v.invariant = Invariant::kCoverage;
+      v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
+                   std::to_string(std::max(p.offset, next)) + ") " +
+                   (p.offset > next ? "are in no row of the dump" : "are packed twice");
+      v.expected = "token " + std::to_string(next);
+      v.actual = "token " + std::to_string(p.offset);
+      findings_.push_back(Finding(p.where, p.row, p.slot, v, ""));
+    }
+    next = std::max(next, p.offset + p.length);
+  }
+  const bool truncation = policy_.overflow == Overflow::kTruncate;
+  const bool dropped_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
+  const bool last_is_target = (policy_.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
+  if (next < size && !options_.partial && !truncation && !dropped_tail && !last_is_target) {
+    Violation v;
+    v.invariant = Invariant::kCoverage;
+    v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
+                 ") are in no row of the dump (--partial if the dump stops mid-run)";
+    v.expected = std::to_string(size) + " tokens";
+    v.actual = std::to_string(next);
+    findings_.push_back(Finding(list.back().where, list.back().row, -1, v, ""));
+  }
+}
+
+// Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
+// is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
+// known), so they are forgotten. This keeps verify's memory to the documents still in flight.
+void Verifier::RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  for (const auto& [m, file] : mbs) {
+    for (const auto& row : m.microbatch.rows) {
+      for (const auto& span : row.doc_spans) {
+        auto doc = documents_.find(span.doc_uid);
+        auto list = pieces_.find(span.doc_uid);
+        if (doc == documents_.end() || list == pieces_.end()) continue;
+        const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
+        std::int64_t covered = 0;
+        for (const Piece& p : list->second) covered += p.length;
+        if (covered != size) continue;  // cheap test first; the sort below only when it may be complete
+        auto& pieces = list->second;
+        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+        std::int64_t next = 0;
+        bool exact = true;
+        for (const Piece& p : pieces) {
+          exact = exact && p.offset == next;
+          next = p.offset + p.length;
+        }
+        if (!exact) continue;  // left for CheckTiling at the end, which reports it
+        retired_.insert(doc->first);
+        pieces_.erase(list);
+        documents_.erase(doc);
+      }
+    }
+  }
+}
+
+// The fast verifier on one step; true when it passes (the summary is then complete). Anything else (a
+// violation, a case it defers, a document CheckCase would refuse) goes to CheckCase for the report.
+bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
+                             const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary) {
+  try {
+    ValidatePolicy(request.policy);
+    // The step's known documents in uid order, as CheckCase receives them (request.documents).
+    std::size_t k = 0;
+    for (const auto& uid : uids) {
+      auto it = documents_.find(uid);
+      if (it == documents_.end()) continue;
+      if (k == effective_.size()) effective_.emplace_back();
+      effective_[k++] = Effective(it->second, request.policy, Delimiters::kIncluded);
+    }
+    effective_.resize(k);
+  } catch (const InputError&) {
+    return false;  // CheckCase throws the same error
+  }
+  fastcheck::StepDocuments docs;
+  for (const auto& d : effective_) docs.docs.push_back(&d);
+  docs.Index();
+  fastcheck::StepInput in;
+  in.policy = &request.policy;
+  in.row_length = request.row_length;
+  in.dp_world_size = request.dp_world_size;
+  for (const auto& [m, file] : mbs) in.microbatches.push_back(&m.microbatch);
+  in.documents = &docs;
+  in.options = DumpStepOptions();
+  const fastcheck::StepVerdict& v = fast_.Check(in);
+  if (v.outcome != fastcheck::Outcome::kPassed) return false;
+  summary.valid_targets = v.valid_targets;
+  summary.declared_objective = v.declared_objective;
+  summary.token_mean = v.token_mean;
+  steps_.push_back(summary);
+  return true;
+}
+
+void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+  std::stable_sort(mbs.begin(), mbs.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.first.microbatch.micro_step, a.first.microbatch.rank) <
+           std::make_pair(b.first.microbatch.micro_step, b.first.microbatch.rank);
+  });
+  StepSummary summary;
+  summary.step = step;
+  Replay replay;
+  std::set<std::string> uids;
+  std::int64_t longest = 0;
+  for (const auto& [m, file] : mbs) {
+    ++summary.microbatches;
+    if (m.microbatch.producer) summary.reported_denominators.push_back(m.microbatch.producer->denominator);
+    for (const auto& row : m.microbatch.rows) {
+      ++summary.rows;
+      summary.slots += static_cast<std::int64_t>(row.input_ids.size());
+      longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(row.input_ids.size()));
+      for (const auto& span : row.doc_spans) {
+        uids.insert(span.doc_uid);
+        summary.tokens += span.length;
+      }
+    }
+  }
+  FollowPieces(step, mbs);
+
+  PackRequest request;
+  request.id = step;
+  request.row_length = options_.row_length > 0 ? options_.row_length : std::max<std::int64_t>(1, longest);
+  request.dp_world_size = dp_world_size_;
+  request.policy = policy_;
+  request.delimiters = Delimiters::kIncluded;
+  // The fast verifier has no decoder and writes no per-rank summary: with --decoder or --summary every step
+  // goes through CheckCase.
+  if (!options_.oracle && !options_.decoder && !summary_ && CheckStepFast(request, uids, mbs, summary)) return;
+  for (const auto& uid : uids) {
+    auto it = documents_.find(uid);
+    if (it != documents_.end()) request.documents.push_back(it->second);
+  }
+  for (const auto& [m, file] : mbs) replay.microbatches.push_back(m.microbatch);
+  CheckOptions check = DumpStepOptions();
+  // The decoder costs O(L²) per row (about 18 ms at L = 2048): 25× slower audits, so it runs on request only.
+  check.packing_invariance = options_.decoder;
+  std::set<std::int64_t> ranks;
+  for (const auto& [m, file] : mbs) ranks.insert(m.microbatch.rank);
+  check.partial_ranks = static_cast<std::int64_t>(ranks.size()) < dp_world_size_;  // one rank's dump: see merge
+  Candidate candidate = MakeCandidate("dump", std::move(replay));
+  const CaseResult result = CheckCase(candidate, request, check);
+
+  if (result.oracle) {
+    for (const auto& row : result.oracle->rows)
+      for (const auto& p : row.predictions) summary.valid_targets += p.weight;
+  }
+  summary.declared_objective = result.declared_objective;
+  summary.token_mean = result.token_mean;
+  steps_.push_back(summary);
+  if (summary_) summary_->AddStep(step, mbs, result);
+
+  // Map each violation's flat row back to its micro-batch and file.
+  std::set<std::int64_t> drawn;
+  for (const auto& v : result.violations) {
+    std::int64_t flat = v.row, mb = -1, row_in_mb = -1;
+    if (flat >= 0) {
+      std::int64_t k = 0;
+      for (std::size_t m = 0; m < mbs.size() && mb < 0; ++m) {
+        const auto n = static_cast<std::int64_t>(mbs[m].first.microbatch.rows.size());
+        if (flat < k + n) {
+          mb = static_cast<std::int64_t>(m);
+          row_in_mb = flat - k;
+        }
+        k += n;
+      }
+    }
+    const auto& [m, file] = mbs[static_cast<std::size_t>(std::max<std::int64_t>(mb, 0))];
+    Where where{file, m.line, step, mb >= 0 ? m.microbatch.micro_step : -1, mb >= 0 ? m.microbatch.rank : -1};
+    std::string drawing;
+    if (flat >= 0 && drawn.insert(flat).second) drawing = Draw(result, flat);
+    findings_.push_back(Finding(where, row_in_mb, v.slot, v, drawing));
+  }
+}
+
+AuditResult Verifier::Run() {
+  Open();
+  for (auto& s : sources_) Advance(s);
+  for (;;) {
+    std::optional<std::int64_t> step;
+    for (const auto& s : sources_)
+      if (s.next && (!step || s.next->microbatch.step < *step)) step = s.next->microbatch.step;
+    if (!step) break;
+    std::vector<std::pair<MicrobatchRecord, std::string>> mbs;
+    for (auto& s : sources_) {
+      while (s.next && s.next->microbatch.step == *step) {
+        mbs.push_back({std::move(*s.next), s.reader->path()});
+        Advance(s);
+      }
+      if (s.next && s.next->microbatch.step < *step) {
+        throw InputError(s.reader->path() + ":" + std::to_string(s.next->line) + ": microbatch record: step " +
+                         std::to_string(s.next->microbatch.step) + " comes after step " + std::to_string(*step) +
+                         " (records must be in step order)");
+      }
+    }
+    if (documents_seen_ == 0) {
+      throw InputError(FirstSource() + ": no document records before step " + std::to_string(*step) +
+                       "'s micro-batches: verify needs the documents to check content and targets (the dumpers in "
+                       "python/ write them)");
+    }
+    CheckStep(*step, mbs);
+    RetireFinished(mbs);
+    for (auto& [m, file] : mbs)
+      if (spare_.size() < 64) spare_.push_back(std::move(m));
+  }
+  CheckTiling();
+  if (summary_) summary_->Write(options_.summary);
+  return Result();
+}
+
+AuditResult Verifier::Result() {
+  AuditResult r;
+  r.files = names_;
+  r.declared_policy = declared_;
+  r.required_policy = policy_;
+  r.policy_differences = policy_differences_;
+  r.violations = std::move(findings_);
+  r.steps = std::move(steps_);
+  r.exit_code = r.violations.empty() ? 0 : 1;
+  AuditTotals& t = r.totals;
+  for (const auto& s : r.steps) {
+    t.rows += s.rows;
+    t.slots += s.slots;
+    t.tokens += s.tokens;
+    t.valid_targets += s.valid_targets;
+  }
+  t.utilization = t.slots > 0 ? static_cast<double>(t.tokens) / static_cast<double>(t.slots) : 0;
+  t.records = records_;
+  t.documents = documents_seen_;
+  return r;
+}
+
+// The checks every entry point makes before a source is opened.
+AuditResult Audit(const VerifyOptions& options, SourceOpener opener) {
+  if (!options.preset.empty() && !options.policy_file.empty()) {
+    throw InputError("--preset and --policy both given: require one policy");
+  }
+  if (options.required_policy && (!options.preset.empty() || !options.policy_file.empty())) {
+    throw InputError("a required policy and --preset or --policy both given: require one policy");
+  }
+  return Verifier(options, std::move(opener)).Run();
+}
+
+}  // namespace
+
+std::map<std::string, int> AuditResult::ViolationsPerInvariant() const {
+  std::map<std::string, int> per_invariant;
+  for (const auto& v : violations) per_invariant[Name(v.invariant)]++;
+  return per_invariant;
+}
+
+AuditResult VerifyFiles(const VerifyOptions& options) {
+  if (options.files.empty()) throw InputError("no file to verify");
+  const bool oracle = options.oracle;
+  const auto& files = options.files;
+  return Audit(options, {files.size(), [&files, oracle](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
+                           if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
+                           return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                         }});
+}
+
+AuditResult VerifyReaders(std::vector<std::unique_ptr<fastcheck::RecordReader>> sources, const VerifyOptions& options) {
+  if (sources.empty()) throw InputError("no source to verify");
+  return Audit(options, {sources.size(), [&sources](std::size_t k) { return std::move(sources[k]); }});
+}
+
+}  // namespace packoracle::jobs
