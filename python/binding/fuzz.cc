@@ -74,7 +74,10 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   out["gap"] = DescribeGap(report);
   if (!report.passed && report.counterexample && report.failure) {
     // The replay line ends the Counterexample's message (packoracle/_fuzz.py), not the kit's report.
-    out["text"] = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, VerifyOptions{});
+    std::string text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, VerifyOptions{});
+    // The report ends with a C++ regression test draft, for C++ users; a Python user replays the case instead.
+    if (auto draft = text.find("=== Regression test draft"); draft != std::string::npos) text.resize(draft);
+    out["text"] = text;
     out["reproduce"] = report.reproduce;
     out["replay"] = Replay(a.replay_hint, report.reproduce);
     out["invariant"] = report.broken() ? nb::object(nb::str(Name(*report.broken()))) : nb::none();

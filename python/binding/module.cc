@@ -62,4 +62,5 @@ NB_MODULE(_core, m) {
   m.attr("__version__") = "0.1.0";
   packoracle::python::BindPolicies(m);
   packoracle::python::BindFuzz(m);
+  packoracle::python::BindAudit(m);
 }

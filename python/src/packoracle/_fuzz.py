@@ -148,8 +148,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     if time is not None and not time > 0:
         raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
     resolved = resolve(policy)
-    label = name or _name_of(packer or reducer or consumer)
-    replay = f"packoracle.fuzz({label}, {_policy_source(policy, resolved)}, reproduce=\"{{}}\")"
+    label = name or "+".join(_name_of(f) for f in (packer, reducer, consumer) if f is not None)
+    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder)
     drivers = (_packer_driver(packer) if packer is not None else None,
                _reducer_driver(reducer) if reducer is not None else None,
                _consumer_driver(consumer) if consumer is not None else None)
@@ -180,7 +180,16 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                       objective_gap=max((r["gap"] for r in results), key=len))
 
 
-def _policy_source(policy: PolicyLike, resolved: dict) -> str:
-    if isinstance(policy, str):
-        return repr(policy)
-    return repr(resolved)
+def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
+                 decoder: bool) -> str:
+    """The call that replays a failing case ("{}" stands for its reproduce string): the same roles, policy and
+    the options the reproduce string depends on."""
+    args = [_name_of(packer) if packer is not None else "None", repr(policy) if isinstance(policy, str) else repr(resolved)]
+    for key, role in (("reducer", reducer), ("consumer", consumer)):
+        if role is not None:
+            args.append(f"{key}={_name_of(role)}")
+    if max_row_length != 16:
+        args.append(f"max_row_length={max_row_length}")
+    if not decoder:
+        args.append("decoder=False")
+    return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"

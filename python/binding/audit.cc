@@ -1,0 +1,147 @@
+// packoracle._core.audit_records / verify_files / draw_*: the audits of `packoracle verify` and `packoracle
+// draw`. check_batch and check_step build a dump's records in memory (a header with the policy, the
+// documents, the micro-batches) and read them through fastcheck::MemoryRecordReader: the same code, verdicts
+// and text as a dump file.
+#include <memory>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "packoracle/interchange/policy_json.h"
+#include "packoracle/oracle/error.h"
+#include "packoracle/fastcheck/memory_reader.h"
+#include "packoracle/jobs/verify.h"
+
+namespace packoracle::python {
+namespace {
+
+struct InMemory {
+  std::string name;
+  Policy policy;
+  std::vector<Document> documents;  // delimiters included (the effective documents)
+  std::vector<CandidateMicrobatch> microbatches;
+  std::int64_t dp_world_size = 1;
+};
+
+InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
+                      std::int64_t dp_world_size) {
+  InMemory in{name, PolicyFromPython(policy, name + ": policy"), DocumentsFromPython(documents, name + ": documents"), {},
+              dp_world_size};
+  if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
+  std::size_t k = 0;
+  for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
+    const std::string where = name == "batch" ? name : name + ": microbatches[" + std::to_string(k) + "]";
+    in.microbatches.push_back(MicrobatchFromPython(mb, where));
+    ++k;
+  }
+  return in;
+}
+
+// The records a dumper would write: header, documents, micro-batches (line = index + 1 among the records).
+std::unique_ptr<fastcheck::RecordReader> Reader(const InMemory& in) {
+  std::vector<PackedBatchRecord> records;
+  HeaderRecord header;
+  header.producer = {{"system", "python"}, {"component", in.name}};
+  header.dp_world_size = in.dp_world_size;
+  header.policy = in.policy;
+  header.policy_json = PolicyToJson(in.policy);
+  records.emplace_back(std::move(header));
+  for (const auto& d : in.documents) records.emplace_back(DocumentRecord{d});
+  std::int64_t line = static_cast<std::int64_t>(records.size());
+  for (const auto& mb : in.microbatches) records.emplace_back(MicrobatchRecord{mb, false, ++line});
+  return std::make_unique<fastcheck::MemoryRecordReader>(std::move(records), in.name);
+}
+
+// Each row with a violation as (step, row counted over the step's micro-batches in order): what draw's
+// --step S --row R selects.
+nb::list ViolationRows(const jobs::AuditResult& result, const std::vector<CandidateMicrobatch>* microbatches) {
+  nb::list out;
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  for (const auto& v : result.violations) {
+    if (v.row < 0 || v.step < 0) continue;
+    std::int64_t flat = v.row;
+    if (microbatches) {
+      std::int64_t before = 0;
+      for (const auto& mb : *microbatches) {
+        if (mb.step != v.step) continue;
+        if (mb.micro_step == v.micro_step && mb.rank == v.rank) break;
+        before += static_cast<std::int64_t>(mb.rows.size());
+      }
+      flat = before + v.row;
+    }
+    if (seen.insert({v.step, flat}).second) out.append(nb::make_tuple(v.step, flat));
+  }
+  return out;
+}
+
+nb::dict ToPython(const jobs::AuditResult& result, int max_violations, const std::vector<CandidateMicrobatch>* microbatches) {
+  nb::list violations;
+  for (const auto& v : result.violations) {
+    nb::dict d;
+    d["invariant"] = Name(v.invariant);
+    d["step"] = v.step;
+    d["micro_step"] = v.micro_step;
+    d["rank"] = v.rank;
+    d["row"] = v.row;
+    d["slot"] = v.slot;
+    d["expected"] = v.expected;
+    d["actual"] = v.actual;
+    d["message"] = v.message;
+    d["file"] = v.file;
+    d["line"] = v.line;
+    violations.append(d);
+  }
+  nb::dict out;
+  out["violations"] = violations;
+  out["violation_rows"] = ViolationRows(result, microbatches);
+  out["exit_code"] = result.exit_code;
+  out["text"] = jobs::RenderAuditText(result, max_violations);
+  out["json"] = jobs::RenderAuditJson(result);
+  return out;
+}
+
+}  // namespace
+
+void BindAudit(nb::module_& m) {
+  m.def(
+      "audit_records",
+      [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
+         std::int64_t row_length, bool decoder) {
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size);
+        std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
+        sources.push_back(Reader(in));
+        jobs::VerifyOptions options;
+        options.row_length = row_length;
+        options.decoder = decoder;
+        return ToPython(jobs::VerifyReaders(std::move(sources), options), options.max_violations, &in.microbatches);
+      },
+      nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
+      nb::arg("row_length"), nb::arg("decoder"), "check_batch / check_step: records built in memory, audited as a dump.");
+  m.def(
+      "verify_files",
+      [](std::vector<std::string> files, nb::handle required, std::int64_t row_length, bool partial, bool decoder,
+         bool oracle, std::string summary, int max_violations) {
+        jobs::VerifyOptions options;
+        options.files = std::move(files);
+        if (!required.is_none()) options.required_policy = PolicyFromPython(required, "policy");
+        options.row_length = row_length;
+        options.partial = partial;
+        options.decoder = decoder;
+        options.oracle = oracle;
+        options.summary = std::move(summary);
+        options.max_violations = max_violations;
+        return ToPython(jobs::VerifyFiles(options), max_violations, nullptr);
+      },
+      nb::arg("files"), nb::arg("required").none(), nb::arg("row_length"), nb::arg("partial"), nb::arg("decoder"),
+      nb::arg("oracle"), nb::arg("summary"), nb::arg("max_violations"), "packoracle verify FILE... as a function.");
+}
+
+}  // namespace packoracle::python

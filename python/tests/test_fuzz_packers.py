@@ -1,0 +1,208 @@
+"""packoracle.fuzz on Python packers written the way users write them (tests/packers.py): the correct ones pass
+the generated cases; each buggy one is caught with the invariant its bug breaks, a report, and a replay string
+that fails again the same way (issue 13 item 5)."""
+
+import re
+
+import pytest
+
+import packoracle
+from tests.packers import (
+    as_budget_packer, as_packer, pack_hf_flatten, pack_json_string, pack_labels_cut, pack_positions_not_reset,
+    pack_reference, pack_refuse_exact_fit, pack_row_shifted, pack_stack_rows, reduce_mean_of_means,
+    reduce_own_count_as_global, reduce_token_mean,
+)
+
+CASES = 300
+
+
+class Recorder:
+    """Wraps a packer(request) and remembers what it was asked and how it answered."""
+
+    def __init__(self, packer):
+        self.packer = packer
+        self.__name__ = self.__qualname__ = packer.__name__
+        self.requests, self.refusals, self.multi_document_rows = 0, 0, 0
+
+    def __call__(self, request):
+        self.requests += 1
+        try:
+            answer = self.packer(request)
+        except packoracle.Refuse:
+            self.refusals += 1
+            raise
+        batches = answer if isinstance(answer, list) else [answer]
+        for batch in batches:
+            if "doc_ids" in batch:
+                self.multi_document_rows += sum(len(set(r[r >= 0].tolist())) >= 2 for r in batch["doc_ids"])
+            else:  # one flattened row: cu_seq_lens_q has one more entry than documents
+                self.multi_document_rows += int(len(batch["cu_seq_lens_q"]) >= 3)
+        return answer
+
+
+CORE = {"shape", "coverage", "segments", "positions", "targets", "attention"}
+
+
+@pytest.mark.parametrize("packer, policy", [
+    (as_packer(pack_reference), "reference"),
+    (as_budget_packer(pack_hf_flatten), "hf-flatten"),
+], ids=["reference", "hf-flatten"])
+def test_correct_packer_passes(packer, policy):
+    recorder = Recorder(packer)
+    result = packoracle.fuzz(recorder, policy, cases=CASES)
+    assert isinstance(result, packoracle.FuzzResult)
+    assert result.cases == CASES
+    assert CORE <= set(result.checked), result.checked
+    # No producer totals and no reducer: the loss checks cannot apply, and the result says so.
+    assert {"denominator", "loss"} <= set(result.not_applicable)
+    assert not set(result.checked) & set(result.not_applicable)
+    # The cases were worth running: the packer was called on each, packed several documents into one row many
+    # times, and refused the documents too long for a row (overflow: error) at least once.
+    assert recorder.requests >= CASES
+    assert recorder.multi_document_rows >= CASES // 10, recorder.multi_document_rows
+    assert recorder.refusals >= 1
+
+
+def test_same_seed_same_cases_and_another_seed_passes_too():
+    packer = as_packer(pack_reference)
+    a = packoracle.fuzz(packer, "reference", cases=50, seed=7)
+    b = packoracle.fuzz(packer, "reference", cases=50, seed=8)
+    assert a.cases == b.cases == 50
+    assert a.checked == b.checked
+
+
+def test_correct_packer_with_correct_loss_reducer_checks_the_loss():
+    result = packoracle.fuzz(as_packer(pack_reference), "reference", reducer=reduce_token_mean, cases=CASES)
+    assert {"denominator", "loss"} <= set(result.checked)
+    assert CORE <= set(result.checked)
+    assert result.not_applicable == ()
+
+
+# (packer, reducer, policy, invariant, a phrase of the report's first finding)
+BUGS = {
+    "targets across documents (torchtune before #2613)":
+        (as_packer(pack_row_shifted), None, "reference", "targets", "first token of the next document"),
+    "positions not reset (LlamaFactory before #7318)":
+        (as_packer(pack_positions_not_reset), None, "reference", "positions", "the policy says 0"),
+    "mean of micro-batch means (HF before 4.46)":
+        (as_packer(pack_reference), reduce_mean_of_means, "reference", "loss", "global token mean"),
+    "own count reported as the global denominator":
+        (as_packer(pack_reference), reduce_own_count_as_global, "reference", "denominator", "divided by"),
+    "raises on some input":
+        (as_packer(pack_stack_rows), None, "reference", "shape", "the packer raised an exception"),
+    "labels of the wrong length":
+        (as_packer(pack_labels_cut), None, "reference", "shape", "field 'labels' has shape"),
+    "returns a string":
+        (as_packer(pack_json_string), None, "reference", "shape", "got str"),
+    "refuses a document that fits":
+        (as_packer(pack_refuse_exact_fit), None, "reference", "coverage", "refused an input its policy accepts"),
+}
+
+
+def _fail(packer, reducer, policy, **kwargs):
+    with pytest.raises(packoracle.Counterexample) as info:
+        packoracle.fuzz(packer, policy, reducer=reducer, **kwargs)
+    return info.value
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_buggy_packer_gives_a_replayable_counterexample(bug):
+    packer, reducer, policy, invariant, phrase = BUGS[bug]
+    e = _fail(packer, reducer, policy, cases=CASES)
+    assert isinstance(e, AssertionError)  # pytest and unittest show it as a test failure
+    assert e.invariant == invariant, str(e)
+    text = str(e)
+    lines = text.splitlines()
+    assert lines[0].endswith(f"failed: {invariant}"), lines[0]
+    assert phrase in text
+    assert f"  invariant {invariant}: " in text
+    assert "=== Minimal counterexample" in text and "=== Reproduce" in text
+    assert re.fullmatch(r"v1:\S+", e.reproduce), e.reproduce
+    assert lines[-1] == f"Replay: {e.replay}"
+    assert lines[-1].startswith("Replay: packoracle.fuzz(")
+    assert f'reproduce="{e.reproduce}")' in lines[-1]
+    assert e.request is not None and e.request["policy"]["preset"] == policy
+    assert e.regression is None  # nothing saved unless asked
+
+    again = _fail(packer, reducer, policy, reproduce=e.reproduce)
+    assert again.invariant == e.invariant
+    assert again.reproduce == e.reproduce
+    assert again.request == e.request
+    assert str(again).splitlines()[:3] == lines[:3]  # the same finding, word for word
+
+
+def test_targets_counterexample_is_shrunk_to_two_tiny_documents_in_one_row():
+    e = _fail(as_packer(pack_row_shifted), None, "reference", cases=CASES)
+    docs = e.request["documents"]
+    assert len(docs) == 2, docs  # one document alone cannot show a target into the next one
+    assert sum(len(d["tokens"]) for d in docs) <= e.request["row_length"]
+    assert all(len(d["tokens"]) <= 2 for d in docs)
+    assert "d0" in str(e) and "d1" in str(e)
+
+
+def test_the_raising_packers_traceback_is_in_the_report():
+    e = _fail(as_packer(pack_stack_rows), None, "reference", cases=CASES)
+    text = str(e)
+    assert "Traceback (most recent call last):" in text
+    assert "in pack_stack_rows" in text
+    assert "ValueError: need at least one array to stack" in text
+    assert e.request["documents"] == [] or all(len(d["tokens"]) == 0 for d in e.request["documents"])
+
+
+def test_a_fixed_packer_passes_the_replayed_case():
+    e = _fail(as_packer(pack_row_shifted), None, "reference", cases=CASES)
+    result = packoracle.fuzz(as_packer(pack_reference), "reference", reproduce=e.reproduce)
+    assert result.cases == 1
+    assert "targets" in result.checked
+
+
+def test_save_regressions_writes_the_minimal_case(tmp_path):
+    import json
+
+    e = _fail(as_packer(pack_positions_not_reset), None, "reference", cases=CASES, save_regressions=str(tmp_path))
+    assert e.regression is not None
+    files = list(tmp_path.iterdir())
+    assert [str(f) for f in files] == [e.regression]
+    saved = json.loads(files[0].read_text())
+    assert saved["schema"] == "packoracle-regression"
+    assert saved["invariant"] == "positions"
+    assert saved["reproduce"] == e.reproduce
+    assert saved["candidate"] == "pack_positions_not_reset"
+    assert saved["request"]["documents"] == e.request["documents"]
+
+
+# ---- Refuse ---------------------------------------------------------------------------------------------------
+
+def test_refusing_a_document_longer_than_the_row_under_overflow_error_passes():
+    recorder = Recorder(as_packer(pack_reference))
+    packoracle.fuzz(recorder, "reference", cases=CASES)
+    assert packoracle.Policy("reference")["overflow"] == "error"
+    assert recorder.refusals >= 1  # the refusal was exercised, and judged right
+
+
+def test_refusing_when_the_policy_says_truncate_fails_under_coverage():
+    policy = packoracle.Policy("reference", overflow="truncate")
+    e = _fail(as_packer(pack_reference), None, policy, cases=CASES)
+    assert e.invariant == "coverage"
+    assert "refused an input its policy accepts" in str(e)
+    assert "refusal" in str(e)
+
+
+def test_not_refusing_a_document_longer_than_the_row_fails():
+    def never_refuses(request):
+        try:
+            return as_packer(pack_reference)(request)
+        except packoracle.Refuse:
+            # Cut every document to the row instead: the policy (overflow: error) demands a refusal.
+            L = request["row_length"]
+            tokens = [d["tokens"][:L] for d in request["documents"]]
+            return pack_reference(tokens, L)
+    e = _fail(never_refuses, None, "reference", cases=CASES)
+    assert e.invariant == "coverage", str(e)
+    longest = max(len(d["tokens"]) for d in e.request["documents"])
+    assert longest > e.request["row_length"]
+
+
+def test_replay_line_names_the_reducer():
+    e = _fail(as_packer(pack_reference), reduce_mean_of_means, "reference", cases=CASES)
+    assert "reducer=" in e.replay
