@@ -1,0 +1,91 @@
+// `packoracle draw FILE [--row R]` as a library call: one row of a packed-batch dump drawn the way the lesson
+// draws it (reference/lesson.md: "draw document and target masks, then reconstruct the loss denominator"), as a
+// terminal grid and as an SVG file for people who would rather look than read.
+//
+//   packoracle draw rank0.jsonl --row 3                  # writes rank0.row3.svg next to the file
+//   packoracle draw rank0.jsonl --step 2 --row 0 --svg /tmp/row.svg --preset megatron-sft-thd
+//
+// The row: R counts the rows of the file in order, micro-batches flattened (with --step S, only the rows of
+// step S's micro-batches). The policy: the header's, or --preset P / --policy F in its place.
+//
+// What is drawn, per slot: the token, its document (from doc_spans, the ground truth), the positions as
+// given, the raw labels, the targets and weights the labels decode to under the policy (DecodeTargets), the
+// oracle's expected targets and weights for the spans' layout (Materialize with the dump's documents, whose
+// delimiters are included), and a `!` where the two differ. Then the attention grid: the oracle's rule on the
+// spans' segments (# allowed, . masked), with `!` on every cell where the row's own boundary encoding
+// (cu_seqlens, seq_lens, doc_ids, position_ids, EOD or BOS tokens, as boundary_source declares) implies the
+// opposite. Then the denominators: the row's valid targets (decoded), the oracle's count, the slots, and the
+// producer totals of its micro-batch against the count its declared denominator calls for.
+//
+// The SVG (FILE with its extension replaced by .row<R>.svg, or .step<S>.row<R>.svg with --step; or --svg
+// PATH): an L×L grid, one <rect> per cell, allowed cells filled in the colour of the query's document
+// (padding grey), masked cells empty, cells where the encoding disagrees outlined red; under it one target
+// mark per slot (valid, excluded, padding; outlined red where the row's target differs from the oracle's);
+// axis labels with the tokens; a title with the policy and the counts. Every element a test or script needs
+// carries machine-readable attributes (one element per line, see packoracle/interchange/svg.h):
+//   <svg ... data-row="R" data-slots="L" data-valid-targets="7" data-oracle-targets="7" data-allowed="21"
+//        data-disagree="0" data-target-disagree="0">
+//   <rect class="cell allowed" data-q="3" data-k="0" data-doc="b" .../>      (or "cell masked"; plus
+//                                                                             " disagree" where the row's
+//                                                                             encoding implies the opposite)
+//   <rect class="doc" data-axis="q" data-slot="3" data-doc="b" .../>         (document strips, "doc pad")
+//   <rect class="target valid" data-slot="3" data-target="22" data-weight="1" data-expected="22" .../>
+//                                                                            (or "target excluded",
+//                                                                             "target padding"; + " disagree")
+// Long rows: beyond 128 slots the grid is drawn as runs along each query row, one
+//   <rect class="run allowed" data-q="300" data-k="85" data-k-last="299" .../>   (masked runs that agree are
+// left empty; the root says data-cells="run"; document strips become runs with data-length), and beyond 4096
+// slots only the first 4096 are drawn (data-drawn-slots, and the title says so). The terminal prints the
+// attention grid up to 64 slots, and for longer rows the per-slot table around document starts, differences
+// and the row's ends; disagreeing cells are always summed up by (query document, key document).
+//
+// Drawn whatever the row's verdict (draw shows, `packoracle verify` judges). Unusable input (a file that cannot
+// be read or is not a packed-batch file, a row out of range, spans that describe no layout of the documents,
+// a policy the row cannot be read under, an SVG that cannot be written) throws InputError with a message
+// naming the file, the line and the field; the command line prints it and exits 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/oracle/policy.h"
+
+namespace packoracle::jobs {
+
+struct DrawOptions {
+  std::string file;                  // the packed-batch JSON Lines file (Draw only)
+  std::int64_t row = 0;              // R: rows of the source in order, micro-batches flattened
+  std::optional<std::int64_t> step;  // S: count rows of this step's micro-batches only
+  std::string svg;                   // where the SVG goes; empty: DefaultSvgPath (Draw only)
+  bool write_svg = true;             // false: the terminal drawing only (--no-svg; Draw only)
+  // The policy to read the row under instead of the header's: a preset, a JSON policy file, or a Policy
+  // object (at most one).
+  std::string preset;
+  std::string policy_file;
+  std::optional<Policy> policy;
+};
+
+struct DrawResult {
+  int exit_code = 0;     // 0: drawn (unusable input throws InputError instead)
+  std::string text;      // the terminal drawing, as `packoracle draw` prints it before its "SVG:" line
+  std::string svg;       // the SVG document; empty when not wanted (Draw with write_svg false)
+  std::string svg_path;  // where WriteSvg writes it (Draw); empty for DrawReader
+};
+
+// FILE with its extension replaced: "dumps/rank0.jsonl" → "dumps/rank0.row3.svg" (".step2.row3.svg" with a
+// step).
+std::string DefaultSvgPath(const std::string& file, std::int64_t row, std::optional<std::int64_t> step = std::nullopt);
+
+// Draws row options.row of options.file: the text, and with write_svg the SVG and its path, which WriteSvg
+// then writes (kept apart so that the command line prints the drawing before it writes the file).
+DrawResult Draw(const DrawOptions& options);
+// Writes result.svg to result.svg_path; InputError when it cannot.
+void WriteSvg(const DrawResult& result);
+
+// Draws row options.row of any source (records built in memory: fastcheck::MemoryRecordReader), the text
+// and the SVG, writing nothing; options.file, svg and write_svg play no part. The source is read to its end.
+DrawResult DrawReader(fastcheck::RecordReader& source, const DrawOptions& options);
+
+}  // namespace packoracle::jobs
