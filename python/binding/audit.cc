@@ -18,6 +18,7 @@
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/fastcheck/memory_reader.h"
+#include "packoracle/jobs/draw.h"
 #include "packoracle/jobs/verify.h"
 
 namespace packoracle::python {
@@ -142,6 +143,40 @@ void BindAudit(nb::module_& m) {
       },
       nb::arg("files"), nb::arg("required").none(), nb::arg("row_length"), nb::arg("partial"), nb::arg("decoder"),
       nb::arg("oracle"), nb::arg("summary"), nb::arg("max_violations"), "packoracle verify FILE... as a function.");
+  m.def(
+      "draw_records",
+      [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
+         std::int64_t row, std::optional<std::int64_t> step) {
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size);
+        jobs::DrawOptions options;
+        options.row = row;
+        options.step = step;
+        auto reader = Reader(in);
+        return jobs::DrawReader(*reader, options).svg;
+      },
+      nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
+      nb::arg("row"), nb::arg("step").none(), "Report.svg: a row of records built in memory, drawn as an SVG.");
+  m.def(
+      "draw_file",
+      [](std::string file, std::int64_t row, std::optional<std::int64_t> step, std::string svg, bool write_svg,
+         nb::handle required) {
+        jobs::DrawOptions options;
+        options.file = std::move(file);
+        options.row = row;
+        options.step = step;
+        options.svg = std::move(svg);
+        options.write_svg = true;  // the SVG is always drawn for the caller; written only when asked
+        if (!required.is_none()) options.policy = PolicyFromPython(required, "policy");
+        jobs::DrawResult result = jobs::Draw(options);
+        if (write_svg) {
+          jobs::WriteSvg(result);
+        } else {
+          result.svg_path.clear();
+        }
+        return nb::make_tuple(result.text, result.svg, result.svg_path);
+      },
+      nb::arg("file"), nb::arg("row"), nb::arg("step").none(), nb::arg("svg"), nb::arg("write_svg"),
+      nb::arg("required").none(), "packoracle draw FILE --row R as a function: (text, svg, path written or '').");
 }
 
 }  // namespace packoracle::python

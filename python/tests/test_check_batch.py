@@ -94,7 +94,7 @@ def test_check_step_checks_the_denominator_over_the_step():
 def test_svg_draws_the_row():
     report = packoracle.check_batch(flattened(DOCS, reset_positions=False), DOCS, "hf-flatten")
     svg = report.svg(0)
-    assert svg.startswith("<svg") and 'data-row="0"' in svg and 'data-slots="9"' in svg
+    assert svg.startswith("<?xml") and "<svg" in svg and 'data-row="0"' in svg and 'data-slots="9"' in svg
     assert "<svg" in report.html()
 
 

@@ -47,8 +47,8 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     ``position_ids``, ``cu_seqlens`` (or ``cu_seq_lens_q``, as HF's DataCollatorWithFlattening writes it),
     ``seq_lens``, ``doc_ids`` (or ``seq_idx``), ``attention_mask`` (per token), ``loss_mask``, and optionally
     ``doc_spans`` (where each document piece sits; derived from the documents when absent). Values are numpy
-    arrays, CPU torch tensors or lists, rows × slots or one flattened row; int32, int64 and bool arrays are
-    read in place.
+    arrays, CPU torch tensors or lists, rows × slots or one flattened row; arrays of any integer or bool
+    dtype are read straight from their buffers by the C++ core (a tensor is viewed, never converted in Python).
 
     ``documents``: what the packer was given, as {uid: tokens}, `Document` objects or dicts (the policy's
     delimiters are added as the packer adds them). ``producer``: the micro-batch's totals, if any
