@@ -23,6 +23,11 @@ from .report import Report, Violation
 
 __version__ = _core.__version__
 
+# Shown as packoracle.X in tracebacks, reprs and help(), where users meet them.
+for _public in (Counterexample, Document, FuzzResult, Policy, Refuse, Report, Violation):
+    _public.__module__ = __name__
+del _public
+
 __all__ = [
     "Counterexample", "Document", "FuzzResult", "Policy", "Refuse", "Report", "Violation", "__version__",
     "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify",
