@@ -1,0 +1,107 @@
+// The property-based run (`packoracle fuzz`, DESIGN §6–§7) as a library call, generic over the candidate: an
+// exec process (fuzz_exec.h), or any in-process packoracle::Candidate (a Python callable behind a PackerRole).
+//
+//   jobs::FuzzOptions options;
+//   options.preset = "reference";
+//   options.replay_command = [](const std::string& r) { return "packoracle.fuzz(..., reproduce=\"" + r + "\")"; };
+//   const jobs::FuzzPolicies policies = jobs::ResolveFuzzPolicies(options);
+//   Candidate candidate = ...;              // candidate.policies = policies.policies
+//   const jobs::FuzzOutcome outcome = jobs::RunFuzz(candidate, options, policies);
+//   if (outcome.failure) std::cout << outcome.failure_text;   // the minimal counterexample, with its replay line
+//
+// The run is a sequence of Verify calls of kFuzzBatch cases each: batch 0 uses the run's seed, batch b a seed
+// derived from it, so that a run is reproducible from its seed and case count, a time budget can stop it
+// between batches, and progress can be shown. Every reproduce string carries its batch's seed.
+//
+// shard "i/n" runs the batches b with b mod n == i of that same sequence (each with its own derived seed):
+// the n shards together run exactly the batches of the unsharded run, each once, so a CI matrix or a Slurm
+// array splits a run without changing what is checked; a shard's reproduce strings replay alone.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
+#include "packoracle/properties/verify.h"
+
+namespace packoracle::jobs {
+
+inline constexpr int kFuzzBatch = 32;  // cases per Verify call
+inline constexpr int kDefaultFuzzCases = 1000;
+
+struct FuzzOptions {
+  // The policies the candidate claims: a preset, a JSON policy file, a Policy object (at most one), or with
+  // none of them every preset. Each case draws one of them.
+  std::string preset;
+  std::string policy_file;
+  std::optional<Policy> policy;
+  int cases = kDefaultFuzzCases;
+  bool cases_given = false;  // with a time budget: false runs as many cases as the time allows
+  std::uint64_t seed = packoracle::VerifyOptions{}.seed;
+  double time = 0;           // seconds, checked between batches; 0: no budget
+  std::string profile;       // one fuzzing profile for every case; empty: drawn per batch
+  std::string save_regressions;  // write the minimal counterexample into this directory
+  std::string reproduce;     // replay exactly the case of a reproduce string (v1:...) and stop
+  bool oracle = false;       // check every case with CheckCase alone (the slow path)
+  bool no_decoder = false;   // skip packing_invariance (the tiny decoder): every passing case on the fast path
+  std::string shard;         // "i/n"; empty: the whole run
+  // The line that replays a reproduce string, shown in the failure's report (the command line's
+  // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
+  std::function<std::string(const std::string& reproduce)> replay_command;
+};
+
+// InputError for options no run can use (a bad shard, --shard with --reproduce, two policies, cases < 1, a
+// negative time, an unknown profile); its message is the command line's. `more_checks` (a caller's own, such
+// as the exec timeout) run before the profile's, so that a command line with two mistakes names the one it
+// always named first.
+void CheckFuzzOptions(const FuzzOptions& options, const std::function<void()>& more_checks = {});
+
+struct FuzzPolicies {
+  std::vector<Policy> policies;
+  std::string label;  // "preset P", "the policy of F", "the given policy", "every preset"
+};
+// The policies options name; InputError for a policy file that cannot be read or is not one.
+FuzzPolicies ResolveFuzzPolicies(const FuzzOptions& options);
+
+struct FuzzHooks {
+  std::function<bool()> interrupted;                     // asked between batches: true stops the run
+  std::function<void(std::int64_t cases_before)> batch;  // a batch of cases starts
+};
+
+struct FuzzBatch {
+  std::int64_t index = 0;
+  std::uint64_t seed = 0;
+  int cases = 0;
+};
+
+struct FuzzOutcome {
+  int exit_code = 0;  // 0 every case passed, 1 a failure was found, 130 interrupted
+  std::string candidate;  // its name
+  std::string policy_label;
+  std::int64_t cases_run = 0;
+  double seconds = 0;
+  std::string stopped_by = "cases";  // "cases", "time", "failure" or "interrupt"
+  int shard_index = 0, shard_count = 1;
+  std::vector<FuzzBatch> batches;    // this shard's
+  bool replayed = false;             // options.reproduce: the run was that one case
+  std::set<Invariant> checked;
+  std::set<std::string> profiles;
+  std::optional<VerifyReport> failure;  // shrunk; cases_to_failure counted over the run
+  std::string failure_text;             // its full report (RenderFailure), with the replay line
+  std::string regression_path, regression_error;  // options.save_regressions
+  VerifyReport gaps;  // largest_gap only: the largest declared-objective gap over the run
+  std::optional<Contamination> contamination;  // packing_invariance's measurement over the run
+  double cases_per_second() const;
+};
+
+// Runs options' cases against `candidate` (whose policies should be policies.policies): generation,
+// checking, shrinking, the failure's report and regression. InputError for unusable options.
+FuzzOutcome RunFuzz(Candidate& candidate, const FuzzOptions& options, const FuzzPolicies& policies,
+                    const FuzzHooks& hooks = {});
+
+}  // namespace packoracle::jobs

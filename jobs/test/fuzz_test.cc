@@ -1,0 +1,87 @@
+// jobs::RunFuzz drives an in-process candidate (as the Python binding's callables are) with the same batches,
+// seeds, shrinking and report as the exec path, and shows the caller's replay line.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "packoracle/jobs/fuzz.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::jobs {
+namespace {
+
+// The reference packer, with every row's first target weighted: the boundary bug of the lesson.
+struct WeightsTheFirstSlot {
+  Candidate reference = ReferenceCandidate();
+  PackResult Pack(const PackRequest& request) {
+    PackResult result = reference.packer->Pack(request);
+    for (auto& mb : result.microbatches)
+      for (auto& row : mb.rows)
+        if (!row.labels.empty() && row.labels[0] == request.policy.ignore_index) row.labels[0] = row.input_ids[0];
+    return result;
+  }
+};
+
+FuzzOptions Reference(int cases) {
+  FuzzOptions options;
+  options.preset = "reference";
+  options.cases = cases;
+  options.no_decoder = true;
+  return options;
+}
+
+TEST(RunFuzz, PassesTheReferenceInBatchesOfTheRun) {
+  const FuzzOptions options = Reference(70);
+  const FuzzPolicies policies = ResolveFuzzPolicies(options);
+  Candidate candidate = ReferenceCandidate();
+  candidate.policies = policies.policies;
+  std::vector<std::int64_t> batches;
+  FuzzHooks hooks;
+  hooks.batch = [&](std::int64_t before) { batches.push_back(before); };
+  const FuzzOutcome outcome = RunFuzz(candidate, options, policies, hooks);
+  EXPECT_EQ(outcome.exit_code, 0);
+  EXPECT_FALSE(outcome.failure);
+  EXPECT_EQ(outcome.cases_run, 70);
+  EXPECT_EQ(outcome.policy_label, "preset reference");
+  ASSERT_EQ(outcome.batches.size(), 3u);
+  EXPECT_EQ(outcome.batches[0].seed, options.seed);
+  EXPECT_EQ(outcome.batches[2].cases, 70 - 2 * kFuzzBatch);
+  EXPECT_EQ(batches, (std::vector<std::int64_t>{0, kFuzzBatch, 2 * kFuzzBatch}));
+}
+
+TEST(RunFuzz, ReportsAFailureWithTheCallersReplayLine) {
+  FuzzOptions options = Reference(200);
+  options.replay_command = [](const std::string& r) { return "packoracle.fuzz(packer, reproduce=\"" + r + "\")"; };
+  const FuzzPolicies policies = ResolveFuzzPolicies(options);
+  Candidate candidate = MakeCandidate("in-process", WeightsTheFirstSlot{}, policies.policies);
+  const FuzzOutcome outcome = RunFuzz(candidate, options, policies);
+  ASSERT_TRUE(outcome.failure);
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_EQ(outcome.stopped_by, "failure");
+  EXPECT_EQ(outcome.candidate, "in-process");
+  const std::string replay = "packoracle.fuzz(packer, reproduce=\"" + outcome.failure->reproduce + "\")";
+  EXPECT_NE(outcome.failure_text.find(replay), std::string::npos) << outcome.failure_text;
+
+  FuzzOptions again = options;  // the reproduce string replays the shrunk case alone
+  again.reproduce = outcome.failure->reproduce;
+  const FuzzOutcome replayed = RunFuzz(candidate, again, policies);
+  EXPECT_TRUE(replayed.replayed);
+  ASSERT_TRUE(replayed.failure);
+  EXPECT_EQ(replayed.failure->broken(), outcome.failure->broken());
+}
+
+TEST(CheckFuzzOptions, RefusesWhatNoRunCanUse) {
+  FuzzOptions options = Reference(1);
+  options.shard = "3/3";
+  EXPECT_THROW(CheckFuzzOptions(options), InputError);
+  options.shard.clear();
+  options.profile = "nope";
+  EXPECT_THROW(CheckFuzzOptions(options), InputError);
+  options.profile.clear();
+  options.policy = FindPreset("reference").policy;
+  EXPECT_THROW(CheckFuzzOptions(options), InputError);  // a preset and a policy object
+}
+
+}  // namespace
+}  // namespace packoracle::jobs
