@@ -64,6 +64,7 @@ std::string ReplayLine(const FuzzOptions& o, const std::string& reproduce) {
 packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   packoracle::VerifyOptions base;
   if (!o.profile.empty()) base.profile = o.profile;
+  base.max_row_length = o.max_row_length;
   base.check.packing_invariance = !o.no_decoder;
   if (!o.oracle) {
     base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {

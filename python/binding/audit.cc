@@ -32,10 +32,18 @@ struct InMemory {
   std::int64_t dp_world_size = 1;
 };
 
+// `delimiters_included`: the documents already carry the policy's delimiters (as a dump's do); otherwise they
+// are the packer's input and get them here, as the packer adds them.
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
-                      std::int64_t dp_world_size) {
+                      std::int64_t dp_world_size, bool delimiters_included) {
   InMemory in{name, PolicyFromPython(policy, name + ": policy"), DocumentsFromPython(documents, name + ": documents"), {},
               dp_world_size};
+  if (!delimiters_included) {
+    for (Document& d : in.documents) {
+      EffectiveDocument e = Effective(d, in.policy);
+      d = Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)};
+    }
+  }
   if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
   std::size_t k = 0;
   for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
@@ -47,17 +55,18 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
 }
 
 // The records a dumper would write: header, documents, micro-batches (line = index + 1 among the records).
-std::unique_ptr<fastcheck::RecordReader> Reader(const InMemory& in) {
+std::unique_ptr<fastcheck::RecordReader> Reader(InMemory in) {
   std::vector<PackedBatchRecord> records;
   HeaderRecord header;
   header.producer = {{"system", "python"}, {"component", in.name}};
   header.dp_world_size = in.dp_world_size;
   header.policy = in.policy;
   header.policy_json = PolicyToJson(in.policy);
+  records.reserve(1 + in.documents.size() + in.microbatches.size());
   records.emplace_back(std::move(header));
-  for (const auto& d : in.documents) records.emplace_back(DocumentRecord{d});
+  for (auto& d : in.documents) records.emplace_back(DocumentRecord{std::move(d)});
   std::int64_t line = static_cast<std::int64_t>(records.size());
-  for (const auto& mb : in.microbatches) records.emplace_back(MicrobatchRecord{mb, false, ++line});
+  for (auto& mb : in.microbatches) records.emplace_back(MicrobatchRecord{std::move(mb), false, ++line});
   return std::make_unique<fastcheck::MemoryRecordReader>(std::move(records), in.name);
 }
 
@@ -83,7 +92,7 @@ nb::list ViolationRows(const jobs::AuditResult& result, const std::vector<Candid
   return out;
 }
 
-nb::dict ToPython(const jobs::AuditResult& result, int max_violations, const std::vector<CandidateMicrobatch>* microbatches) {
+nb::list ViolationsToPython(const jobs::AuditResult& result) {
   nb::list violations;
   for (const auto& v : result.violations) {
     nb::dict d;
@@ -100,32 +109,58 @@ nb::dict ToPython(const jobs::AuditResult& result, int max_violations, const std
     d["line"] = v.line;
     violations.append(d);
   }
-  nb::dict out;
-  out["violations"] = violations;
-  out["violation_rows"] = ViolationRows(result, microbatches);
-  out["exit_code"] = result.exit_code;
-  out["text"] = jobs::RenderAuditText(result, max_violations);
-  out["json"] = jobs::RenderAuditJson(result);
-  return out;
+  return violations;
+}
+
+// What an audit found, kept in C++: the report's text and JSON are rendered only when asked for.
+struct Audit {
+  jobs::AuditResult result;
+  int max_violations = 20;
+  nb::list violations, violation_rows;
+};
+
+Audit MakeAudit(jobs::AuditResult result, int max_violations, const std::vector<CandidateMicrobatch>* microbatches) {
+  Audit a;
+  a.violations = ViolationsToPython(result);
+  a.violation_rows = ViolationRows(result, microbatches);
+  a.result = std::move(result);
+  a.max_violations = max_violations;
+  return a;
 }
 
 }  // namespace
 
 void BindAudit(nb::module_& m) {
+  nb::class_<Audit>(m, "Audit", "What an audit found (packoracle.Report wraps it).")
+      .def_ro("violations", &Audit::violations)
+      .def_ro("violation_rows", &Audit::violation_rows)
+      .def_prop_ro("exit_code", [](const Audit& a) { return a.result.exit_code; })
+      .def("text", [](const Audit& a) { return jobs::RenderAuditText(a.result, a.max_violations); },
+           "What `packoracle verify` prints.")
+      .def("json", [](const Audit& a) { return jobs::RenderAuditJson(a.result); },
+           "What `packoracle verify --format json` prints.");
   m.def(
       "audit_records",
       [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
-         std::int64_t row_length, bool decoder) {
-        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size);
+         std::int64_t row_length, bool decoder, bool delimiters_included) {
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included);
+        // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
+        std::vector<CandidateMicrobatch> shapes;
+        for (const auto& mb : in.microbatches) {
+          CandidateMicrobatch shape{mb.step, mb.micro_step, mb.rank, {}, std::nullopt};
+          shape.rows.resize(mb.rows.size());
+          shapes.push_back(std::move(shape));
+        }
         std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
-        sources.push_back(Reader(in));
+        sources.push_back(Reader(std::move(in)));
         jobs::VerifyOptions options;
         options.row_length = row_length;
         options.decoder = decoder;
-        return ToPython(jobs::VerifyReaders(std::move(sources), options), options.max_violations, &in.microbatches);
+        return MakeAudit(jobs::VerifyReaders(std::move(sources), options), options.max_violations, &shapes);
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
-      nb::arg("row_length"), nb::arg("decoder"), "check_batch / check_step: records built in memory, audited as a dump.");
+      nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),
+      "check_batch / check_step: records built in memory, audited as a dump.");
   m.def(
       "verify_files",
       [](std::vector<std::string> files, nb::handle required, std::int64_t row_length, bool partial, bool decoder,
@@ -139,23 +174,23 @@ void BindAudit(nb::module_& m) {
         options.oracle = oracle;
         options.summary = std::move(summary);
         options.max_violations = max_violations;
-        return ToPython(jobs::VerifyFiles(options), max_violations, nullptr);
+        return MakeAudit(jobs::VerifyFiles(options), max_violations, nullptr);
       },
       nb::arg("files"), nb::arg("required").none(), nb::arg("row_length"), nb::arg("partial"), nb::arg("decoder"),
       nb::arg("oracle"), nb::arg("summary"), nb::arg("max_violations"), "packoracle verify FILE... as a function.");
   m.def(
       "draw_records",
       [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
-         std::int64_t row, std::optional<std::int64_t> step) {
-        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size);
+         bool delimiters_included, std::int64_t row, std::optional<std::int64_t> step) {
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included);
         jobs::DrawOptions options;
         options.row = row;
         options.step = step;
-        auto reader = Reader(in);
+        auto reader = Reader(std::move(in));
         return jobs::DrawReader(*reader, options).svg;
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
-      nb::arg("row"), nb::arg("step").none(), "Report.svg: a row of records built in memory, drawn as an SVG.");
+      nb::arg("delimiters_included"), nb::arg("row"), nb::arg("step").none(), "Report.svg: a row of records built in memory, drawn as an SVG.");
   m.def(
       "draw_file",
       [](std::string file, std::int64_t row, std::optional<std::int64_t> step, std::string svg, bool write_svg,

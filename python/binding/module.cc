@@ -6,6 +6,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "packoracle/oracle/presets.h"
+#include "packoracle/properties/invariants.h"
 
 namespace packoracle::python {
 
@@ -29,6 +30,14 @@ void BindPolicies(nb::module_& m) {
   m.def(
       "resolve_policy", [](nb::handle policy) { return PolicyToPython(PolicyFromPython(policy, "policy")); },
       nb::arg("policy"), "A preset name or a dict of policy keys, resolved: every key present (ValueError if invalid).");
+  m.def(
+      "invariants",
+      [] {
+        nb::list out;
+        for (Invariant i : CheckedInvariants()) out.append(Name(i));
+        return out;
+      },
+      "The invariants the kit checks, in report order (DESIGN §4).");
   m.def(
       "effective_documents",
       [](nb::handle documents, nb::handle policy) {

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 import packoracle
+from packoracle._fuzz import DEFAULT_CASES
 from tests import packers
 
 pytest_plugins = ["pytester"]
@@ -91,7 +92,7 @@ def regressions(pytester, where=".packoracle/regressions"):
 def test_a_correct_packer_passes_and_saves_nothing(inner):
     result = run(inner)
     result.assert_outcomes(passed=1)
-    assert result_of(inner)["cases"] == 400  # packoracle.fuzz's default
+    assert result_of(inner)["cases"] == DEFAULT_CASES  # packoracle.fuzz's default
     assert {"targets", "positions", "coverage"} <= set(result_of(inner)["checked"])
     assert regressions(inner) == []
     result.stdout.fnmatch_lines(["packoracle: cases=default, seed=default, regressions=*"])
@@ -149,7 +150,7 @@ def test_a_saved_regression_is_replayed_and_then_passes_once_the_packer_is_fixed
     fixed.assert_outcomes(passed=1)
     assert requests_seen(inner)[0]["documents"] == saved["request"]["documents"]
     fixed.stdout.fnmatch_lines(["replayed 1 saved regression(s) from *"])
-    assert result_of(inner)["cases"] == 400
+    assert result_of(inner)["cases"] == DEFAULT_CASES
     assert regressions(inner) == [saved_file]  # kept: a regression test from now on
 
 

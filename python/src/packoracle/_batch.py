@@ -237,6 +237,11 @@ class Microbatches:
         self._effective = effective
         self._matcher: Optional[SpanMatcher] = None
 
+    @property
+    def effective(self) -> Optional[list]:
+        """The documents as placed (the policy's delimiters added), once a span match needed them."""
+        return self._effective
+
     def matcher(self) -> SpanMatcher:
         if self._matcher is None:
             if self._effective is None:

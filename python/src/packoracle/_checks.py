@@ -23,18 +23,20 @@ PathLike = Union[str, "os.PathLike[str]"]
 class _Records:
     """One step's records in memory: what the report draws from."""
 
-    def __init__(self, name: str, policy: dict, documents: list, microbatches: list, dp_world_size: int):
+    def __init__(self, name: str, policy: dict, documents: list, microbatches: list, dp_world_size: int,
+                 delimiters_included: bool):
         self.name, self.policy, self.documents = name, policy, documents
         self.microbatches, self.dp_world_size = microbatches, dp_world_size
+        self.delimiters_included = delimiters_included  # documents as placed (effective), or as given
 
     def audit(self, row_length: Optional[int], decoder: bool) -> Report:
-        result = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
-                                     row_length or 0, decoder)
-        return report_from_core(result, self.svg)
+        audit = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
+                                    row_length or 0, decoder, self.delimiters_included)
+        return report_from_core(audit, self.svg)
 
     def svg(self, row: int, step: Optional[int]) -> str:
-        return _core.draw_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size, row,
-                                  step)
+        return _core.draw_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
+                                  self.delimiters_included, row, step)
 
 
 def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: PolicyLike, *, step: int = 0,
@@ -60,11 +62,13 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     Raises ValueError or TypeError naming the field and index for input that is not a batch."""
     resolved = resolve(policy)
     docs = canonical_documents(documents)
-    effective = _core.effective_documents(docs, resolved)
-    reader = Microbatches(docs, resolved, effective)
-    mb = canonical_microbatch(batch, where="batch", spans=None if _has_spans(batch) else reader.matcher(), step=step,
-                              micro_step=micro_step, rank=rank, producer=producer, ignore=ignore)
-    return _Records("batch", resolved, effective, [mb], dp_world_size).audit(row_length, decoder)
+    reader = Microbatches(docs, resolved)
+    # Spans derived from the documents need them as placed (delimiters added) here; given spans do not, and the
+    # core adds the delimiters itself.
+    spans = None if _has_spans(batch) else reader.matcher()
+    mb = canonical_microbatch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
+                              producer=producer, ignore=ignore)
+    return _records("batch", resolved, docs, reader, [mb], dp_world_size).audit(row_length, decoder)
 
 
 def check_step(microbatches: Sequence[Mapping[str, Any]], documents: DocumentsLike, policy: PolicyLike, *,
@@ -78,12 +82,20 @@ def check_step(microbatches: Sequence[Mapping[str, Any]], documents: DocumentsLi
     ``dp_world_size`` defaults to the highest rank + 1."""
     resolved = resolve(policy)
     docs = canonical_documents(documents)
-    effective = _core.effective_documents(docs, resolved)
-    mbs = Microbatches(docs, resolved, effective).read(list(microbatches))
+    reader = Microbatches(docs, resolved)
+    mbs = reader.read(list(microbatches))
     for mb in mbs:
         mb["step"] = step
     world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
-    return _Records("step", resolved, effective, mbs, world).audit(row_length, decoder)
+    return _records("step", resolved, docs, reader, mbs, world).audit(row_length, decoder)
+
+
+def _records(name: str, policy: dict, documents: list, reader: Microbatches, microbatches: list,
+             dp_world_size: int) -> _Records:
+    """The step's records, with the documents as the reader already made them (placed) if it needed to."""
+    if reader.effective is not None:
+        return _Records(name, policy, reader.effective, microbatches, dp_world_size, delimiters_included=True)
+    return _Records(name, policy, documents, microbatches, dp_world_size, delimiters_included=False)
 
 
 def _has_spans(batch: Mapping[str, Any]) -> bool:

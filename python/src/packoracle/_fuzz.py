@@ -3,10 +3,9 @@ generation and shrinking (the exec protocol of DESIGN §6, with Python objects i
 
 from __future__ import annotations
 
-import time as _time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -16,9 +15,8 @@ from ._arrays import as_array
 from ._batch import Microbatches, scalar
 from ._policy import PolicyLike, resolve
 
-DEFAULT_CASES = 400
+DEFAULT_CASES = 1000  # as `packoracle fuzz`
 DEFAULT_SEED = 20261129
-_BATCH = 32  # cases per run of the kit under a time budget, each with a seed of its own
 
 
 class Refuse(Exception):
@@ -50,7 +48,7 @@ class FuzzResult:
     not_applicable: tuple[str, ...]
     profiles: tuple[str, ...] = ()
     objective_gap: str = ""  # under a declared non-global objective: how far it was from the token mean
-    extra: dict = field(default_factory=dict, repr=False)
+    stopped_by: str = "cases"  # "cases", or "time" when the time budget ended the run
 
     @property
     def cases_per_second(self) -> float:
@@ -134,7 +132,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     "microbatches", "slot_losses"} and returns one {"loss_sum", "denominator", "denominator_scope", "loss"}
     per micro-batch; ``consumer(row, policy)`` returns the n × n mask its backend uses (1: may attend).
 
-    Runs ``cases`` cases (default 400), or as many as fit in ``time`` seconds; ``seed`` fixes them. Returns a
+    Runs ``cases`` cases (default 1000), or as many as fit in ``time`` seconds, in batches of 32 exactly as
+    ``packoracle fuzz --cases N --seed S`` does (each batch with its own derived seed and fuzzing profile);
+    ``seed`` fixes them. Returns a
     FuzzResult when every case passes; raises ``Counterexample`` (an AssertionError) with the minimal failing
     case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
     minimal case as a regression file there (the fixtures/regressions format)."""
@@ -154,30 +154,18 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                _reducer_driver(reducer) if reducer is not None else None,
                _consumer_driver(consumer) if consumer is not None else None)
 
-    def run(n: int, batch_seed: int, replay_string: Optional[str]) -> dict:
-        return _core.fuzz(label, *drivers, resolved, n, batch_seed, replay_string, max_row_length, None, decoder,
-                          replay, save_regressions)
-
-    base_seed = DEFAULT_SEED if seed is None else seed
-    if reproduce is not None:
-        results = [run(1, base_seed, reproduce)]
-    elif time is None or cases is not None:
-        results = [run(cases or DEFAULT_CASES, base_seed, None)]
-    else:
-        results, start, batch = [], _time.monotonic(), 0
-        while _time.monotonic() - start < time and (not results or results[-1]["passed"]):
-            results.append(run(_BATCH, base_seed + batch, None))
-            batch += 1
-    failed = next((r for r in results if not r["passed"]), None)
-    if failed is not None:
-        raise Counterexample(failed["text"] + f"Replay: {failed['replay']}\n", invariant=failed["invariant"],
-                             reproduce=failed["reproduce"], replay=failed["replay"], request=failed["counterexample"],
-                             regression=failed["regression"])
-    return FuzzResult(cases=sum(r["cases"] for r in results), seconds=sum(r["seconds"] for r in results),
-                      checked=tuple(sorted({i for r in results for i in r["checked"]})),
-                      not_applicable=tuple(sorted(set.intersection(*(set(r["not_applicable"]) for r in results)))),
-                      profiles=tuple(sorted({r["profile"] for r in results})),
-                      objective_gap=max((r["gap"] for r in results), key=len))
+    result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
+                        reproduce, max_row_length, decoder, save_regressions)
+    if not result["passed"]:
+        raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
+                             invariant=result["invariant"], reproduce=result["reproduce"],
+                             replay=replay.replace("{}", result["reproduce"]), request=result["counterexample"],
+                             regression=result["regression"])
+    checked = tuple(result["checked"])
+    return FuzzResult(cases=result["cases"], seconds=result["seconds"], checked=checked,
+                      not_applicable=tuple(i for i in _core.invariants() if i not in checked),
+                      profiles=tuple(result["profiles"]), objective_gap=result["gap"],
+                      stopped_by=result["stopped_by"])
 
 
 def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
@@ -192,4 +180,4 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
         args.append(f"max_row_length={max_row_length}")
     if not decoder:
         args.append("decoder=False")
-    return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"
+    return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string

@@ -14,7 +14,7 @@ Installed with the package (the ``pytest11`` entry point ``packoracle``); withou
 
 Options (command line, or the ini keys of the same name with underscores: ``packoracle_cases`` ...):
 
-- ``--packoracle-cases N``: cases per fuzz call (default: packoracle.fuzz's, 400);
+- ``--packoracle-cases N``: cases per fuzz call (default: packoracle.fuzz's, 1000);
 - ``--packoracle-seed S``: the seed of the generated cases (default: packoracle.fuzz's fixed seed);
 - ``--packoracle-regressions DIR``: where minimal failing cases are saved and replayed from (default
   ``.packoracle/regressions`` under the rootdir; a relative DIR is taken from the current directory on the
@@ -64,7 +64,7 @@ class _State:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("packoracle", "packoracle: property-based checks of sequence packing")
     group.addoption("--packoracle-cases", dest="packoracle_cases", metavar="N", default=None,
-                    help="cases per packoracle_fuzz call (default: ini packoracle_cases, else 400)")
+                    help="cases per packoracle_fuzz call (default: ini packoracle_cases, else 1000)")
     group.addoption("--packoracle-seed", dest="packoracle_seed", metavar="S", default=None,
                     help="seed of the generated cases (default: ini packoracle_seed, else packoracle's fixed seed)")
     group.addoption("--packoracle-regressions", dest="packoracle_regressions", metavar="DIR", default=None,

@@ -49,11 +49,15 @@ class Report:
 
     ok: bool
     violations: tuple[Violation, ...]
-    text: str
-    json_text: str
     # (step, row counted over the step's micro-batches in order) of each row with a violation, once each.
     violation_rows: tuple[tuple[int, int], ...] = ()
+    _audit: Any = field(default=None, repr=False, compare=False)  # packoracle._core.Audit: renders on demand
     _draw: Optional[Callable[[int, Optional[int]], str]] = field(default=None, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """What `packoracle verify` prints for the same records."""
+        return self._audit.text()
 
     def __str__(self) -> str:
         return self.text
@@ -63,7 +67,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report as `packoracle verify --format json` gives it (a dict)."""
-        return json.loads(self.json_text)
+        return json.loads(self._audit.json())
 
     def svg(self, row: int = 0, *, step: Optional[int] = None) -> str:
         """Row `row` (counting the rows in order, micro-batches flattened; of step `step` only, if given) as the
@@ -84,7 +88,7 @@ class Report:
         return self.html()
 
 
-def report_from_core(result: dict, draw: Optional[Callable[[int, Optional[int]], str]] = None) -> Report:
-    violations = tuple(Violation(**v) for v in result["violations"])
-    return Report(ok=not violations, violations=violations, text=result["text"], json_text=result["json"],
-                  violation_rows=tuple(tuple(r) for r in result["violation_rows"]), _draw=draw)
+def report_from_core(audit: Any, draw: Optional[Callable[[int, Optional[int]], str]] = None) -> Report:
+    violations = tuple(Violation(**v) for v in audit.violations)
+    return Report(ok=not violations, violations=violations,
+                  violation_rows=tuple(tuple(r) for r in audit.violation_rows), _audit=audit, _draw=draw)

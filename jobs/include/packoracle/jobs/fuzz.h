@@ -45,6 +45,7 @@ struct FuzzOptions {
   std::uint64_t seed = packoracle::VerifyOptions{}.seed;
   double time = 0;           // seconds, checked between batches; 0: no budget
   std::string profile;       // one fuzzing profile for every case; empty: drawn per batch
+  std::int64_t max_row_length = 16;  // the generated rows' largest L (a reproduce string depends on it)
   std::string save_regressions;  // write the minimal counterexample into this directory
   std::string reproduce;     // replay exactly the case of a reproduce string (v1:...) and stop
   bool oracle = false;       // check every case with CheckCase alone (the slow path)
