@@ -4,7 +4,10 @@
 # HEAD into it (committed work only) and, under chroot, runs exactly `./scripts/run.sh` and then
 # `./scripts/test.sh` from the repository folder, as root, printing the time each took. Fails if either fails.
 #
-#   sudo scripts/fresh_root_test.sh [--pristine] [DIR]     (must run as root; DIR defaults to /work/fresh-root)
+#   sudo scripts/fresh_root_test.sh [--pristine] [--only CMD] [DIR]  (as root; DIR defaults to /work/fresh-root)
+#
+# --only CMD runs CMD (a shell command, from the repository folder) instead of the two commands, e.g.
+# `--only './scripts/setup.sh --deps && ./scripts/python_tests.sh'` for the Python stage alone.
 #
 # DIR is reused when it already holds a complete root (debootstrap takes minutes); whatever an earlier run
 # installed into it then stays. `--pristine` restores DIR from the snapshot DIR.minbase.tar taken right after
@@ -14,14 +17,17 @@
 set -euo pipefail
 
 pristine=0
+only=""
 dir=/work/fresh-root
-for arg in "$@"; do
-  case $arg in
+while (($#)); do
+  case $1 in
     --pristine) pristine=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    -*) echo "fresh_root_test: unknown option $arg" >&2; exit 2 ;;
-    *) dir=$arg ;;
+    --only) only=${2:?--only needs a command}; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -*) echo "fresh_root_test: unknown option $1" >&2; exit 2 ;;
+    *) dir=$1 ;;
   esac
+  shift
 done
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh_root_test: must run as root (debootstrap, mount, chroot)" >&2
@@ -130,11 +136,15 @@ env_vars=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 while IFS= read -r var; do env_vars+=("$var"); done < <(env | grep '^PIP_' || true)
 in_root() { chroot "$dir" /usr/bin/env -i "${env_vars[@]}" /bin/bash -c "cd /root/packoracle && $1"; }
 status=0
-timed "./scripts/run.sh" in_root ./scripts/run.sh || status=1
-timed "./scripts/test.sh" in_root ./scripts/test.sh || status=1
+if [ -n "$only" ]; then
+  timed "$only" in_root "$only" || status=1
+else
+  timed "./scripts/run.sh" in_root ./scripts/run.sh || status=1
+  timed "./scripts/test.sh" in_root ./scripts/test.sh || status=1
+fi
 if ((status)); then
   echo "fresh_root_test: FAILED (log $log)"
 else
-  echo "fresh_root_test: both Quick-start commands passed on a fresh Debian 12 root (log $log)"
+  echo "fresh_root_test: ${only:-both Quick-start commands} passed on a fresh Debian 12 root (log $log)"
 fi
 exit "$status"

@@ -1,4 +1,4 @@
-"""Shared paths and helpers of the python tests (stdlib only)."""
+"""Shared paths and helpers of the python tests (run with pytest against the installed package)."""
 
 import json
 import os
@@ -12,7 +12,7 @@ REPO_ROOT = os.path.dirname(PYTHON_DIR)
 REALPACK = os.path.join(REPO_ROOT, "fixtures", "realpack")
 CANDIDATES = os.path.join(PYTHON_DIR, "candidates")
 TOOLS = os.path.join(PYTHON_DIR, "tools")
-# ctest passes the binary it built; run by hand, the tests use the default build directory.
+# scripts/python_tests.sh passes the command installed with the package; run by hand, the default build directory.
 PACKORACLE = os.environ.get("PACKORACLE_BIN") or os.path.join(REPO_ROOT, "build", "cli", "packoracle")
 
 if PYTHON_DIR not in sys.path:
