@@ -113,6 +113,12 @@ mnt "$dir/sys" -t sysfs sysfs
 mnt "$dir/dev" --rbind /dev
 mount --make-rslave "$dir/dev"
 cp -L --remove-destination /etc/resolv.conf "$dir/etc/resolv.conf"
+# A machine whose egress goes through a TLS proxy trusts the proxy's CA (/usr/local/share/ca-certificates):
+# the root gets the same local CAs, which its ca-certificates package adds to the bundle it generates.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$dir/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/"
+fi
 # This machine gives pip a local wheel directory and a constraints file (`pip config list`: /opt/wheels,
 # /opt/pypi, /opt/pypi-more, /etc/xdg/pip, and PIP_* variables). A Python stage being added to the scripts will
 # `pip install torch==2.13.0`, which must take the CPU wheel on disk: the directories are bind-mounted
