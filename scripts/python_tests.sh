@@ -5,13 +5,7 @@
 # Python snippet of README.md (scripts/readme_snippets.py). Each stage prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stage() {
-  local name=$1
-  shift
-  local start=$SECONDS
-  "$@"
-  echo "python_tests.sh: $name took $((SECONDS - start)) s"
-}
+. scripts/stage.sh
 venv=build-venv
 install() {
   rm -rf "$venv"

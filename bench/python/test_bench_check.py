@@ -1,0 +1,150 @@
+"""check_batch on one 8 x 8192 torch int64 micro-batch (workload.py) against two baselines of the same invariants,
+and the binding's own cost inside check_batch.
+
+group "check" (one micro-batch checked, whole call):
+  check_batch_spans    packoracle.check_batch(batch, documents, "reference", producer=...) with doc_spans given
+  check_batch_derived  the same without doc_spans: the package derives them from the documents (SpanMatcher)
+  numpy_checker        numpy_checker.check (vectorised numpy)
+  pure_checker         pure_checker.check (Python lists and loops)
+
+group "binding" (the pieces of check_batch that are conversion, not checking):
+  resolve_policy       packoracle._policy.resolve("reference") (the C++ resolves it)
+  canonical_documents  packoracle.canonical_documents(documents) ({uid: list} → [{"doc_uid", "tokens": array}])
+  effective_documents  packoracle._core.effective_documents(docs, policy) (C++: delimiters, back to numpy)
+  canonical_microbatch packoracle._batch.canonical_microbatch(batch, ...) (tensors → numpy row views)
+  span_matcher         canonical_microbatch deriving doc_spans (what check_batch_derived adds)
+  read_microbatches    packoracle._core.read_microbatches([mb]): the C++ conversion alone (arrays read as the
+                       checks read them)
+
+Every benchmark first asserts the verdict (the batch is clean): no timed assertions. Ratios: report.py.
+Run with --benchmark-timer=time.process_time (run.sh does) so that the neighbours' load counts less.
+"""
+
+import pytest
+
+import numpy_checker
+import pure_checker
+from workload import make_workload
+
+packoracle = pytest.importorskip("packoracle")
+from packoracle import _batch, _core  # noqa: E402
+from packoracle._policy import resolve  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+    KIND = "torch"
+except ImportError:
+    KIND = "numpy"
+
+POLICY = "reference"
+
+
+DOCS = ["lists", "arrays"]  # the documents' tokens as Python lists (a tokenizer's output) or numpy int64 arrays
+
+
+@pytest.fixture(scope="module")
+def workloads():
+    lists = make_workload(KIND)
+    return {"lists": lists, "arrays": lists.with_array_documents()}
+
+
+@pytest.fixture(params=DOCS)
+def w(request, workloads):
+    return workloads[request.param]
+
+
+def _need(name):
+    if not hasattr(_core, name):
+        pytest.skip(f"packoracle._core.{name} is not built yet")
+
+
+def _check_batch(w, spans=True):
+    batch = w.batch if spans else w.without_spans()
+    return packoracle.check_batch(batch, w.documents, POLICY, producer=w.producer)
+
+
+def _name(benchmark, w, name):
+    kind = "lists" if isinstance(next(iter(w.documents.values())), list) else "arrays"
+    benchmark.name = f"{name}[docs={kind}]"
+
+
+@pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
+def test_check_batch(benchmark, w, spans):
+    _need("audit_records")
+    benchmark.group = "check"
+    _name(benchmark, w, f"check_batch_{'spans' if spans else 'derived'}")
+    report = _check_batch(w, spans)
+    assert report.ok, str(report)
+    assert report.to_json()["totals"]["valid_targets"] == w.valid_targets
+    benchmark(_check_batch, w, spans)
+
+
+def test_numpy_checker(benchmark, w):
+    benchmark.group = "check"
+    _name(benchmark, w, "numpy_checker")
+    policy = resolve(POLICY)
+    assert numpy_checker.check(w.batch, w.documents, policy, w.producer) == []
+    benchmark(lambda: numpy_checker.check(w.batch, w.documents, resolve(POLICY), w.producer))
+
+
+def test_pure_checker(benchmark, w):
+    benchmark.group = "check"
+    _name(benchmark, w, "pure_checker")
+    policy = resolve(POLICY)
+    assert pure_checker.check(w.batch, w.documents, policy, w.producer) == []
+    benchmark.pedantic(lambda: pure_checker.check(w.batch, w.documents, resolve(POLICY), w.producer), rounds=7,
+                       iterations=1, warmup_rounds=1)
+
+
+# ---- the binding's own cost -------------------------------------------------------------------------------
+
+def test_resolve_policy(benchmark):  # the same for both forms of the documents
+    benchmark.group = "binding"
+    benchmark.name = "resolve_policy"
+    benchmark(resolve, POLICY)
+
+
+def test_canonical_documents(benchmark, w):
+    benchmark.group = "binding"
+    _name(benchmark, w, "canonical_documents")
+    assert len(packoracle.canonical_documents(w.documents)) == len(w.documents)
+    benchmark(packoracle.canonical_documents, w.documents)
+
+
+def test_effective_documents(benchmark, w):
+    benchmark.group = "binding"
+    _name(benchmark, w, "effective_documents")
+    docs, policy = packoracle.canonical_documents(w.documents), resolve(POLICY)
+    benchmark(_core.effective_documents, docs, policy)
+
+
+def _canonical(w, policy, effective, spans):
+    matcher = None
+    batch = w.batch
+    if not spans:
+        batch = w.without_spans()
+        matcher = _batch.Microbatches([], policy, effective).matcher()
+    return _batch.canonical_microbatch(batch, where="batch", spans=matcher, producer=w.producer)
+
+
+@pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
+def test_canonical_microbatch(benchmark, w, spans):
+    benchmark.group = "binding"
+    _name(benchmark, w, "canonical_microbatch" if spans else "span_matcher")
+    policy = resolve(POLICY)
+    effective = _core.effective_documents(packoracle.canonical_documents(w.documents), policy)
+    mb = _canonical(w, policy, effective, spans)
+    got = [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row["doc_spans"]] for row in mb["rows"]]
+    want = [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row] for row in w.batch["doc_spans"]]
+    assert got == want
+    benchmark(_canonical, w, policy, effective, spans)
+
+
+def test_read_microbatches(benchmark, workloads):
+    _need("read_microbatches")
+    benchmark.group = "binding"
+    benchmark.name = "read_microbatches"
+    w = workloads["lists"]
+    mb = _batch.canonical_microbatch(w.batch, where="batch", producer=w.producer)
+    assert _core.read_microbatches([mb]) == 8 * 8192
+    benchmark(_core.read_microbatches, [mb])
