@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
