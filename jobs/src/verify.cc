@@ -13,8 +13,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -25,9 +23,12 @@
 #include "packoracle/jobs/summary.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "verify_internal.h"
 
 namespace packoracle::jobs {
 namespace {
+
+using namespace verify_internal;
 
 // Replays one step's dumped micro-batches as a packer's answer.
 struct Replay {
@@ -48,18 +49,6 @@ struct Source {
   PackedBatchRecord scratch;             // what the reader reads into (its storage is reused)
 };
 
-struct Where {
-  std::string file;
-  std::int64_t line;
-  std::int64_t step, micro_step, rank;
-};
-
-AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, const Violation& v,
-                       std::string drawing) {
-  return {where.file, where.line, where.step, where.micro_step, where.rank, row, slot, v.invariant, v.sentence,
-          v.expected, v.actual, std::move(drawing)};
-}
-
 // Opens source k of the audit (0 <= k < count). Sources open one after another, each reading its header
 // before the next opens, so that the first unusable one is the one reported.
 struct SourceOpener {
@@ -77,10 +66,7 @@ class Verifier {
   std::optional<Policy> RequiredPolicy() const;
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
-  void CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& microbatches);
-  void FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
-  void CheckTiling();
-  std::string Draw(const CaseResult& result, std::int64_t flat_row) const;
+  void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
   AuditResult Result();
 
   const VerifyOptions& options_;
@@ -92,22 +78,13 @@ class Verifier {
   std::map<std::string, Document> documents_;
   std::vector<AuditViolation> findings_;
   std::vector<StepSummary> steps_;
-  // Every piece of every document, over the whole dump (small: five numbers a piece).
-  struct Piece {
-    std::int64_t offset, length;
-    Where where;
-    std::int64_t row, slot;
-  };
-  std::map<std::string, std::vector<Piece>> pieces_;
-  void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size);
-  void RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs);
+  DocumentPieces pieces_;
   bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
-                     const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary);
+                     const StepMicrobatches& mbs, StepSummary& summary);
   fastcheck::FastStepChecker fast_;
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
   std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
-  std::unordered_set<std::string> retired_;   // documents whose pieces tiled them (uids only: small)
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
   std::unique_ptr<SummaryCollector> summary_;  // --summary
@@ -177,7 +154,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      if (retired_.count(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
+      if (pieces_.Retired(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
       if (documents_.insert_or_assign(d->document.uid, std::move(d->document)).second) ++documents_seen_;
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
@@ -187,155 +164,10 @@ void Verifier::Advance(Source& s) {
   s.done = true;
 }
 
-std::string Verifier::Draw(const CaseResult& result, std::int64_t flat_row) const {
-  if (!result.oracle || flat_row < 0 || flat_row >= static_cast<std::int64_t>(result.oracle->rows.size())) return "";
-  const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(flat_row)];
-  const CandidateRow* got = nullptr;
-  std::int64_t k = 0;
-  for (const auto& mb : result.packed->microbatches)
-    for (const auto& row : mb.rows)
-      if (k++ == flat_row) got = &row;
-  std::vector<DecodedTarget> decoded;
-  try {
-    decoded = DecodeTargets(got->labels, got->loss_mask ? &*got->loss_mask : nullptr, policy_);
-  } catch (const InputError&) {
-  }
-  std::ostringstream os;
-  const std::size_t n = std::min<std::size_t>(want.slots.size(), 32);
-  auto cell = [](const std::string& s) { return std::string(s.size() < 5 ? 5 - s.size() : 1, ' ') + s; };
-  os << "      slot     ";
-  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(i));
-  os << "\n      input    ";
-  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(got->input_ids[i]));
-  os << "\n      document ";
-  for (std::size_t i = 0; i < n; ++i) {
-    const Slot& s = want.slots[i];
-    os << cell(s.is_pad() ? "." : result.oracle->documents[static_cast<std::size_t>(s.doc)].uid);
-  }
-  os << "\n      target   ";
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& p = want.predictions[i];
-    os << cell(p.weight > 0 ? std::to_string(p.target) : "-");
-  }
-  if (decoded.size() == want.predictions.size()) {
-    os << "\n      dumped   ";
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& p = want.predictions[i];
-      const bool bad = decoded[i].weight != p.weight || (p.weight > 0 && decoded[i].target != p.target);
-      os << cell((decoded[i].weight > 0 ? std::to_string(decoded[i].target) : "-") + (bad ? "!" : ""));
-    }
-  }
-  if (want.slots.size() > n) os << "  …";
-  os << "\n";
-  return os.str();
-}
-
-void Verifier::FollowPieces(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
-  for (const auto& [m, file] : mbs) {
-    for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
-      for (const auto& span : m.microbatch.rows[r].doc_spans) {
-        pieces_[span.doc_uid].push_back(
-            {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
-             static_cast<std::int64_t>(r), span.start});
-      }
-    }
-  }
-}
-
-// Every document's pieces over the whole dump tile its tokens exactly once. Order across rows and steps is
-// not required (samplers shuffle packs and windows); a gap is a dropped token, an overlap a repeated one.
-void Verifier::CheckTiling() {
-  // A document record whose document is in no row was dropped (unless the dump stops mid-run).
-  const bool stream_drops_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
-  if (!options_.partial && !stream_drops_tail) {
-    for (const auto& [uid, doc] : documents_) {
-      if (pieces_.count(uid) || doc.tokens.empty()) continue;
-      Violation v;
-      v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "' (" + std::to_string(doc.tokens.size()) + " token" +
-                   (doc.tokens.size() == 1 ? "" : "s") +
-                   ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
-      findings_.push_back(Finding({FirstSource(), 0, -1, -1, -1}, -1, -1, v, ""));
-    }
-  }
-  for (auto& [uid, list] : pieces_) {
-    auto doc = documents_.find(uid);
-    if (doc == documents_.end()) continue;  // reported by the step's coverage check
-    TileDocument(uid, list, static_cast<std::int64_t>(doc->second.tokens.size()));
-  }
-}
-
-// One document's pieces against its tokens: gaps, overlaps and (unless the dump may stop early) a missing
-// tail become coverage findings.
-void Verifier::TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size) {
-  std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-  // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
-  // stream's last token is only a row-end target.
-  const bool skips = policy_.stream_stride == StreamStride::kLPlus1;
-  std::int64_t next = 0;
-  for (const Piece& p : list) {
-    if (skips && p.offset == next + 1) next = p.offset;
-    if (p.offset != next) {
-      Violation v;
-      v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
-                   std::to_string(std::max(p.offset, next)) + ") " +
-                   (p.offset > next ? "are in no row of the dump" : "are packed twice");
-      v.expected = "token " + std::to_string(next);
-      v.actual = "token " + std::to_string(p.offset);
-      findings_.push_back(Finding(p.where, p.row, p.slot, v, ""));
-    }
-    next = std::max(next, p.offset + p.length);
-  }
-  const bool truncation = policy_.overflow == Overflow::kTruncate;
-  const bool dropped_tail = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
-  const bool last_is_target = (policy_.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
-  if (next < size && !options_.partial && !truncation && !dropped_tail && !last_is_target) {
-    Violation v;
-    v.invariant = Invariant::kCoverage;
-    v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
-                 ") are in no row of the dump (--partial if the dump stops mid-run)";
-    v.expected = std::to_string(size) + " tokens";
-    v.actual = std::to_string(next);
-    findings_.push_back(Finding(list.back().where, list.back().row, -1, v, ""));
-  }
-}
-
-// Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
-// is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
-// known), so they are forgotten. This keeps verify's memory to the documents still in flight.
-void Verifier::RetireFinished(const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
-  for (const auto& [m, file] : mbs) {
-    for (const auto& row : m.microbatch.rows) {
-      for (const auto& span : row.doc_spans) {
-        auto doc = documents_.find(span.doc_uid);
-        auto list = pieces_.find(span.doc_uid);
-        if (doc == documents_.end() || list == pieces_.end()) continue;
-        const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
-        std::int64_t covered = 0;
-        for (const Piece& p : list->second) covered += p.length;
-        if (covered != size) continue;  // cheap test first; the sort below only when it may be complete
-        auto& pieces = list->second;
-        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-        std::int64_t next = 0;
-        bool exact = true;
-        for (const Piece& p : pieces) {
-          exact = exact && p.offset == next;
-          next = p.offset + p.length;
-        }
-        if (!exact) continue;  // left for CheckTiling at the end, which reports it
-        retired_.insert(doc->first);
-        pieces_.erase(list);
-        documents_.erase(doc);
-      }
-    }
-  }
-}
-
 // The fast verifier on one step; true when it passes (the summary is then complete). Anything else (a
 // violation, a case it defers, a document CheckCase would refuse) goes to CheckCase for the report.
 bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
-                             const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs, StepSummary& summary) {
+                             const StepMicrobatches& mbs, StepSummary& summary) {
   try {
     ValidatePolicy(request.policy);
     // The step's known documents in uid order, as CheckCase receives them (request.documents).
@@ -369,7 +201,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   return true;
 }
 
-void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchRecord, std::string>>& mbs) {
+void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   std::stable_sort(mbs.begin(), mbs.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.first.microbatch.micro_step, a.first.microbatch.rank) <
            std::make_pair(b.first.microbatch.micro_step, b.first.microbatch.rank);
@@ -392,7 +224,7 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
       }
     }
   }
-  FollowPieces(step, mbs);
+  pieces_.Follow(step, mbs);
 
   PackRequest request;
   request.id = step;
@@ -444,7 +276,7 @@ void Verifier::CheckStep(std::int64_t step, std::vector<std::pair<MicrobatchReco
     const auto& [m, file] = mbs[static_cast<std::size_t>(std::max<std::int64_t>(mb, 0))];
     Where where{file, m.line, step, mb >= 0 ? m.microbatch.micro_step : -1, mb >= 0 ? m.microbatch.rank : -1};
     std::string drawing;
-    if (flat >= 0 && drawn.insert(flat).second) drawing = Draw(result, flat);
+    if (flat >= 0 && drawn.insert(flat).second) drawing = DrawViolationRow(result, flat, policy_);
     findings_.push_back(Finding(where, row_in_mb, v.slot, v, drawing));
   }
 }
@@ -457,7 +289,7 @@ AuditResult Verifier::Run() {
     for (const auto& s : sources_)
       if (s.next && (!step || s.next->microbatch.step < *step)) step = s.next->microbatch.step;
     if (!step) break;
-    std::vector<std::pair<MicrobatchRecord, std::string>> mbs;
+    StepMicrobatches mbs;
     for (auto& s : sources_) {
       while (s.next && s.next->microbatch.step == *step) {
         mbs.push_back({std::move(*s.next), s.reader->path()});
@@ -482,11 +314,11 @@ AuditResult Verifier::Run() {
                        "python/ write them)");
     }
     CheckStep(*step, mbs);
-    RetireFinished(mbs);
+    pieces_.RetireFinished(mbs, documents_);
     for (auto& [m, file] : mbs)
       if (spare_.size() < 64) spare_.push_back(std::move(m));
   }
-  CheckTiling();
+  pieces_.CheckTiling(documents_, policy_, options_.partial, FirstSource(), findings_);
   if (summary_) summary_->Write(options_.summary);
   return Result();
 }

@@ -1,5 +1,6 @@
-// The audit's result as `packoracle verify` prints it (verify.h). The tests, the README and scripts read
-// this text: change it only on purpose.
+// The audit's result as `packoracle verify` prints it (verify.h), and the row drawn under a violation. The
+// tests, the README and scripts read this text: change it only on purpose.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/jobs/verify.h"
+#include "verify_internal.h"
 
 namespace packoracle::jobs {
 namespace {
@@ -41,6 +43,53 @@ void RenderStepTable(const std::vector<StepSummary>& steps, std::ostream& out) {
 }
 
 }  // namespace
+
+namespace verify_internal {
+
+std::string DrawViolationRow(const CaseResult& result, std::int64_t flat_row, const Policy& policy) {
+  if (!result.oracle || flat_row < 0 || flat_row >= static_cast<std::int64_t>(result.oracle->rows.size())) return "";
+  const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(flat_row)];
+  const CandidateRow* got = nullptr;
+  std::int64_t k = 0;
+  for (const auto& mb : result.packed->microbatches)
+    for (const auto& row : mb.rows)
+      if (k++ == flat_row) got = &row;
+  std::vector<DecodedTarget> decoded;
+  try {
+    decoded = DecodeTargets(got->labels, got->loss_mask ? &*got->loss_mask : nullptr, policy);
+  } catch (const InputError&) {
+  }
+  std::ostringstream os;
+  const std::size_t n = std::min<std::size_t>(want.slots.size(), 32);
+  auto cell = [](const std::string& s) { return std::string(s.size() < 5 ? 5 - s.size() : 1, ' ') + s; };
+  os << "      slot     ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(i));
+  os << "\n      input    ";
+  for (std::size_t i = 0; i < n; ++i) os << cell(std::to_string(got->input_ids[i]));
+  os << "\n      document ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const Slot& s = want.slots[i];
+    os << cell(s.is_pad() ? "." : result.oracle->documents[static_cast<std::size_t>(s.doc)].uid);
+  }
+  os << "\n      target   ";
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& p = want.predictions[i];
+    os << cell(p.weight > 0 ? std::to_string(p.target) : "-");
+  }
+  if (decoded.size() == want.predictions.size()) {
+    os << "\n      dumped   ";
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& p = want.predictions[i];
+      const bool bad = decoded[i].weight != p.weight || (p.weight > 0 && decoded[i].target != p.target);
+      os << cell((decoded[i].weight > 0 ? std::to_string(decoded[i].target) : "-") + (bad ? "!" : ""));
+    }
+  }
+  if (want.slots.size() > n) os << "  …";
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace verify_internal
 
 std::string RenderAuditText(const AuditResult& r, int max_violations) {
   std::ostringstream out;

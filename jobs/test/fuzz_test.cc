@@ -7,21 +7,12 @@
 #include "packoracle/jobs/fuzz.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "test_candidates.h"
 
 namespace packoracle::jobs {
 namespace {
 
-// The reference packer, with every row's first target weighted: the boundary bug of the lesson.
-struct WeightsTheFirstSlot {
-  Candidate reference = ReferenceCandidate();
-  PackResult Pack(const PackRequest& request) {
-    PackResult result = reference.packer->Pack(request);
-    for (auto& mb : result.microbatches)
-      for (auto& row : mb.rows)
-        if (!row.labels.empty() && row.labels[0] == request.policy.ignore_index) row.labels[0] = row.input_ids[0];
-    return result;
-  }
-};
+using testing::WeightsTheFirstSlot;
 
 FuzzOptions Reference(int cases) {
   FuzzOptions options;

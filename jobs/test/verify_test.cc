@@ -69,9 +69,23 @@ TEST(VerifyReaders, TakesTheRequiredPolicyAsAnObject) {
   EXPECT_THROW(VerifyInMemory(records, "b", by_object), InputError);
 }
 
+TEST(MemoryRecordReader, SharesRecordsTheCallerKeepsAcrossAudits) {
+  const auto records =
+      std::make_shared<const std::vector<PackedBatchRecord>>(ReadAll(kDumps + "megatron_training_copy_buggy.jsonl"));
+  std::string first;
+  for (int audit = 0; audit < 2; ++audit) {
+    std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
+    sources.push_back(std::make_unique<fastcheck::MemoryRecordReader>(records, "kept"));
+    const std::string text = RenderAuditText(VerifyReaders(std::move(sources), {}), 20);
+    if (audit == 0) first = text;
+    EXPECT_EQ(text, first);  // the records were copied out, not used up
+  }
+  EXPECT_NE(first.find("kept:4"), std::string::npos) << first;
+}
+
 TEST(MemoryRecordReader, RefusesRecordsThatDoNotStartWithTheirHeader) {
   auto records = ReadAll(kDumps + "hf_flatten_clean.jsonl");
-  EXPECT_THROW(fastcheck::MemoryRecordReader({}, "empty"), InputError);
+  EXPECT_THROW(fastcheck::MemoryRecordReader(std::vector<PackedBatchRecord>{}, "empty"), InputError);
   records.push_back(records.front());
   EXPECT_THROW(fastcheck::MemoryRecordReader(records, "two headers"), InputError);
   records.erase(records.begin());

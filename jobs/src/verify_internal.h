@@ -1,0 +1,62 @@
+// The parts of the audit (verify.h) shared by its files: where a finding points, the document tiling over
+// the whole dump (verify_pieces.cc) and the row drawn under a violation (verify_render.cc). Internal.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "packoracle/interchange/packed_batch.h"
+#include "packoracle/jobs/verify.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle::jobs::verify_internal {
+
+// One step's micro-batch records, each with the name of its source.
+using StepMicrobatches = std::vector<std::pair<MicrobatchRecord, std::string>>;
+
+struct Where {
+  std::string file;
+  std::int64_t line;
+  std::int64_t step, micro_step, rank;
+};
+
+AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, const Violation& v,
+                       std::string drawing);
+
+// Every piece of every document over the whole dump (small: five numbers a piece), so that coverage is
+// checked across steps: a document's pieces must tile its tokens exactly once.
+class DocumentPieces {
+ public:
+  void Follow(std::int64_t step, const StepMicrobatches& mbs);
+  // Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
+  // is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
+  // known), so they are forgotten, from `documents` too. This keeps verify's memory to the documents still
+  // in flight.
+  void RetireFinished(const StepMicrobatches& mbs, std::map<std::string, Document>& documents);
+  bool Retired(const std::string& uid) const { return retired_.count(uid) > 0; }
+  // At the end of the dump: the coverage findings of every document still followed.
+  void CheckTiling(const std::map<std::string, Document>& documents, const Policy& policy, bool partial,
+                   const std::string& first_source, std::vector<AuditViolation>& findings);
+
+ private:
+  struct Piece {
+    std::int64_t offset, length;
+    Where where;
+    std::int64_t row, slot;
+  };
+  void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size, const Policy& policy,
+                    bool partial, std::vector<AuditViolation>& findings);
+  std::map<std::string, std::vector<Piece>> pieces_;
+  std::unordered_set<std::string> retired_;  // documents whose pieces tiled them (uids only: small)
+};
+
+// The first 32 slots of a violation's row (its flat index among the step's rows): inputs, documents, the
+// oracle's targets and the dumped ones, `!` where they differ; "" when the oracle has no such row.
+std::string DrawViolationRow(const CaseResult& result, std::int64_t flat_row, const Policy& policy);
+
+}  // namespace packoracle::jobs::verify_internal
