@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -22,7 +23,7 @@ class RealpackVerdictsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="packoracle-dumps-")
-        subprocess.run(["python3", os.path.join(PYTHON_DIR, "tools", "realpack_to_jsonl.py"), cls.dir],
+        subprocess.run([sys.executable, os.path.join(PYTHON_DIR, "tools", "realpack_to_jsonl.py"), cls.dir],
                        check=True, capture_output=True)
 
     def test_each_dump_gets_its_expected_verdict(self):
