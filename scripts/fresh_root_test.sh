@@ -4,25 +4,28 @@
 # HEAD into it (committed work only) and, under chroot, runs exactly `./scripts/run.sh` and then
 # `./scripts/test.sh` from the repository folder, as root, printing the time each took. Fails if either fails.
 #
-#   sudo scripts/fresh_root_test.sh [--pristine] [--only CMD] [DIR]  (as root; DIR defaults to /work/fresh-root)
+#   sudo scripts/fresh_root_test.sh [--pristine] [--reuse-clone] [--only run|test|CMD] [DIR]
 #
-# --only CMD runs CMD (a shell command, from the repository folder) instead of the two commands, e.g.
-# `--only './scripts/setup.sh --deps && ./scripts/python_tests.sh'` for the Python stage alone.
-#
-# DIR is reused when it already holds a complete root (debootstrap takes minutes); whatever an earlier run
-# installed into it then stays. `--pristine` restores DIR from the snapshot DIR.minbase.tar taken right after
-# debootstrap (made on the first run), so the Debian packages are installed from scratch again.
+# Must run as root; DIR defaults to /work/fresh-root. DIR is reused when it already holds a complete root
+# (debootstrap takes minutes); whatever an earlier run installed into it then stays. `--pristine` restores DIR
+# from the snapshot DIR.minbase.tar taken right after debootstrap (made on the first run), so the Debian
+# packages are installed from scratch again. To re-run after a fix without rebuilding everything:
+# `--reuse-clone` moves the clone already in the root to HEAD and keeps its build directories, `--only run`
+# (or `--only test`) runs one of the two commands, `--only CMD` any shell command from the repository folder
+# (`--only './scripts/setup.sh --deps && ./scripts/python_tests.sh'`: the Python stage alone).
 # The log goes to DIR.<date>.log as well as to the terminal. Takes tens of minutes (the whole build three times:
 # build/, build-asan/, build-fuzz/).
 set -euo pipefail
 
 pristine=0
+reuse_clone=0
 only=""
 dir=/work/fresh-root
 while (($#)); do
   case $1 in
     --pristine) pristine=1 ;;
-    --only) only=${2:?--only needs a command}; shift ;;
+    --reuse-clone) reuse_clone=1 ;;
+    --only) only=${2:-}; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "fresh_root_test: unknown option $1" >&2; exit 2 ;;
     *) dir=$1 ;;
@@ -46,8 +49,27 @@ if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
 fi
 
 mounts=()  # mounted inside the root, in mount order
+in_root_pids() {  # the processes running inside the root (all started by this script)
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$dir" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+stop_leftovers() {  # a command killed from outside leaves its children (a build) running in the root
+  local pids
+  pids=$(in_root_pids)
+  if [ -n "$pids" ]; then
+    echo "fresh_root_test: stopping what still runs in the root: $(echo $pids)"
+    kill $pids 2>/dev/null || true
+    sleep 2
+    pids=$(in_root_pids)
+    if [ -n "$pids" ]; then kill -9 $pids 2>/dev/null || true; fi
+  fi
+}
 cleanup() {
   local i
+  stop_leftovers
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
     umount -R "${mounts[i]}" 2>/dev/null || umount -R -l "${mounts[i]}" || echo "fresh_root_test: could not unmount ${mounts[i]}"
   done
@@ -103,8 +125,13 @@ else
 fi
 
 # 2. The repository: a clone of the current HEAD, as a user would have it.
-rm -rf --one-file-system "$dir/root/packoracle"
-git clone -q --no-hardlinks "$repo" "$dir/root/packoracle"
+if ((reuse_clone)) && [ -d "$dir/root/packoracle/.git" ]; then
+  echo "fresh_root_test: moving the clone in the root to HEAD (its build directories stay)"
+  git -C "$dir/root/packoracle" fetch -q "$repo" "$head"
+else
+  rm -rf --one-file-system "$dir/root/packoracle"
+  git clone -q --no-hardlinks "$repo" "$dir/root/packoracle"
+fi
 git -C "$dir/root/packoracle" checkout -q --detach "$head"
 
 # 3. What a machine provides: /proc, /sys, /dev, name resolution.
@@ -142,15 +169,31 @@ env_vars=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 while IFS= read -r var; do env_vars+=("$var"); done < <(env | grep '^PIP_' || true)
 in_root() { chroot "$dir" /usr/bin/env -i "${env_vars[@]}" /bin/bash -c "cd /root/packoracle && $1"; }
 status=0
-if [ -n "$only" ]; then
-  timed "$only" in_root "$only" || status=1
-else
-  timed "./scripts/run.sh" in_root ./scripts/run.sh || status=1
-  timed "./scripts/test.sh" in_root ./scripts/test.sh || status=1
-fi
+case $only in
+  ""|run|test)
+    if [ "$only" != test ]; then
+      timed "./scripts/run.sh" in_root ./scripts/run.sh || status=1
+      stop_leftovers
+    fi
+    if [ "$only" != run ]; then
+      timed "./scripts/test.sh" in_root ./scripts/test.sh || status=1
+      stop_leftovers
+    fi
+    ;;
+  *)
+    timed "$only" in_root "$only" || status=1
+    stop_leftovers
+    ;;
+esac
+what="both Quick-start commands"
+case $only in
+  "") ;;
+  run|test) what="./scripts/$only.sh" ;;
+  *) what="$only" ;;
+esac
 if ((status)); then
   echo "fresh_root_test: FAILED (log $log)"
 else
-  echo "fresh_root_test: ${only:-both Quick-start commands} passed on a fresh Debian 12 root (log $log)"
+  echo "fresh_root_test: $what passed on a fresh Debian 12 root (log $log)"
 fi
 exit "$status"
