@@ -231,10 +231,10 @@ class Microbatches:
     from the documents (SpanMatcher over the documents as the policy's delimiters make them), read in order
     across the step's micro-batches."""
 
-    def __init__(self, documents: list, policy: dict, effective: Optional[list] = None):
+    def __init__(self, documents: list, policy: dict):
         self.documents = documents
         self.policy = policy
-        self._effective = effective
+        self._effective: Optional[list] = None
         self._matcher: Optional[SpanMatcher] = None
 
     @property
