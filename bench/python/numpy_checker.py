@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from pure_checker import _supported
+from pure_checker import _supported, check_totals
 
 PER_TOKEN = ("input_ids", "labels", "position_ids", "doc_ids")
 
@@ -138,13 +138,5 @@ def check(batch: dict, documents: dict, policy: dict, producer: Optional[dict] =
         out.append(("targets", *_first(bad), "label is not the next token of the same document (or ignore_index)"))
 
     count = int(np.count_nonzero(labels != ignore))
-    if count != expected_count:
-        out.append(("denominator", None, None, f"{count} weighted labels, the documents give {expected_count}"))
-    if producer is not None:
-        den = producer["denominator"]
-        if den != expected_count:
-            out.append(("denominator", None, None, f"divided by {den}, the step has {expected_count} valid targets"))
-        loss = producer.get("loss")
-        if loss is not None and den > 0 and abs(loss - producer["loss_sum"] / den) > 1e-12 * max(1.0, abs(loss)):
-            out.append(("loss", None, None, f"loss {loss} is not loss_sum / denominator"))
+    out.extend(check_totals(count, expected_count, producer))
     return out

@@ -185,6 +185,14 @@ def check(batch: dict, documents: dict, policy: dict, producer: Optional[dict] =
             out.append(("coverage", None, None, f"document {uid!r} is in no row"))
 
     # denominator
+    out.extend(check_totals(count, expected_count, producer))
+    return out
+
+
+def check_totals(count: int, expected_count: int, producer: Optional[dict]) -> list:
+    """The count of weighted labels and the producer's denominator and loss against the documents' count (both
+    checkers share it: scalar work, once per batch)."""
+    out = []
     if count != expected_count:
         out.append(("denominator", None, None, f"{count} weighted labels, the documents give {expected_count}"))
     if producer is not None:

@@ -32,9 +32,16 @@ Answer Call(CallState& state, nb::handle driver, nb::handle argument, nb::handle
 
 std::string Text(nb::handle value) { return nb::cast<std::string>(nb::str(value)); }
 
-class PythonPacker final : public PackerRole {
+// What every role holds: its driver and the run's shared state.
+struct Driven {
+  Driven(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  nb::object driver_;
+  std::shared_ptr<CallState> state_;
+};
+
+class PythonPacker final : public PackerRole, Driven {
  public:
-  PythonPacker(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  using Driven::Driven;
   PackResult Pack(const PackRequest& request) override {
     nb::gil_scoped_acquire gil;
     Answer a = Call(*state_, driver_, RequestToPython(request));
@@ -54,14 +61,11 @@ class PythonPacker final : public PackerRole {
     return result;
   }
 
- private:
-  nb::object driver_;
-  std::shared_ptr<CallState> state_;
 };
 
-class PythonReducer final : public LossReducerRole {
+class PythonReducer final : public LossReducerRole, Driven {
  public:
-  PythonReducer(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  using Driven::Driven;
   ReduceResult Reduce(const ReduceRequest& request) override {
     nb::gil_scoped_acquire gil;
     nb::dict in;
@@ -94,14 +98,11 @@ class PythonReducer final : public LossReducerRole {
     return out;
   }
 
- private:
-  nb::object driver_;
-  std::shared_ptr<CallState> state_;
 };
 
-class PythonConsumer final : public AttentionConsumerRole {
+class PythonConsumer final : public AttentionConsumerRole, Driven {
  public:
-  PythonConsumer(nb::object driver, std::shared_ptr<CallState> state) : driver_(std::move(driver)), state_(std::move(state)) {}
+  using Driven::Driven;
   DenseMask Consume(const CandidateRow& row, const Policy& policy) override {
     nb::gil_scoped_acquire gil;
     Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
@@ -114,9 +115,6 @@ class PythonConsumer final : public AttentionConsumerRole {
     return out;
   }
 
- private:
-  nb::object driver_;
-  std::shared_ptr<CallState> state_;
 };
 
 }  // namespace
