@@ -4,12 +4,14 @@
 //   packoracle lesson            the lesson's worked example: drawn row, targets, the three denominators
 //   packoracle presets           the named presets and every key of their policies
 //   packoracle presets --format json
+//   packoracle conformance ...   the real libraries' matrix (python -m packoracle.conformance)
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "conformance_command.h"
 #include "draw_command.h"
 #include "fuzz_command.h"
 #include "merge_command.h"
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
   // In the order `packoracle --help` lists them.
   std::vector<Runner> commands = {AddLessonCommand(app),  AddPresetsCommand(app), AddSelftestCommand(app),
                                   AddVerifyCommand(app),  AddFuzzCommand(app),    AddDrawCommand(app),
-                                  AddMergeCommand(app)};
+                                  AddMergeCommand(app),   AddConformanceCommand(app, argv[0])};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
