@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import adapters as _adapters
-from ._checks import check_step
+from ._checks import check_step, verify
 from ._fuzz import Counterexample, Refuse, fuzz
+from .report import Report
 
 DEFAULT_CASES = 300
 DEFAULT_SEED = 20261201
@@ -90,8 +91,40 @@ def _realpack_request(docs: list, dp: int, policy: dict) -> dict:
             "policy": policy, "documents": documents, "target_losses": {}}
 
 
+def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer, in_process: Report) -> str:
+    """The adapter's packoracle.dump converter on the library's output, written as a dump and read by verify:
+    "" when verify's verdict is the in-process one, else what differs."""
+    import os
+    import tempfile
+
+    from .dump import DumpWriter
+
+    with tempfile.TemporaryDirectory(prefix="packoracle-conformance-") as tmp:
+        path = os.path.join(tmp, "dump.jsonl")
+        try:
+            records = adapter.dump(request, answer)
+            with DumpWriter(path) as w:
+                w.header(system=adapter.system, component=adapter.configuration, version=adapter.installed_version(),
+                         policy=dict(request["policy"]), dp_world_size=request["dp_world_size"])
+                for d in request["documents"]:
+                    w.document(d["doc_uid"], d["tokens"], d["supervised"])
+                for record in records:
+                    w.write(dict(record, record="microbatch"))
+            dumped = verify(path)
+        except (TypeError, ValueError) as e:
+            return f"the dump is refused: {e}"
+    if dumped.ok == in_process.ok and _invariants(dumped) == _invariants(in_process):
+        return ""
+    return f"verify says {_invariants(dumped) or 'clean'}, in-process {_invariants(in_process) or 'clean'}"
+
+
+def _invariants(report: Report) -> str:
+    return ", ".join(sorted({v.invariant for v in report.violations}))
+
+
 def _realpack(adapter: _adapters.Adapter) -> dict:
-    """The packer on the realpack inputs, each checked as one step by check_step."""
+    """The packer on the realpack inputs, each checked as one step by check_step (and, through the adapter's
+    dump converter, by verify: the two verdicts must agree)."""
     policy = adapter.resolved_policy().to_dict()
     packer = adapter.packer()
     out = {}
@@ -105,7 +138,10 @@ def _realpack(adapter: _adapters.Adapter) -> dict:
                 out[label] = f"refused: {e}"
                 continue
             report = check_step(answer, request["documents"], policy, dp_world_size=dp, row_length=REALPACK_ROW_LENGTH)
-            out[label] = "holds" if report.ok else "fails: " + ", ".join(sorted({v.invariant for v in report.violations}))
+            out[label] = "holds" if report.ok else "fails: " + _invariants(report)
+            if adapter.dump is not None:
+                differs = _dump_verdict(adapter, request, answer, report)
+                out[label] += f" (dump → verify: {differs})" if differs else " (dump → verify: same)"
     return out
 
 
@@ -144,38 +180,25 @@ def _policy_text(adapter: _adapters.Adapter) -> str:
 
 
 def _verdict_text(row: Row, role: str) -> str:
+    """The cell of one role: holds, cannot run, or fails with the invariant and a link to its explanation."""
     outcome = row.roles.get(role)
     if outcome is None:
         return "—"
     if outcome.verdict == "cannot run":
         return "cannot run"
-    if outcome.verdict == "holds":
-        state, _ = row.explanation(role)
-        return "holds" + (" (finding no longer seen)" if state == "stale" else "")
     state, finding = row.explanation(role)
-    if state == "explained":
-        label = "bug" if finding.kind == "bug" else "allowed"
-        return f"**fails** `{outcome.invariant}` ({label})"
-    return f"**fails** `{outcome.invariant}` (UNEXPLAINED)"
+    if outcome.verdict == "holds":
+        return "holds" + (" (the examined finding is gone)" if state == "stale" else "")
+    label = ("bug" if finding.kind == "bug" else "allowed") if state == "explained" else "UNEXPLAINED"
+    return f"**fails** `{outcome.invariant}`: [{label}](docs/conformance.md#{_anchor(row.adapter, role)})"
 
 
 def _anchor(adapter: _adapters.Adapter, role: str) -> str:
     return (adapter.name + "-" + role).replace("/", "-").replace(".", "").replace("_", "-").lower()
 
 
-def _why(row: Row) -> str:
-    parts = []
-    if row.unavailable:
-        parts.append(row.unavailable)
-    for role in ("pack", "loss"):
-        state, finding = row.explanation(role)
-        if state in ("explained", "stale") and finding is not None:
-            up = finding.upstream if finding.upstream.startswith("http") else finding.upstream
-            parts.append(f"{role}: {finding.explanation} [{up}] ([counterexample](docs/conformance.md#"
-                         f"{_anchor(row.adapter, role)}))" if state == "explained" else
-                         f"{role}: examined finding not reproduced here: {finding.explanation}")
-        elif state == "unexplained":
-            parts.append(f"{role}: not examined yet ([counterexample](docs/conformance.md#{_anchor(row.adapter, role)}))")
+def _notes(row: Row) -> str:
+    parts = [f"cannot run: {row.unavailable}"] if row.unavailable else []
     if row.adapter.notes:
         parts.append(row.adapter.notes)
     return " · ".join(parts).replace("|", "\\|").replace("\n", " ")
@@ -184,15 +207,16 @@ def _why(row: Row) -> str:
 def _realpack_text(row: Row) -> str:
     if not row.realpack:
         return "—"
-    bad = {k: v for k, v in row.realpack.items() if v != "holds"}
+    bad = {k: v for k, v in row.realpack.items() if not v.startswith("holds")}
+    dumped = all("(dump → verify: same)" in v for v in row.realpack.values())
     if not bad:
-        return "holds"
+        return "holds" + (" (dump → verify: same)" if dumped else "")
     return "; ".join(f"{k}: {v}" for k, v in bad.items()).replace("|", "\\|")
 
 
 def matrix_table(rows: Sequence[Row]) -> str:
     """The README's table: one line per adapter."""
-    out = ["| system | version | configuration | declared policy | packer | packer + loss | realpack inputs | why |",
+    out = ["| system | version | configuration | declared policy | packer | packer + loss | realpack inputs | notes |",
            "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         a = row.adapter
@@ -200,7 +224,7 @@ def matrix_table(rows: Sequence[Row]) -> str:
         if row.version and row.version != a.written_for:
             version += f" (written for {a.written_for})"
         out.append(f"| {a.system} | {version} | `{a.configuration}` | {_policy_text(a)} | {_verdict_text(row, 'pack')} "
-                   f"| {_verdict_text(row, 'loss')} | {_realpack_text(row)} | {_why(row)} |")
+                   f"| {_verdict_text(row, 'loss')} | {_realpack_text(row)} | {_notes(row)} |")
     return "\n".join(out) + "\n"
 
 

@@ -56,6 +56,9 @@ class Adapter:
     imports: tuple[str, ...]        # modules the adapter needs (their import failing makes the row "cannot run")
     make_packer: Optional[Callable[[], Packer]] = None
     make_reducer: Optional[Callable[[], Reducer]] = None
+    # The packoracle.dump converter of this system: (request, the packer's answer) → microbatch records, as a
+    # user dumping the library's real output writes them (checked by verify against the in-process verdict).
+    dump: Optional[Callable[[dict, Any], list]] = None
     max_row_length: int = 16
     notes: str = ""
     env: Mapping[str, str] = field(default_factory=dict)  # documented environment a CPU user sets

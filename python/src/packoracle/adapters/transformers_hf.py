@@ -44,6 +44,19 @@ def flatten_packer(**collator_kwargs: Any):
     return pack
 
 
+def dump_flatten(request: dict, answer: list) -> list[dict]:
+    """packoracle.dump.from_hf_flatten on each collator output, the documents read in the order fed."""
+    from ..dump import DocumentSequence, from_hf_flatten
+
+    seq = DocumentSequence([{"doc_uid": d["doc_uid"], "tokens": d["tokens"]} for d in documents_of(request)
+                            if d["tokens"]])
+    records = []
+    for mb in answer:
+        rows = [from_hf_flatten(batch, seq)["rows"][0] for batch in mb["rows"]]
+        records.append(dict(mb, rows=rows))
+    return records
+
+
 _TRAINER = None
 
 
@@ -109,7 +122,7 @@ def _adapter(config_id: str, configuration: str, kwargs: dict, policy: dict, not
     return Adapter(name=f"transformers/{config_id}", system="transformers", distribution="transformers",
                    written_for=WRITTEN_FOR, configuration=configuration, policy=policy,
                    imports=("transformers", "torch"), make_packer=lambda: flatten_packer(**kwargs),
-                   make_reducer=trainer_loss, notes=notes, findings={"loss": NAN_ON_EMPTY_STEP})
+                   make_reducer=trainer_loss, dump=dump_flatten, notes=notes, findings={"loss": NAN_ON_EMPTY_STEP})
 
 
 ADAPTERS = (
