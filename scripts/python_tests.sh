@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip install .` of this checkout into a fresh virtual environment
-# (build-venv/), with the pinned test dependencies and PyTorch 2.13.0 (CPU), then, in that environment and
-# against the installed package (never the source tree), the Python tests (python/tests) with pytest and every
-# Python snippet of README.md (scripts/readme_snippets.py). Each stage prints its wall time.
+# (build-venv/), with the pinned test dependencies, the real libraries the adapters drive (the `adapters`
+# extra, every version pinned by requirements/adapters.lock) and PyTorch 2.13.0 (CPU), then, in that
+# environment and against the installed package (never the source tree): the Python tests (python/tests), the
+# adapters' tests against the real libraries (python/tests_adapters), the conformance matrix regenerated and
+# compared with the committed one (docs/conformance.md and README.md's table), and every Python snippet of
+# README.md (scripts/readme_snippets.py). Each stage prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stage.sh
@@ -12,9 +15,12 @@ install() {
   python3 -m venv "$venv"
   # torch first and alone: pinned to the CPU build (a later requirement must not pull another torch).
   "$venv/bin/pip" install --quiet torch==2.13.0
-  "$venv/bin/pip" install --quiet ".[test]"
+  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock ".[test,adapters]"
 }
 stage "pip install . (fresh venv)" install
 export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
+stage "conformance matrix (compared with docs/conformance.md)" \
+  "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md
 stage "README snippets" "$venv/bin/python" scripts/readme_snippets.py README.md

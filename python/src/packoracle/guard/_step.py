@@ -1,0 +1,198 @@
+"""The step side of the guard: each rank's valid-target count and the denominators it used, exchanged
+through the run's own torch.distributed process group, checked once per optimizer step. Every rank computes
+the same verdict from the same gathered numbers, so every rank raises together (no rank is left waiting in
+the next collective).
+
+The rule (DESIGN §11): the objective a step optimizes is Σ_m sum_m / d_m over its micro-batches m, where d_m
+is the denominator micro-batch m divided by. It is the declared one (the global token mean under
+`global_targets`: Σ_m sum_m / N) exactly when d_m / e_m is the same for every m, e_m being the denominator the
+policy declares (N, the step's valid targets over all ranks; the rank's count under `rank_mean`; the
+micro-batch's own under `microbatch_mean`). A ratio that differs between micro-batches changes the objective:
+a violation, naming the ranks. One ratio for all, other than 1 (every rank divided by its own count, and the
+counts happened to be equal), changes only the scale: a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .._batch import canonical_fields
+from .._checks import check_batch
+from .._policy import PolicyLike, resolve
+from ..report import Report
+from ._batches import BatchGuard, GuardViolation, OnViolation, _not_read
+from ._segments import CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
+
+RELATIVE_TOLERANCE = 1e-9
+
+
+@dataclass
+class StepVerdict:
+    """One optimizer step across ranks: ``ok``; ``problems`` (sentences, each naming step and ranks);
+    ``notes``; ``valid_targets`` (over every rank); ``ranks`` (what each rank reported); ``local`` (this
+    rank's batch Reports); ``bytes_exchanged`` by this rank in the collectives."""
+
+    step: int
+    ok: bool
+    valid_targets: float
+    problems: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    ranks: list = field(default_factory=list)
+    local: list = field(default_factory=list)
+    bytes_exchanged: int = 0
+
+    @property
+    def text(self) -> str:
+        lines = [f"packoracle guard: step {self.step}: {'consistent' if self.ok else 'VIOLATION'} "
+                 f"({self.valid_targets:g} valid targets over {len(self.ranks)} rank(s))"]
+        lines += [f"  denominator: {p}" for p in self.problems] + [f"  note: {n}" for n in self.notes]
+        for r in self.ranks:
+            lines.append(f"  rank {r['rank']}: {r['valid']:g} valid targets in {len(r['denominators'])} micro-batch(es), "
+                         f"divided by {', '.join(f'{d:g}' for d in r['denominators']) or '-'}")
+        for report in self.local:
+            if not report.ok:
+                lines.append(report.text)
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _expected(policy: Mapping[str, Any], total: float, rank_total: float, own: float, slots: float) -> float:
+    kind = policy["denominator"]
+    if kind == "rank_mean":
+        return rank_total
+    if kind in ("microbatch_mean", "sequence_mean"):
+        return own
+    if kind == "all_positions":
+        return slots
+    return total
+
+
+def _gather(local: dict, group) -> tuple[list[dict], int]:
+    """Every rank's summary, through the run's process group (one all_gather_object); alone without one."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return [local], 0
+    if not (dist.is_available() and dist.is_initialized()):
+        return [local], 0
+    world = dist.get_world_size(group)
+    out: list = [None] * world
+    dist.all_gather_object(out, local, group=group)
+    import pickle
+
+    return out, len(pickle.dumps(local)) * world
+
+
+def verdict(step: int, policy: Mapping[str, Any], gathered: Sequence[dict], local: list, exchanged: int) -> StepVerdict:
+    total = sum(r["valid"] for r in gathered)
+    slots_total = sum(r["slots"] for r in gathered)
+    v = StepVerdict(step=step, ok=True, valid_targets=total, ranks=list(gathered), local=local, bytes_exchanged=exchanged)
+    ratios = []  # (rank, micro-batch, d / e)
+    for r in gathered:
+        for m, (d, own) in enumerate(zip(r["denominators"], r["per_microbatch"])):
+            if d is None:
+                continue
+            e = _expected(policy, total, r["valid"], own, slots_total)
+            if e == 0:
+                if d != 0 and total > 0:
+                    ratios.append((r["rank"], m, float("inf")))
+                continue
+            ratios.append((r["rank"], m, float(d) / e))
+    if ratios:
+        first = ratios[0][2]
+        if any(abs(q - first) > RELATIVE_TOLERANCE * max(1.0, abs(first)) for _, _, q in ratios):
+            v.ok = False
+            expected = "the step's valid targets over every rank" if policy["denominator"] == "global_targets" else \
+                f"what `denominator: {policy['denominator']}` declares"
+            for rank, m, q in ratios:
+                if abs(q - 1.0) > RELATIVE_TOLERANCE:
+                    r = next(x for x in gathered if x["rank"] == rank)
+                    v.problems.append(f"rank {rank} micro-batch {m} divides by {r['denominators'][m]:g}, {expected} is "
+                                      f"{_expected(policy, total, r['valid'], r['per_microbatch'][m], slots_total):g}: "
+                                      f"the micro-batches of step {step} are weighted unequally")
+        elif abs(first - 1.0) > RELATIVE_TOLERANCE:
+            v.notes.append(f"every denominator is {first:g} × the declared one: the same objective up to scale at "
+                           f"step {step} (it changes at the first step whose counts differ between micro-batches)")
+    bad = [r["rank"] for r in gathered if r["violations"]]
+    if bad:
+        v.ok = False
+        v.problems.append(f"rank(s) {', '.join(map(str, bad))}: batches that break the policy (their reports below, "
+                          f"on those ranks)")
+    return v
+
+
+def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> list:
+    n = len(microbatches)
+    if num_items_in_batch is None:
+        return [(mb.get("producer") or {}).get("denominator") for mb in microbatches]
+    if isinstance(num_items_in_batch, Sequence):
+        if len(num_items_in_batch) != n:
+            raise ValueError(f"guard.check_step: num_items_in_batch has {len(num_items_in_batch)} entries for {n} "
+                             f"micro-batches: give one per micro-batch, or one for all")
+        return [None if x is None else float(x) for x in num_items_in_batch]
+    value = float(num_items_in_batch.item() if hasattr(num_items_in_batch, "item") else num_items_in_batch)
+    return [value] * n
+
+
+def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
+                  num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
+    """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
+    reports, per_mb, slots = [], [], 0
+    for k, mb in enumerate(microbatches):
+        batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
+        fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
+        if documents is None:
+            docs, spans = documents_from_segments(fields, policy)
+            batch = dict(batch, doc_spans=spans)
+        else:
+            docs = documents
+        report = check_batch(batch, docs, policy, ignore=_not_read(batch))
+        step = report.to_json()["steps"][0]
+        per_mb.append(float(step["valid_targets"]))
+        slots += int(step["slots"])
+        reports.append(report)
+    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "slots": slots,
+               "denominators": _denominators(microbatches, num_items_in_batch),
+               "violations": sum(len(r.violations) for r in reports if _counts_violation(r))}
+    return summary, reports
+
+
+def _counts_violation(report: Report) -> bool:
+    # The denominator is judged across ranks here; a batch's own denominator findings (it sees one rank) are not.
+    return any(v.invariant not in ("denominator", "loss") for v in report.violations)
+
+
+def check_step(microbatches: Sequence[Mapping[str, Any]], *, policy: PolicyLike, documents: Optional[Any] = None,
+               num_items_in_batch: Any = None, group: Any = None, step: int = 0,
+               on_violation: OnViolation = "raise") -> StepVerdict:
+    """Checks one optimizer step of a custom training loop, on every rank with that rank's micro-batches.
+
+    Each micro-batch is a batch dict as check_batch takes it (input_ids, labels, position_ids, ...; tensors
+    are fine) with, unless ``num_items_in_batch`` is given (one number for all, or one per micro-batch),
+    ``producer={"denominator": d}``: what its summed loss was divided by. The kit counts the valid targets;
+    the counts and denominators of every rank are exchanged through ``group`` (default: the world of the
+    initialised torch.distributed process group; none: this process alone) and every rank gets the same
+    verdict. Without ``documents`` the batches' own segments stand for them. A violation raises GuardViolation
+    on every rank (``on_violation="raise"``), is logged ("log"), or is passed to your callable."""
+    resolved = resolve(policy)
+    rank = _rank(group)
+    summary, reports = local_summary(microbatches, resolved, documents, num_items_in_batch, rank)
+    gathered, exchanged = _gather(summary, group)
+    v = verdict(step, resolved, gathered, reports, exchanged)
+    if not v.ok:
+        checks = CHECKED_WITHOUT_DOCUMENTS if documents is None else ("documents", "counts and denominators")
+        error = GuardViolation(v.text, report=v, dump=None, checks=checks, where=f"step {step}")
+        BatchGuard(resolved, on_violation=on_violation).notify(error)
+    return v
+
+
+def _rank(group: Any) -> int:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return 0
+    return dist.get_rank(group) if dist.is_available() and dist.is_initialized() else 0
