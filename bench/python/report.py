@@ -2,7 +2,7 @@
 """Prints the tables of bench/python/run.sh from pytest-benchmark JSON files: times, and ratios of times measured
 in the same run (the figures that count on a shared machine), with the goals of issue 13.
 
-    python3 report.py CHECK_JSON [FUZZ_JSON]
+    python3 report.py CHECK_JSON [FUZZ_JSON [GUARD_JSON]]
 
 Times are medians (min in brackets). check and binding benchmarks run with time.process_time (CPU time of
 this process); the fuzz ones with the wall clock, and their CPU time (for exec: the kit's and the candidate's)
@@ -142,6 +142,19 @@ def fuzz_tables(benchmarks):
         print()
 
 
+def guard_table(benchmarks):
+    """The guard's overhead on an 8 × 8192 batch: (guarded collator − collator) / (collator + forward)."""
+    med = {b["name"]: b["stats"]["median"] for b in benchmarks}
+    collator, guarded, forward = (med["test_collator_alone"], med["test_collator_guarded"],
+                                  med["test_forward_small_llama"])
+    print("The guard (8 × 8192 batch, CPU time, medians)")
+    table(["", "time"], [["collator alone", fmt_time(collator)], ["collator guarded (every=1)", fmt_time(guarded)],
+                         ["forward, small Llama", fmt_time(forward)]])
+    print(f"  guard overhead: {fmt_time(guarded - collator)} per batch = {(guarded - collator) / collator * 100:.0f}% of "
+          f"the collator, {(guarded - collator) / (collator + forward) * 100:.2f}% of collator + forward (goal <= 5%)")
+    print()
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -149,6 +162,8 @@ def main(argv):
     check_tables(load(argv[1]))
     if len(argv) > 2:
         fuzz_tables(load(argv[2]))
+    if len(argv) > 3:
+        guard_table(load(argv[3]))
     return 0
 
 

@@ -5,7 +5,8 @@
 #      (pytest-benchmark, CPU time: --benchmark-timer=time.process_time)
 #   3. packoracle.fuzz in-process vs packoracle fuzz --exec, same packer, same cases: test_bench_fuzz.py (wall
 #      clock; CPU time in extra_info)
-#   4. report.py: the tables of times and ratios
+#   4. the guard's overhead on an 8 x 8192 batch: test_bench_guard.py (CPU time)
+#   5. report.py: the tables of times and ratios
 # It builds nothing: PYTHON must import packoracle (installed with pip install ., or a source tree on PYTHONPATH).
 # Environment: PYTHON (an interpreter with numpy, torch, pytest, pytest-benchmark; default python3), OUT (JSON output directory, default /tmp/packoracle-bench-python),
 # BENCH_FUZZ_CASES (2000), BENCH_FUZZ_SEED, BENCH_FUZZ_ROUNDS (5), BENCH_FUZZ_DECODER (off|on|both), PACKORACLE_CLI.
@@ -46,5 +47,10 @@ echo "== 3. fuzz in-process vs exec"
   --benchmark-columns=min,median,rounds --benchmark-sort=name "$@"
 echo
 
-echo "== 4. figures (load average at the end: $(uptime | sed 's/.*load average: //'))"
-"$PYTHON" report.py "$OUT/check.json" "$OUT/fuzz.json"
+echo "== 4. the guard's overhead (needs transformers: the adapters extra)"
+"$PYTHON" -m pytest -q -p no:cacheprovider test_bench_guard.py --benchmark-timer=time.process_time \
+  --benchmark-json="$OUT/guard.json" --benchmark-storage="file://$OUT/storage" --benchmark-columns=min,median,rounds "$@"
+echo
+
+echo "== 5. figures (load average at the end: $(uptime | sed 's/.*load average: //'))"
+"$PYTHON" report.py "$OUT/check.json" "$OUT/fuzz.json" "$OUT/guard.json"

@@ -55,6 +55,7 @@ def main(mode: str, out: str) -> int:
         result.update(outcome="caught", where=e.where, text=str(e), dump=e.dump)
         code = 3
     result["steps"] = [{"step": v.step, "ok": v.ok, "valid": v.valid_targets, "bytes": v.bytes_exchanged,
+                        "exchange_ms": round(v.seconds_exchanging * 1e3, 3),
                         "notes": v.notes} for v in watch.verdicts]
     result["batches_checked"] = guarded.guard.state.checked
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:

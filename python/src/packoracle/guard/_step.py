@@ -14,6 +14,7 @@ counts happened to be equal), changes only the scale: a note.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -32,7 +33,8 @@ RELATIVE_TOLERANCE = 1e-9
 class StepVerdict:
     """One optimizer step across ranks: ``ok``; ``problems`` (sentences, each naming step and ranks);
     ``notes``; ``valid_targets`` (over every rank); ``ranks`` (what each rank reported); ``local`` (this
-    rank's batch Reports); ``bytes_exchanged`` by this rank in the collectives."""
+    rank's batch Reports); ``bytes_exchanged`` (the pickled summaries of every rank, which this rank receives)
+    and ``seconds_exchanging`` in the collective."""
 
     step: int
     ok: bool
@@ -42,6 +44,7 @@ class StepVerdict:
     ranks: list = field(default_factory=list)
     local: list = field(default_factory=list)
     bytes_exchanged: int = 0
+    seconds_exchanging: float = 0.0
 
     @property
     def text(self) -> str:
@@ -181,8 +184,10 @@ def check_step(microbatches: Sequence[Mapping[str, Any]], *, policy: PolicyLike,
     resolved = resolve(policy)
     rank = _rank(group)
     summary, reports = local_summary(microbatches, resolved, documents, num_items_in_batch, rank)
+    started = time.perf_counter()
     gathered, exchanged = _gather(summary, group)
     v = verdict(step, resolved, gathered, reports, exchanged)
+    v.seconds_exchanging = time.perf_counter() - started
     if not v.ok:
         checks = CHECKED_WITHOUT_DOCUMENTS if documents is None else ("documents", "counts and denominators")
         error = GuardViolation(v.text, report=v, dump=None, checks=checks, where=f"step {step}")
