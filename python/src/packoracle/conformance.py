@@ -163,7 +163,8 @@ def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str
             row.roles[role] = _fuzz_role(adapter, role, cases, seed)
             if progress:
                 o = row.roles[role]
-                progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s]")
+                rate = f", {o.cases / o.seconds:.0f} cases/s" if o.cases and o.seconds > 0 else ""
+                progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s{rate}]")
         if row.unavailable is None and adapter.make_packer is not None:
             row.realpack = _realpack(adapter)
         rows.append(row)
