@@ -90,10 +90,10 @@ void FastStepChecker::Impl::Totals() {
       Add(Invariant::kDenominator);
       ok = false;
     }
-    if (!Close(t.loss_sum, loss_sums[m])) {
+    if (!internal::LossClose(t.loss_sum, loss_sums[m])) {
       Add(Invariant::kLoss);
       ok = false;
-    } else if (!seq_mean && t.loss && t.denominator > 0 && !Close(*t.loss, t.loss_sum / t.denominator)) {
+    } else if (!seq_mean && t.loss && t.denominator > 0 && !internal::LossClose(*t.loss, t.loss_sum / t.denominator)) {
       Add(Invariant::kLoss);
       ok = false;
     } else if (!seq_mean && t.loss && t.denominator == 0 && *t.loss != 0) {
@@ -192,7 +192,7 @@ void FastStepChecker::Impl::Totals() {
       case Denominator::kSequenceMean: break;
     }
   }
-  if (!Close(declared, want)) Add(Invariant::kLoss);
+  if (!internal::LossClose(declared, want)) Add(Invariant::kLoss);
   finish();
 }
 

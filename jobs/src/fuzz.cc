@@ -65,6 +65,7 @@ packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   packoracle::VerifyOptions base;
   if (!o.profile.empty()) base.profile = o.profile;
   base.max_row_length = o.max_row_length;
+  base.sft_masks = o.sft_masks;
   base.check.packing_invariance = !o.no_decoder;
   if (!o.oracle) {
     base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {

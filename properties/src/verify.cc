@@ -147,6 +147,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   report.profile = profile->name;
   gen::Profile sized = *profile;
   if (options.max_documents) sized.max_documents = *options.max_documents;
+  if (!options.sft_masks) sized.sft_percent = 0;
   const auto generator = gen::Request(sized, candidate.policies, options.max_row_length);
   std::set<Invariant> ever_checked, ever_not_applicable;
   bool first_not_applicable = true;

@@ -35,6 +35,7 @@ struct FuzzArgs {
   std::int64_t max_row_length = 16;
   bool decoder = true;
   std::optional<std::string> save_regressions;
+  bool sft_masks = true;
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
@@ -48,6 +49,7 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   options.time = a.time;
   options.max_row_length = a.max_row_length;
   options.no_decoder = !a.decoder;
+  options.sft_masks = a.sft_masks;
   if (a.reproduce) options.reproduce = *a.reproduce;
   if (a.save_regressions) options.save_regressions = *a.save_regressions;
   jobs::CheckFuzzOptions(options);
@@ -94,13 +96,14 @@ void BindFuzz(nb::module_& m) {
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
          std::optional<int> cases, std::uint64_t seed, double time, std::optional<std::string> reproduce,
-         std::int64_t max_row_length, bool decoder, std::optional<std::string> save_regressions) {
+         std::int64_t max_row_length, bool decoder, std::optional<std::string> save_regressions, bool sft_masks) {
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
-                        cases, seed, time, std::move(reproduce), max_row_length, decoder, std::move(save_regressions)});
+                        cases, seed, time, std::move(reproduce), max_row_length, decoder, std::move(save_regressions),
+                        sft_masks});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("cases").none(), nb::arg("seed"), nb::arg("time"), nb::arg("reproduce").none(), nb::arg("max_row_length"),
-      nb::arg("decoder"), nb::arg("save_regressions").none(),
+      nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function).");
 }
 

@@ -117,7 +117,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          seed: Optional[int] = None, time: Optional[float] = None, reducer: Optional[Callable[[dict], Any]] = None,
          consumer: Optional[Callable[[dict, dict], Any]] = None, reproduce: Optional[str] = None,
          max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
-         name: Optional[str] = None) -> FuzzResult:
+         name: Optional[str] = None, sft_masks: bool = True) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -137,7 +137,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     ``seed`` fixes them. Returns a
     FuzzResult when every case passes; raises ``Counterexample`` (an AssertionError) with the minimal failing
     case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
-    minimal case as a regression file there (the fixtures/regressions format)."""
+    minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
+    documents whose every token is supervised, for packers that take no per-token supervision (pretraining
+    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``."""
     if packer is None and reducer is None and consumer is None:
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer)):
@@ -149,13 +151,13 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
         raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
     resolved = resolve(policy)
     label = name or "+".join(_name_of(f) for f in (packer, reducer, consumer) if f is not None)
-    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder)
+    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder, sft_masks)
     drivers = (_packer_driver(packer) if packer is not None else None,
                _reducer_driver(reducer) if reducer is not None else None,
                _consumer_driver(consumer) if consumer is not None else None)
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
-                        reproduce, max_row_length, decoder, save_regressions)
+                        reproduce, max_row_length, decoder, save_regressions, sft_masks)
     if not result["passed"]:
         raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
                              invariant=result["invariant"], reproduce=result["reproduce"],
@@ -169,7 +171,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
 
 def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
-                 decoder: bool) -> str:
+                 decoder: bool, sft_masks: bool = True) -> str:
     """The call that replays a failing case ("{}" stands for its reproduce string): the same roles, policy and
     the options the reproduce string depends on."""
     args = [_name_of(packer) if packer is not None else "None", repr(policy) if isinstance(policy, str) else repr(resolved)]
@@ -180,4 +182,6 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
         args.append(f"max_row_length={max_row_length}")
     if not decoder:
         args.append("decoder=False")
+    if not sft_masks:
+        args.append("sft_masks=False")
     return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string

@@ -76,7 +76,8 @@ def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> 
     start = time.perf_counter()
     try:
         result = fuzz(packer, adapter.resolved_policy(), reducer=reducer, cases=cases, seed=seed,
-                      max_row_length=adapter.max_row_length, name=f"{adapter.name} ({role})")
+                      max_row_length=adapter.max_row_length, name=f"{adapter.name} ({role})",
+                      sft_masks=adapter.sft_masks)
     except Counterexample as e:
         text = str(e)
         text = text[:text.rfind("Replay:")] if "Replay:" in text else text
@@ -106,7 +107,8 @@ def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer, in_process:
             with DumpWriter(path) as w:
                 w.header(system=adapter.system, component=adapter.configuration, version=adapter.installed_version(),
                          policy=dict(request["policy"]), dp_world_size=request["dp_world_size"])
-                for d in request["documents"]:
+                # As a dumper writes them: the documents as the system consumed them (its delimiters added).
+                for d in _adapters.documents_of(request):
                     w.document(d["doc_uid"], d["tokens"], d["supervised"])
                 for record in records:
                     w.write(dict(record, record="microbatch"))
@@ -145,6 +147,18 @@ def _realpack(adapter: _adapters.Adapter) -> dict:
     return out
 
 
+def _apply_env(adapter: _adapters.Adapter) -> None:
+    """The environment the adapter documents for a CPU user (values the user set already win). Torch's thread
+    count is read once at start-up, so OMP_NUM_THREADS is applied to a torch already imported too: the kit's
+    cases are tiny, and on a shared 2-core machine a thread pool costs more than it gives."""
+    import os
+
+    for key, value in adapter.env.items():
+        os.environ.setdefault(key, value)
+    if "OMP_NUM_THREADS" in adapter.env and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
 def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str] = (),
         progress=None) -> list[Row]:
     """Runs every adapter (or those named in `only`) and returns the matrix rows."""
@@ -154,6 +168,7 @@ def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str
         raise KeyError(f"conformance: no adapter or system called {', '.join(map(repr, unknown))}")
     rows = []
     for adapter in selected:
+        _apply_env(adapter)
         row = Row(adapter, adapter.installed_version(), adapter.unavailable())
         roles = ["pack"] + (["loss"] if adapter.make_reducer is not None else [])
         for role in roles:
@@ -208,10 +223,9 @@ def _notes(row: Row) -> str:
 def _realpack_text(row: Row) -> str:
     if not row.realpack:
         return "—"
-    bad = {k: v for k, v in row.realpack.items() if not v.startswith("holds")}
-    dumped = all("(dump → verify: same)" in v for v in row.realpack.values())
+    bad = {k: v for k, v in row.realpack.items() if v not in ("holds", "holds (dump → verify: same)")}
     if not bad:
-        return "holds" + (" (dump → verify: same)" if dumped else "")
+        return "holds" + (" (dump → verify: same)" if row.adapter.dump is not None else "")
     return "; ".join(f"{k}: {v}" for k, v in bad.items()).replace("|", "\\|")
 
 
@@ -254,6 +268,7 @@ def counterexamples_page(rows: Sequence[Row], cases: int, seed: int) -> str:
             out.append("")
             out.append(f"Replay: `packoracle.fuzz(a.packer(), a.resolved_policy()"
                        f"{', reducer=a.reducer()' if role == 'loss' else ''}, max_row_length={row.adapter.max_row_length}, "
+                       f"{'' if row.adapter.sft_masks else 'sft_masks=False, '}"
                        f"reproduce=\"{outcome.reproduce}\")` with `a = packoracle.adapters.get(\"{row.adapter.name}\")`.")
             out.append("")
             out.append("```")

@@ -46,6 +46,7 @@ struct FuzzOptions {
   double time = 0;           // seconds, checked between batches; 0: no budget
   std::string profile;       // one fuzzing profile for every case; empty: drawn per batch
   std::int64_t max_row_length = 16;  // the generated rows' largest L (a reproduce string depends on it)
+  bool sft_masks = true;     // false: every token supervised (pretraining packers; reproduce depends on it)
   std::string save_regressions;  // write the minimal counterexample into this directory
   std::string reproduce;     // replay exactly the case of a reproduce string (v1:...) and stop
   bool oracle = false;       // check every case with CheckCase alone (the slow path)

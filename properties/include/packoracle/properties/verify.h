@@ -24,6 +24,9 @@ struct VerifyOptions {
   std::uint64_t seed = 20261129;         // the run's seed: the same seed gives the same cases
   std::int64_t max_row_length = 16;
   std::optional<std::size_t> max_documents;  // overrides the profile's document count bound
+  // false: every generated token is supervised (no prompt/completion masks), for candidates that take no
+  // per-token supervision (pretraining packers); a reproduce string depends on it
+  bool sft_masks = true;
   std::optional<Invariant> only;         // fail only on this invariant (one gtest per invariant)
   std::optional<std::string> profile;    // a profile name (generators.h Profiles()); default: drawn from seed
   bool shrink = true;

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import importlib
 
-from ._base import Adapter, Finding
+from ._base import Adapter, Finding, documents_of
 
 # One module per library; each defines ADAPTERS (a tuple of Adapter).
-MODULES = ("transformers_hf",)
+MODULES = ("transformers_hf", "trl_sft", "torchtune_packed", "megatron_gpt")
 
 
 def all_adapters() -> tuple[Adapter, ...]:

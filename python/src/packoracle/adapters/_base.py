@@ -60,6 +60,9 @@ class Adapter:
     # user dumping the library's real output writes them (checked by verify against the in-process verdict).
     dump: Optional[Callable[[dict, Any], list]] = None
     max_row_length: int = 16
+    # False for a library that takes no per-token supervision (a pretraining dataset): the kit then generates
+    # documents whose every token is supervised, instead of failing on that at every case.
+    sft_masks: bool = True
     notes: str = ""
     env: Mapping[str, str] = field(default_factory=dict)  # documented environment a CPU user sets
     # What the kit finds, examined: role ("pack": the packer alone; "loss": packer + loss reducer) → Finding.
