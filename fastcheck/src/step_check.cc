@@ -43,6 +43,7 @@ bool FastStepChecker::Impl::PolicyDemandsRefusal() const {
   const bool stream_only_full = policy.stream_stride != StreamStride::kNone && policy.padding == Padding::kNone;
   const std::int64_t window = in.row_length + (policy.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
   if (stream_only_full) return total > 0 && total < window;
+  if (PadsBeyondTheRow(policy, in.row_length) && total > 0) return true;
   return policy.overflow == Overflow::kError && overlong;
 }
 

@@ -76,7 +76,8 @@ class Checker {
 
   // A refusal is demanded when overflow is error and a document is longer than the row, or when the policy
   // cuts full stream windows only (stream_stride set, padding none: llm.c) and the stream is non-empty but
-  // shorter than one window and its last target (L + 1 tokens).
+  // shorter than one window and its last target (L + 1 tokens), or when rows are padded to a multiple of k
+  // larger than the row (no row can hold a token: the reference layout rejects every non-empty input).
   bool PolicyDemandsRefusal() const {
     std::int64_t total = 0;
     bool overlong = false;
@@ -87,6 +88,7 @@ class Checker {
     const bool stream_only_full = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
     const std::int64_t window = request_.row_length + (policy_.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
     if (stream_only_full) return total > 0 && total < window;
+    if (PadsBeyondTheRow(policy_, request_.row_length) && total > 0) return true;
     return policy_.overflow == Overflow::kError && overlong;
   }
 
@@ -210,7 +212,8 @@ void Checker::CheckPacker() {
   if (demanded) {
     Add(Invariant::kCoverage, "the policy demands a refusal (a document longer than the row length " +
                                   std::to_string(request_.row_length) +
-                                  " under overflow: error, or a stream shorter than one full window), but the packer "
+                                  " under overflow: error, a stream shorter than one full window, or pad_to a multiple larger than the row), "
+                                  "but the packer "
                                   "did not refuse");
     return;
   }

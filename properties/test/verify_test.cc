@@ -69,5 +69,33 @@ INSTANTIATE_TYPED_TEST_SUITE_P(KitReference, PackerConformance, ::testing::Types
 
 TEST(Verify, OneCallEntryPointPasses) { EXPECT_TRUE(VerifyPackerKeepsInvariants(KitReferencePacker{})); }
 
+// Rows padded to a multiple of 8 cannot be at most 4 slots long: the policy demands a refusal (a packer that
+// refuses passes, one that answers with rows of 4 fails under coverage), as the reference layout rejects it.
+struct AlwaysRefuses {
+  PackResult Pack(const PackRequest&) { return PackResult::Refuse("pad_to_multiple_of=8: no row fits in 4 slots"); }
+};
+
+TEST(Verify, PaddingToAMultipleLargerThanTheRowDemandsARefusal) {
+  PackRequest request;
+  request.policy = FindPreset("reference").policy;
+  request.policy.padding = Padding::kRight;
+  request.policy.pad_to = {PadTo::Kind::kMultipleOf, 8};
+  request.row_length = 4;
+  request.documents = {Document{"d0", {5, 6}, {}}};
+  Candidate refuses = MakeCandidate("refuses", AlwaysRefuses{});
+  EXPECT_TRUE(CheckCase(refuses, request).passed());
+  struct RowsOfFour {
+    PackResult Pack(const PackRequest& r) {
+      PackRequest fits = r;
+      fits.policy.pad_to = {PadTo::Kind::kRowLen, 0};
+      return ReferenceCandidate().packer->Pack(fits);
+    }
+  };
+  Candidate answers = MakeCandidate("answers", RowsOfFour{});
+  const CaseResult result = CheckCase(answers, request);
+  ASSERT_FALSE(result.passed());
+  EXPECT_EQ(result.violations.front().invariant, Invariant::kCoverage);
+}
+
 }  // namespace
 }  // namespace packoracle

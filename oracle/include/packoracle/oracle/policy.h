@@ -111,6 +111,12 @@ struct Policy {
 bool operator==(const Policy& a, const Policy& b);
 inline bool operator!=(const Policy& a, const Policy& b) { return !(a == b); }
 
+// Rows padded to a multiple of k larger than the row length L: no row can hold a token (a row of n ≥ 1 tokens
+// rounds up to ⌈n/k⌉·k ≥ k > L slots), so the policy refuses every input that has one.
+inline bool PadsBeyondTheRow(const Policy& p, std::int64_t row_length) {
+  return p.padding != Padding::kNone && p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple > row_length;
+}
+
 // A policy key's value as JSON would carry it: null, a boolean, an integer or a string.
 using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string>;
 

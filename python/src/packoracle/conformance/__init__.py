@@ -1,0 +1,207 @@
+"""packoracle conformance: the kit against every real library in every configuration it has an adapter for.
+
+For each adapter: a fixed-seed fuzz of its packer alone ("pack") and, when it has one, of its packer with its
+loss reducer ("loss"), plus the realpack inputs (the two fixed inputs the realpack recordings use, on one rank
+and on two). Each failure is matched with the adapter's examined Finding; the matrix is written as Markdown
+(the README's table and a page with every counterexample drawn) and JSON. The output depends on nothing but
+the installed libraries (no times, no paths), so CI regenerates it and compares it with the committed one.
+
+    python -m packoracle.conformance --markdown docs/conformance.md --readme README.md
+    python -m packoracle.conformance --check docs/conformance.md --readme README.md   # CI: fail on any change
+
+run() does the work (here), _render writes the Markdown and JSON, __main__ is the command line.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import _core
+from .. import adapters as _adapters
+from .._checks import check_step, verify
+from .._fuzz import Counterexample, Refuse, fuzz
+from ..report import Report
+
+DEFAULT_CASES = 300
+DEFAULT_SEED = 20261201
+
+# The realpack inputs (fixtures/realpack/README.md): set A is the lesson's shape, set B mixes lengths.
+REALPACK_INPUTS = {
+    "A": [[11, 12, 13], [21, 22, 23, 24, 25, 26]],
+    "B": [[1, 2, 3, 4, 5], [6, 7], [8, 9, 10, 11, 12, 13, 14], [15]],
+}
+REALPACK_ROW_LENGTH = 8
+
+
+@dataclass
+class Outcome:
+    """One fuzz of one role: "holds", "fails" (invariant, counterexample) or "cannot run" (why)."""
+
+    verdict: str
+    invariant: str = ""
+    counterexample: str = ""
+    reproduce: str = ""
+    cases: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Row:
+    adapter: _adapters.Adapter
+    version: Optional[str]
+    unavailable: Optional[str]
+    roles: dict = field(default_factory=dict)      # "pack"/"loss" → Outcome
+    realpack: dict = field(default_factory=dict)   # "A·1 rank" → "holds" | "fails: inv" | "refused: ..."
+
+    def explanation(self, role: str) -> tuple[str, Optional[_adapters.Finding]]:
+        """("explained"|"unexplained"|"stale"|"", finding) for one role."""
+        outcome, finding = self.roles.get(role), self.adapter.findings.get(role)
+        if outcome is None or outcome.verdict == "cannot run":
+            return "", finding
+        if outcome.verdict == "fails":
+            if finding is not None and finding.invariant == outcome.invariant:
+                return "explained", finding
+            return "unexplained", finding
+        return ("stale", finding) if finding is not None else ("", None)
+
+
+def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> Outcome:
+    packer = adapter.packer()
+    reducer = adapter.reducer() if role == "loss" else None
+    start = time.perf_counter()
+    try:
+        result = fuzz(packer, adapter.resolved_policy(), reducer=reducer, cases=cases, seed=seed,
+                      max_row_length=adapter.max_row_length, name=f"{adapter.name} ({role})",
+                      sft_masks=adapter.sft_masks)
+    except Counterexample as e:
+        text = str(e)
+        text = text[:text.rfind("Replay:")] if "Replay:" in text else text
+        return Outcome("fails", e.invariant or "", text.rstrip() + "\n", e.reproduce, 0,
+                       time.perf_counter() - start)
+    return Outcome("holds", cases=result.cases, seconds=time.perf_counter() - start)
+
+
+def _realpack_request(docs: list, dp: int, policy: dict) -> dict:
+    documents = [{"doc_uid": f"d{k}", "tokens": list(t), "supervised": [1] * len(t)} for k, t in enumerate(docs)]
+    return {"id": 0, "row_length": REALPACK_ROW_LENGTH, "micro_batch_rows": 1, "dp_world_size": dp,
+            "policy": policy, "documents": documents, "target_losses": {}}
+
+
+def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer, in_process: Report) -> str:
+    """The adapter's packoracle.dump converter on the library's output, written as a dump and read by verify:
+    "" when verify's verdict is the in-process one, else what differs."""
+    import os
+    import tempfile
+
+    from ..dump import DumpWriter
+
+    with tempfile.TemporaryDirectory(prefix="packoracle-conformance-") as tmp:
+        path = os.path.join(tmp, "dump.jsonl")
+        try:
+            records = adapter.dump(request, answer)
+            with DumpWriter(path) as w:
+                w.header(system=adapter.system, component=adapter.configuration, version=adapter.installed_version(),
+                         policy=dict(request["policy"]), dp_world_size=request["dp_world_size"])
+                # As a dumper writes them: the documents as the system consumed them (its delimiters added).
+                for d in _adapters.documents_of(request):
+                    w.document(d["doc_uid"], d["tokens"], d["supervised"])
+                for record in records:
+                    w.write(dict(record, record="microbatch"))
+            dumped = verify(path)
+        except (TypeError, ValueError) as e:
+            return f"the dump is refused: {e}"
+    if dumped.ok == in_process.ok and _invariants(dumped) == _invariants(in_process):
+        return ""
+    return f"verify says {_invariants(dumped) or 'clean'}, in-process {_invariants(in_process) or 'clean'}"
+
+
+def _invariants(report: Report) -> str:
+    return ", ".join(sorted({v.invariant for v in report.violations}))
+
+
+def _realpack(adapter: _adapters.Adapter) -> dict:
+    """The packer on the realpack inputs, each checked as one step by check_step (and, through the adapter's
+    dump converter, by verify: the two verdicts must agree)."""
+    policy = adapter.resolved_policy().to_dict()
+    packer = adapter.packer()
+    out = {}
+    for name, docs in REALPACK_INPUTS.items():
+        for dp in (1, 2):
+            label = f"{name}·{dp} rank{'s' if dp > 1 else ''}"
+            request = _realpack_request(docs, dp, policy)
+            try:
+                _core.effective_documents(request["documents"], policy)
+            except ValueError as e:  # e.g. a token of the inputs is the policy's EOD id
+                out[label] = f"not run: the inputs do not suit the policy ({e})"
+                continue
+            try:
+                answer = packer(request)
+            except Refuse as e:
+                out[label] = f"refused: {e}"
+                continue
+            except Exception as e:  # the library raised: that is its verdict on this input
+                out[label] = f"fails: the packer raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                continue
+            report = check_step(answer, request["documents"], policy, dp_world_size=dp, row_length=REALPACK_ROW_LENGTH)
+            out[label] = "holds" if report.ok else "fails: " + _invariants(report)
+            if adapter.dump is not None:
+                differs = _dump_verdict(adapter, request, answer, report)
+                out[label] += f" (dump → verify: {differs})" if differs else " (dump → verify: same)"
+    return out
+
+
+def _apply_env(adapter: _adapters.Adapter) -> None:
+    """The environment the adapter documents for a CPU user (values the user set already win). Torch's thread
+    count is read once at start-up, so OMP_NUM_THREADS is applied to a torch already imported too: the kit's
+    cases are tiny, and on a shared 2-core machine a thread pool costs more than it gives."""
+    import os
+
+    for key, value in adapter.env.items():
+        os.environ.setdefault(key, value)
+    if "OMP_NUM_THREADS" in adapter.env and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str] = (),
+        progress=None) -> list[Row]:
+    """Runs every adapter (or those named in `only`) and returns the matrix rows."""
+    def named(a: _adapters.Adapter, n: str) -> bool:
+        return n in (a.name, a.system) or a.name.startswith(n + "/")
+
+    everything = _adapters.all_adapters()
+    selected = [a for a in everything if not only or any(named(a, n) for n in only)]
+    unknown = [n for n in only if not any(named(a, n) for a in everything)]
+    if unknown:
+        raise KeyError(f"conformance: no adapter or system called {', '.join(map(repr, unknown))}")
+    rows = []
+    for adapter in selected:
+        _apply_env(adapter)
+        row = Row(adapter, adapter.installed_version(), adapter.unavailable())
+        roles = ["pack"] + (["loss"] if adapter.make_reducer is not None else [])
+        for role in roles:
+            if row.unavailable is not None:
+                row.roles[role] = Outcome("cannot run")
+                continue
+            row.roles[role] = _fuzz_role(adapter, role, cases, seed)
+            if progress:
+                o = row.roles[role]
+                rate = f", {o.cases / o.seconds:.0f} cases/s" if o.cases and o.seconds > 0 else ""
+                progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s{rate}]")
+        if row.unavailable is None and adapter.make_packer is not None:
+            row.realpack = _realpack(adapter)
+        rows.append(row)
+    return rows
+
+
+from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained  # noqa: E402
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line (`packoracle conformance ARGS`) as a function; returns its exit code."""
+    from .__main__ import main as command_line
+
+    return command_line(argv)

@@ -1,0 +1,87 @@
+"""`python -m packoracle.conformance` (and `packoracle conformance`, which runs it): see --help."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Optional
+
+from .. import adapters as _adapters
+from . import DEFAULT_CASES, DEFAULT_SEED, run
+from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="packoracle conformance",
+        description="Run the kit against every real library adapter (packoracle.adapters) and write the matrix.",
+        epilog="Exit codes: 0 every verdict is explained (and, with --check, the files are up to date); 1 a "
+               "failure nobody explained, a finding no longer seen, or a file that differs; 2 bad arguments.")
+    parser.add_argument("--cases", type=int, default=DEFAULT_CASES, help=f"generated cases per role (default {DEFAULT_CASES})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"the fuzz seed (default {DEFAULT_SEED})")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="an adapter (transformers/flatten) or a system (trl); repeatable")
+    parser.add_argument("--markdown", metavar="FILE", help="write the page with every counterexample here")
+    parser.add_argument("--readme", metavar="FILE", help="replace the table between the conformance markers of this file")
+    parser.add_argument("--json", metavar="FILE", help="write the matrix as JSON here ('-': standard output)")
+    parser.add_argument("--check", metavar="FILE", help="compare with this committed page (and --readme) instead of writing")
+    parser.add_argument("--list", action="store_true", help="list the adapters and whether each can run here, then exit")
+    args = parser.parse_args(argv)
+    if args.cases < 1:
+        parser.error("--cases must be a positive integer")
+    if args.list:
+        for a in _adapters.all_adapters():
+            why = a.unavailable()
+            print(f"{a.name:40s} {a.installed_version() or '-':10s} {'can run' if why is None else 'cannot run: ' + why}")
+        return 0
+    started = time.perf_counter()
+    try:
+        rows = run(args.cases, args.seed, args.only, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    except KeyError as e:
+        parser.error(str(e.args[0]))
+    table = matrix_table(rows)
+    page = counterexamples_page(rows, args.cases, args.seed)
+    status = 0
+    if args.json:
+        text = json.dumps(to_json(rows), indent=1) + "\n"
+        sys.stdout.write(text) if args.json == "-" else open(args.json, "w").write(text)
+    if args.check:
+        status |= _compare(args.check, page)
+        if args.readme:
+            status |= _compare(args.readme, splice_readme(open(args.readme).read(), table))
+    else:
+        if args.markdown:
+            open(args.markdown, "w").write(page)
+        if args.readme:
+            readme = open(args.readme).read()
+            open(args.readme, "w").write(splice_readme(readme, table))
+        if not args.markdown and not args.readme and not args.json:
+            sys.stdout.write(table)
+    for line in unexplained(rows):
+        print(f"conformance: {line}", file=sys.stderr)
+        status = 1
+    print(f"conformance: {len(rows)} adapters in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return status
+
+
+def _compare(path: str, expected: str) -> int:
+    import difflib
+
+    try:
+        current = open(path).read()
+    except OSError as e:
+        print(f"conformance: cannot read {path}: {e.strerror}", file=sys.stderr)
+        return 1
+    if current == expected:
+        return 0
+    diff = difflib.unified_diff(current.splitlines(True), expected.splitlines(True), path, path + " (now)")
+    sys.stderr.write(f"conformance: {path} differs from what the installed libraries give now:\n")
+    sys.stderr.writelines(list(diff)[:200])
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
