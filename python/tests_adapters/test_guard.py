@@ -36,7 +36,7 @@ def test_a_correct_collator_passes_and_a_collator_without_boundaries_is_caught(t
 
 def test_every_checks_one_batch_in_k_and_log_does_not_raise(caplog):
     bad = guard.wrap_collator(DataCollatorWithFlattening(return_position_ids=False), "hf-flatten", every=2,
-                              on_violation="log", dump_dir=os.devnull + "/none")
+                              on_violation="log", dump_dir=os.devnull + "/none")  # unwritable: logged, not raised
     with caplog.at_level(logging.ERROR, logger="packoracle.guard"):
         for _ in range(4):
             bad(DOCS)
@@ -44,12 +44,12 @@ def test_every_checks_one_batch_in_k_and_log_does_not_raise(caplog):
     assert "breaks the declared policy" in caplog.text
 
 
-def test_a_loader_is_checked_from_its_own_segments():
+def test_a_loader_is_checked_from_its_own_segments(tmp_path):
     batch = DataCollatorWithFlattening(return_flash_attn_kwargs=True)(DOCS)
     guard.wrap_dataloader([batch], "hf-flatten").__iter__().__next__()
     shifted = dict(batch, labels=batch["input_ids"].clone())  # the boundary target trained: labels = tokens
     seen = []
-    list(guard.wrap_dataloader([shifted], "hf-flatten", on_violation=seen.append))
+    list(guard.wrap_dataloader([shifted], "hf-flatten", on_violation=seen.append, dump_dir=str(tmp_path)))
     assert seen and "targets" in {v.invariant for v in seen[0].report.violations}
     assert "targets against the shift inside each segment" in seen[0].checks
 
@@ -68,7 +68,8 @@ def test_step_rules_unequal_weights_violate_a_uniform_scale_is_a_note():
 
 def _torchrun(mode: str, out) -> tuple[int, list[dict]]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+    # --standalone: a rendezvous on a free port (a fixed one can still be held by the previous run)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            os.path.join(HERE, "guard_train.py"), mode, str(out)], env=env, capture_output=True,
                           text=True, timeout=600)
     ranks = []

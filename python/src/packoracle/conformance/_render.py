@@ -87,6 +87,10 @@ def _section(row: "Row") -> list[str]:
         out.append(f"- notes: {a.notes}")
     for label, verdict in row.realpack.items():
         out.append(f"- realpack {label}: {verdict}")
+    for role, finding in a.findings.items():
+        if row.roles.get(role) is not None and row.roles[role].verdict == "cannot run":
+            out.append(f"- examined where it runs (not checked by this run), {role}: `{finding.invariant}` "
+                       f"({finding.kind}): {finding.explanation} Upstream: {finding.upstream}.")
     out.append("")
     for role, outcome in row.roles.items():
         out += _failure(row, role, outcome) if outcome.verdict == "fails" else []
