@@ -95,3 +95,10 @@ def test_an_unexplained_failure_makes_conformance_fail(monkeypatch, capsys):
     monkeypatch.setattr(adapters, "all_adapters", lambda: (bare,))
     assert conformance.main(["--cases", "50"]) == 1
     assert "transformers/flatten (loss): unexplained" in capsys.readouterr().err
+
+
+def test_the_page_reads_the_same_on_every_machine():
+    line = '  File "/home/u/venv/lib/python3.11/site-packages/olmo_core/data/utils.py", line 795, in __init__'
+    assert conformance.portable(line) == '  File "olmo_core/data/utils.py", line 795, in __init__'
+    assert conformance.portable('File "/opt/py/lib/python3.12/concurrent/futures/process.py"') == \
+        'File "concurrent/futures/process.py"'

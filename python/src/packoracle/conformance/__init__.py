@@ -14,6 +14,7 @@ run() does the work (here), _render writes the Markdown and JSON, __main__ is th
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -69,6 +70,16 @@ class Row:
         return ("stale", finding) if finding is not None else ("", None)
 
 
+# Where a traceback's files live on this machine: a venv's site-packages, a source tree's python/src, the
+# interpreter's own lib/python3.X. Cut, so that the page reads the same on every machine.
+_MACHINE_PATH = re.compile(r'File "(?:[^"]*/site-packages/|[^"]*/python/src/|[^"]*/lib/python3\.\d+/)')
+
+
+def portable(text: str) -> str:
+    """A report with the machine's paths cut from its traceback lines (File "olmo_core/data/utils.py", ...)."""
+    return _MACHINE_PATH.sub('File "', text)
+
+
 def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> Outcome:
     packer = adapter.packer()
     reducer = adapter.reducer() if role == "loss" else None
@@ -80,7 +91,7 @@ def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> 
     except Counterexample as e:
         text = str(e)
         text = text[:text.rfind("Replay:")] if "Replay:" in text else text
-        return Outcome("fails", e.invariant or "", text.rstrip() + "\n", e.reproduce, 0,
+        return Outcome("fails", e.invariant or "", portable(text).rstrip() + "\n", e.reproduce, 0,
                        time.perf_counter() - start)
     return Outcome("holds", cases=result.cases, seconds=time.perf_counter() - start)
 
