@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from transformers import DataCollatorWithFlattening
 
 import packoracle
@@ -105,3 +106,10 @@ def test_torchrun_a_collator_training_across_documents_is_caught_at_the_first_ba
         assert r["outcome"] == "caught" and r["where"] == "batch 0", r
         assert "a backend would attend across documents" in r["text"]
         assert os.path.exists(r["dump"])
+
+
+def test_a_packed_feature_holds_one_document_per_seq_length_and_lengths_that_disagree_are_named():
+    docs = guard.documents_from_features([{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": torch.tensor([2, 3])}])
+    assert [d["tokens"] for d in docs] == [[1, 2], [3, 4, 5]]
+    with pytest.raises(ValueError, match=r"features\[0\]: field 'seq_lengths' sums to 4, but its input_ids has 5"):
+        guard.documents_from_features([{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 2]}])

@@ -21,6 +21,3 @@ def two_class_logits(losses, valid):
             out[i, 1] = math.log(math.expm1(loss)) if loss > 1e-12 else -1e4
     return out
 
-
-def slot_losses_of(request: dict, m: int, r: int):
-    return request["slot_losses"][m][r]

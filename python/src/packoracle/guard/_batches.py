@@ -54,7 +54,12 @@ def documents_from_features(features: Sequence[Mapping[str, Any]], ignore_index:
         labels = f.get("labels")
         sup = np.ones(len(ids), dtype=np.int64) if labels is None else \
             (as_array(labels, f"features[{k}]", "labels").reshape(-1) != ignore_index).astype(np.int64)
-        lengths = f.get("seq_lengths") or [len(ids)]
+        lengths = f.get("seq_lengths")
+        lengths = [len(ids)] if lengths is None else \
+            [int(n) for n in as_array(lengths, f"features[{k}]", "seq_lengths").reshape(-1)]
+        if sum(lengths) != len(ids):
+            raise ValueError(f"guard: features[{k}]: field 'seq_lengths' sums to {sum(lengths)}, but its input_ids "
+                             f"has {len(ids)} tokens")
         start = 0
         for j, n in enumerate(int(x) for x in lengths):
             docs.append({"doc_uid": f"f{k}" if len(lengths) == 1 else f"f{k}.{j}",
@@ -77,12 +82,15 @@ class BatchGuard:
         self.dump_dir = dump_dir if dump_dir is not None else os.environ.get("PACKORACLE_GUARD_DIR", "packoracle-guard")
         self.state = GuardState()
 
-    def check(self, batch: Mapping[str, Any], documents: Optional[list[dict]] = None) -> Optional[Report]:
-        """Checks one batch (if it is its turn); returns its Report, or None when skipped."""
+    def check(self, batch: Mapping[str, Any],
+              documents: Optional[Callable[[], list[dict]]] = None) -> Optional[Report]:
+        """Checks one batch (if it is its turn); returns its Report, or None when skipped. `documents` gives
+        the batch's documents, called only when the batch is checked (None: its own segments stand for them)."""
         self.state.seen += 1
         if (self.state.seen - 1) % self.every:
             return None
         self.state.checked += 1
+        documents = documents() if documents is not None else None
         fields = {k: v for k, v in batch.items() if k not in self.ignore}
         if documents is None or not documents:
             documents, spans = documents_from_segments(canonical_fields(fields, "batch", _not_read(fields)), self.policy)
@@ -151,8 +159,7 @@ class GuardedCollator:
 
     def __call__(self, features, *args, **kwargs):
         batch = self.collator(features, *args, **kwargs)
-        docs = documents_from_features(features, self.guard.policy["ignore_index"])
-        self.guard.check(batch, docs)
+        self.guard.check(batch, lambda: documents_from_features(features, self.guard.policy["ignore_index"]))
         return batch
 
     def __getattr__(self, name: str) -> Any:  # the wrapped collator's attributes (tokenizer, flags, ...)
