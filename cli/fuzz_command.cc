@@ -145,6 +145,7 @@ int Unusable(const std::string& message) {
 int RunFuzz(FuzzCommandOptions& o) {
   jobs::ExecFuzzOptions& job = o.job;
   job.fuzz.cases_given = o.cases_option && o.cases_option->count() > 0;
+  job.fuzz.stats = job.fuzz.stats || o.format == "json";  // the JSON always says what was generated
   // Both start once the candidate has: Ctrl-C during the start kills the kit, and the clock counts the run.
   std::optional<InterruptGuard> interrupt_guard;
   std::optional<Progress> progress;
@@ -209,6 +210,10 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--save-regressions", o->job.fuzz.save_regressions, "write the minimal counterexample into this directory");
   fuzz->add_option("--reproduce", o->job.fuzz.reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();
+  fuzz->add_flag("--stats", o->job.fuzz.stats,
+                 "say what was generated: documents per case and per row, row lengths, tokens, the share of cases "
+                 "in which documents share a row, refusals, zero-target steps, ranks and micro-batches (the JSON "
+                 "output always holds it, under \"generated\")");
   fuzz->add_flag("--oracle", o->job.fuzz.oracle,
                  "check every case with the oracle alone (CheckCase); by default the fast verifier checks each case "
                  "and the oracle reports the failures (with the decoder on, the oracle checks every case)");

@@ -42,6 +42,8 @@ Runner AddSelftestCommand(CLI::App& app) {
   selftest->add_option("--show", o->job.show, "print the full report of this candidate (id or name; default TG-02)");
   selftest->add_option("--save-regressions", o->job.save_regressions,
                        "write every counterexample found into this directory");
+  selftest->add_flag("--stats", o->job.stats,
+                     "say what was generated (all candidates' cases together; with --format json, per candidate)");
   selftest->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   return [selftest, o] { return *selftest ? RunSelftest(*o) : -1; };
 }

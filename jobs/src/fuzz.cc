@@ -67,6 +67,7 @@ packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   base.max_row_length = o.max_row_length;
   base.sft_masks = o.sft_masks;
   base.check.packing_invariance = !o.no_decoder;
+  base.collect_stats = o.stats;
   if (!o.oracle) {
     base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {
       return fastcheck::CheckCaseFast(c, r, options);
@@ -82,6 +83,7 @@ void Absorb(FuzzOutcome& out, const VerifyReport& report) {
     out.gaps.largest_gap = report.largest_gap;
   out.checked.insert(report.checked.begin(), report.checked.end());
   out.profiles.insert(report.profile);
+  if (report.generated) (out.generated ? *out.generated : out.generated.emplace()).Merge(*report.generated);
   if (report.contamination) {
     Accumulate(out.contamination ? *out.contamination : out.contamination.emplace(), *report.contamination);
   }

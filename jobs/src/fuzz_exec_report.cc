@@ -8,6 +8,7 @@
 
 #include "packoracle/interchange/request_json.h"
 #include "packoracle/jobs/fuzz_exec.h"
+#include "packoracle/jobs/generation_json.h"
 
 namespace packoracle::jobs {
 namespace {
@@ -101,6 +102,7 @@ std::string RenderExecFuzzText(const ExecFuzzOptions& o, const ExecFuzzResult& r
   } else {
     RenderPassText(o, r, result.stats, out);
   }
+  if (r.generated) out << "\n" << RenderGenerationStats(*r.generated);
   return out.str();
 }
 
@@ -131,6 +133,7 @@ std::string RenderExecFuzzJson(const ExecFuzzOptions& o, const ExecFuzzResult& r
                                  {"max_relative_change", r.contamination->max_relative},
                                  {"mean_relative_change", r.contamination->mean_relative}};
   }
+  if (r.generated) out["generated"] = GenerationStatsJson(*r.generated);
   if (r.failure) out["failure"] = FailureJson(o, r);
   return out.dump(2) + "\n";
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "packoracle/interchange/regression.h"
+#include "packoracle/jobs/generation_json.h"
 #include "printf.h"
 
 namespace packoracle::jobs {
@@ -24,6 +25,7 @@ SelftestRow RunOne(const SelftestCandidate& c, const SelftestOptions& o) {
   VerifyOptions options;
   options.cases = o.cases;
   options.seed = o.seed;
+  options.collect_stats = o.stats;
   options.reproduce_command = "packoracle selftest --only " + c.id + " --seed " + std::to_string(o.seed);
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report = Verify(candidate, options);
@@ -105,6 +107,10 @@ SelftestResult RunSelftest(const std::vector<SelftestCandidate>& candidates, con
   result.options = options;
   for (const auto& c : candidates)
     if (Selected(c, options.only)) result.rows.push_back(RunOne(c, options));
+  for (const auto& row : result.rows)
+    if (row.report.generated) {
+      (result.generated ? *result.generated : result.generated.emplace()).Merge(*row.report.generated);
+    }
   result.exit_code = result.as_expected() == static_cast<int>(result.rows.size()) ? 0 : 1;
   return result;
 }
@@ -119,6 +125,7 @@ std::string RenderSelftestText(const SelftestResult& r) {
         << shown->report.text;
   }
   RenderSurprises(r, out);
+  if (r.generated) out << "\n" << RenderGenerationStats(*r.generated);
   return out.str();
 }
 
@@ -140,6 +147,7 @@ std::string RenderSelftestJson(const SelftestResult& r) {
     j["ms"] = row.ms;
     j["reproduce"] = report.reproduce;
     if (report.passed && report.largest_gap) j["objective_gap"] = DescribeGap(report);
+    if (report.generated) j["generated"] = GenerationStatsJson(*report.generated);
     out.push_back(j);
   }
   return out.dump(2) + "\n";

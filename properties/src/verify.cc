@@ -164,6 +164,9 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     }
     PackRequest request = current.value();
     request.id = k;
+    if (options.collect_stats && replay_path.empty()) {
+      (report.generated ? *report.generated : report.generated.emplace()).Observe(request, profile->name);
+    }
     CaseResult result;
     try {
       result = CheckWith(options, candidate, request);

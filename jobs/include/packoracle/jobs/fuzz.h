@@ -52,6 +52,7 @@ struct FuzzOptions {
   bool oracle = false;       // check every case with CheckCase alone (the slow path)
   bool no_decoder = false;   // skip packing_invariance (the tiny decoder): every passing case on the fast path
   std::string shard;         // "i/n"; empty: the whole run
+  bool stats = false;        // measure what was generated (FuzzOutcome::generated)
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;
@@ -98,6 +99,7 @@ struct FuzzOutcome {
   std::string regression_path, regression_error;  // options.save_regressions
   VerifyReport gaps;  // largest_gap only: the largest declared-objective gap over the run
   std::optional<Contamination> contamination;  // packing_invariance's measurement over the run
+  std::optional<GenerationStats> generated;    // options.stats: every case as generated, over the run
   double cases_per_second() const;
 };
 

@@ -31,6 +31,7 @@ struct SelftestOptions {
   std::string only;            // run only candidates whose id or name contains this
   std::string show = "TG-02";  // the candidate whose full report is printed (the lesson's bug: a shifted row)
   std::string save_regressions;  // write every counterexample found into this directory
+  bool stats = false;            // measure what was generated (SelftestResult::generated, per row in JSON)
 };
 
 struct SelftestRow {
@@ -44,6 +45,7 @@ struct SelftestResult {
   int exit_code = 0;  // 0 when every candidate behaved as expected, 1 otherwise
   SelftestOptions options;
   std::vector<SelftestRow> rows;  // in the candidates' order
+  std::optional<GenerationStats> generated;  // options.stats: every candidate's cases together
   int as_expected() const;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "packoracle/properties/candidate.h"
+#include "packoracle/properties/generation_stats.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle {
@@ -37,6 +38,7 @@ struct VerifyOptions {
   std::function<CaseResult(Candidate&, const PackRequest&, const CheckOptions&)> check_case;
   std::optional<std::string> reproduce;  // replay exactly the case of a reproduce string, then stop
   std::string reproduce_command;         // how a person reruns this run (shown in reports), e.g. a gtest filter
+  bool collect_stats = false;            // measure every generated case (VerifyReport::generated)
 };
 
 struct VerifyReport {
@@ -67,6 +69,8 @@ struct VerifyReport {
   // packing_invariance's measurement over every checked case: the relative change of the tiny decoder's losses
   // against each document alone (zero for an isolating producer; the contamination under row_causal).
   std::optional<Contamination> contamination;
+  // What was generated (options.collect_stats): every case as drawn, before shrinking.
+  std::optional<GenerationStats> generated;
   // The headline invariant of the failure.
   std::optional<Invariant> broken() const {
     if (!failure || failure->violations.empty()) return std::nullopt;
