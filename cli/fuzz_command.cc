@@ -46,8 +46,10 @@ answers, closing stdin early. The kit then kills the candidate's process group, 
 goes on shrinking. No candidate process outlives the kit.
 
 The run: --cases cases (default 1000), or with --time and no --cases as many as fit in the time. Cases come
-in batches of 32 (batch 0 uses --seed, batch b a seed derived from it; without --profile each batch draws its
-profile from its seed). --shard i/n runs only the batches b with b mod n == i (of --cases in all, or until
+in batches of 32 (batch 0 uses --seed, batch b a seed derived from it; without --profile each case draws its
+profile). Cases grow with the run: over its first 2048 cases (all of them in a shorter run) row lengths and
+document counts climb, log-uniformly drawn, from at most 16 slots and 8 documents to --max-row-length (8192)
+and --max-documents (512); --stats shows what was generated. --shard i/n runs only the batches b with b mod n == i (of --cases in all, or until
 --time): n jobs with the same --seed and --cases and shards 0/n .. n-1/n run together exactly the cases of
 one unsharded run, each once; a failure's replay command needs no --shard. --time is checked between batches: it stops the generation of new cases (a failure
 already found is still shrunk), and the report says how many cases ran. A run longer than 2 s prints a
@@ -204,9 +206,17 @@ Runner AddFuzzCommand(CLI::App& app) {
                                                           "as many as the time allows)");
   fuzz->add_option("--seed", o->job.fuzz.seed, "the run's seed: the same seed gives the same cases")->capture_default_str();
   fuzz->add_option("--time", o->job.fuzz.time, "time budget in seconds: no new case is generated after it");
+  fuzz->add_option("--max-row-length", o->job.fuzz.max_row_length,
+                   "the longest row L generated, reached as the run grows (a reproduce string depends on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  fuzz->add_option("--max-documents", o->job.fuzz.max_documents,
+                   "the most documents in one case, reached as the run grows (a reproduce string depends on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
   fuzz->add_option("--timeout", o->job.timeout, "seconds the candidate has for one answer")->capture_default_str();
   fuzz->add_option("--profile", o->job.fuzz.profile,
-                   "one fuzzing profile for every case (edges, short, long, sft, collide); default: drawn per batch");
+                   "one fuzzing profile for every case (packed, edges, short, long, sft, collide, large); default: drawn per case");
   fuzz->add_option("--save-regressions", o->job.fuzz.save_regressions, "write the minimal counterexample into this directory");
   fuzz->add_option("--reproduce", o->job.fuzz.reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();

@@ -26,7 +26,8 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
     return CheckCase(candidate, request, options);
   };
   // The fast path has no decoder and no reducer or consumer roles: those cases are the oracle's.
-  if (!candidate.packer || candidate.reducer || candidate.consumer || options.packing_invariance) return oracle();
+  const bool decoder = options.packing_invariance && request.row_length <= options.decoder_max_row_length;
+  if (!candidate.packer || candidate.reducer || candidate.consumer || decoder) return oracle();
   std::vector<EffectiveDocument> effective;
   try {
     ValidatePolicy(request.policy);

@@ -60,11 +60,24 @@ std::string ReplayLine(const FuzzOptions& o, const std::string& reproduce) {
   return o.replay_command ? o.replay_command(reproduce) : std::string();
 }
 
+// A report's profiles ("packed,short,...") into the run's set.
+void InsertProfiles(std::set<std::string>& into, const std::string& names) {
+  std::size_t from = 0;
+  while (from <= names.size()) {
+    const auto comma = names.find(',', from);
+    const std::string name = names.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (!name.empty()) into.insert(name);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+}
+
 // What every batch's Verify call shares.
 packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   packoracle::VerifyOptions base;
   if (!o.profile.empty()) base.profile = o.profile;
   base.max_row_length = o.max_row_length;
+  base.max_documents = o.max_documents;
   base.sft_masks = o.sft_masks;
   base.check.packing_invariance = !o.no_decoder;
   base.collect_stats = o.stats;
@@ -82,7 +95,7 @@ void Absorb(FuzzOutcome& out, const VerifyReport& report) {
       (!out.gaps.largest_gap || std::fabs(report.largest_gap->gap()) > std::fabs(out.gaps.largest_gap->gap())))
     out.gaps.largest_gap = report.largest_gap;
   out.checked.insert(report.checked.begin(), report.checked.end());
-  out.profiles.insert(report.profile);
+  InsertProfiles(out.profiles, report.profile);
   if (report.generated) (out.generated ? *out.generated : out.generated.emplace()).Merge(*report.generated);
   if (report.contamination) {
     Accumulate(out.contamination ? *out.contamination : out.contamination.emplace(), *report.contamination);
@@ -97,7 +110,7 @@ void ReplayOne(Candidate& candidate, const FuzzOptions& o, const FuzzHooks& hook
   VerifyReport report = Verify(candidate, options);
   out.cases_run = report.cases_run;
   out.checked = report.checked;
-  out.profiles.insert(report.profile);
+  InsertProfiles(out.profiles, report.profile);
   if (!report.passed) out.failure = report;
   out.replayed = true;
 }
@@ -120,6 +133,8 @@ void RunBatches(Candidate& candidate, const FuzzOptions& o, const FuzzHooks& hoo
     packoracle::VerifyOptions options = base;
     options.cases = static_cast<int>(std::min<std::int64_t>(kFuzzBatch, total - batch * kFuzzBatch));
     options.seed = BatchSeed(o.seed, static_cast<int>(batch));
+    options.ramp_offset = batch * kFuzzBatch;
+    options.ramp_cases = std::min<std::int64_t>(total, kFuzzRampCases);
     out.batches.push_back({batch, options.seed, options.cases});
     if (hooks.batch) hooks.batch(std::min<std::int64_t>(out.cases_run, std::numeric_limits<int>::max()));
     VerifyReport report = Verify(candidate, options);

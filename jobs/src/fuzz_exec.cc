@@ -92,6 +92,8 @@ std::string ExecReplayCommand(const ExecFuzzOptions& o, const std::string& repro
   std::string line = "packoracle fuzz --exec " + ShellQuote(o.exec, true) + " --reproduce " + ShellQuote(reproduce, true);
   if (!o.fuzz.preset.empty()) line += " --preset " + ShellQuote(o.fuzz.preset);
   if (!o.fuzz.policy_file.empty()) line += " --policy " + ShellQuote(o.fuzz.policy_file);
+  if (o.fuzz.max_row_length != kDefaultFuzzMaxRowLength) line += " --max-row-length " + std::to_string(o.fuzz.max_row_length);
+  if (o.fuzz.max_documents != kDefaultFuzzMaxDocuments) line += " --max-documents " + std::to_string(o.fuzz.max_documents);
   if (o.timeout != kDefaultExecTimeout) line += " --timeout " + ShellQuote(Fixed3(o.timeout));
   if (!o.name.empty()) line += " --name " + ShellQuote(o.name);
   return line;

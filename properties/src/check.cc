@@ -155,7 +155,8 @@ void Checker::Run() {
   } else if (!candidate_.packer) {
     result_.not_applicable.insert(Invariant::kAttention);
   }
-  if (options_.packing_invariance && result_.oracle && (candidate_.packer || candidate_.consumer)) {
+  if (options_.packing_invariance && request_.row_length <= options_.decoder_max_row_length && result_.oracle &&
+      (candidate_.packer || candidate_.consumer)) {
     CheckInvariance();
   } else {
     result_.not_applicable.insert(Invariant::kPackingInvariance);

@@ -8,9 +8,11 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
+#include "case_edits.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/generators.h"
 
@@ -38,18 +40,31 @@ rc::Random RandomFor(std::uint64_t seed, int case_index) {
   return rc::Random(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(case_index + 1)));
 }
 
-int SizeFor(int case_index, int cases) { return cases <= 1 ? 50 : std::min(100, 10 + case_index * 100 / cases); }
+// The generation size of case k: it climbs from 10 to 100 over the run's first ramp cases (counted over the
+// whole run: a fuzz run calls Verify once per batch), then stays at 100.
+int SizeFor(const VerifyOptions& options, int case_index) {
+  const std::int64_t ramp = options.ramp_cases > 0 ? options.ramp_cases : options.cases;
+  if (ramp <= 1) return 50;
+  const std::int64_t k = options.ramp_offset + case_index;
+  return static_cast<int>(std::min<std::int64_t>(100, 10 + k * 90 / ramp));
+}
 
-const gen::Profile& ProfileFor(const VerifyOptions& options) {
+const gen::Profile& NamedProfile(const std::string& name) {
   const auto& profiles = gen::Profiles();
-  if (options.profile) {
-    for (const auto& p : profiles)
-      if (p.name == *options.profile) return p;
-    std::string known;
-    for (const auto& p : profiles) known += (known.empty() ? "" : ", ") + p.name;
-    throw InputError("unknown profile '" + *options.profile + "' (known profiles: " + known + ")");
-  }
-  return profiles[options.seed % profiles.size()];
+  for (const auto& p : profiles)
+    if (p.name == name) return p;
+  std::string known;
+  for (const auto& p : profiles) known += (known.empty() ? "" : ", ") + p.name;
+  throw InputError("unknown profile '" + name + "' (known profiles: " + known + ")");
+}
+
+// The profile of case k: the one asked for, else one drawn per case from the seed, so that every run sees
+// every corner of the input space whatever its seed.
+const gen::Profile& ProfileFor(const VerifyOptions& options, std::uint64_t seed, int case_index) {
+  if (options.profile) return NamedProfile(*options.profile);
+  const auto& profiles = gen::Profiles();
+  const std::uint64_t h = (seed ^ (0xD1B54A32D192ED03ULL * static_cast<std::uint64_t>(case_index + 1))) >> 17;
+  return profiles[h % profiles.size()];
 }
 
 // Does this case fail in a way that counts for the run?
@@ -71,9 +86,11 @@ std::optional<Invariant> Headline(const CaseResult& result, const VerifyOptions&
   return result.violations.front().invariant;
 }
 
-std::string PathString(const std::vector<int>& path) {
+// RapidCheck's shrink indices, then the case edits (case_edits.h), dot-separated.
+std::string PathString(const std::vector<int>& path, const std::vector<std::string>& edits) {
   std::string s;
   for (std::size_t i = 0; i < path.size(); ++i) s += (i ? "." : "") + std::to_string(path[i]);
+  for (const auto& e : edits) s += (s.empty() ? "" : ".") + e;
   return s;
 }
 
@@ -83,6 +100,7 @@ struct ParsedReproduce {
   int size;
   std::string profile;
   std::vector<int> path;
+  std::vector<std::string> edits;
 };
 
 ParsedReproduce ParseReproduce(const std::string& text) {
@@ -95,8 +113,14 @@ ParsedReproduce ParseReproduce(const std::string& text) {
     if (parts.size() != 6 || parts[0] != "v1") throw std::invalid_argument("shape");
     ParsedReproduce r{std::stoull(parts[1]), std::stoi(parts[2]), std::stoi(parts[3]), parts[4], {}};
     std::stringstream path(parts[5]);
-    while (std::getline(path, part, '.'))
-      if (!part.empty()) r.path.push_back(std::stoi(part));
+    while (std::getline(path, part, '.')) {
+      if (part.empty()) continue;
+      if (std::isdigit(static_cast<unsigned char>(part[0])) && r.edits.empty()) {
+        r.path.push_back(std::stoi(part));
+      } else {
+        r.edits.push_back(part);
+      }
+    }
     return r;
   } catch (const std::exception&) {
     throw InputError("reproduce string '" + text + "' is not of the form v1:<seed>:<case>:<size>:<profile>:<path>");
@@ -129,31 +153,37 @@ std::size_t VerifyReport::counterexample_tokens() const {
 VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
-  const gen::Profile* profile = &ProfileFor(options);
+  if (options.profile) NamedProfile(*options.profile);  // an unknown name is an input error before any case
   std::uint64_t seed = options.seed;
   int first_case = 0, last_case = options.cases, size_override = -1;
   std::vector<int> replay_path;
+  std::vector<std::string> replay_edits;
+  const gen::Profile* replay_profile = nullptr;
   if (options.reproduce) {
     const auto r = ParseReproduce(*options.reproduce);
-    VerifyOptions with_profile = options;
-    with_profile.profile = r.profile;
-    profile = &ProfileFor(with_profile);
+    replay_profile = &NamedProfile(r.profile);
     seed = r.seed;
     first_case = r.case_index;
     last_case = r.case_index + 1;
     size_override = r.size;
     replay_path = r.path;
+    replay_edits = r.edits;
   }
-  report.profile = profile->name;
-  gen::Profile sized = *profile;
-  if (options.max_documents) sized.max_documents = *options.max_documents;
-  if (!options.sft_masks) sized.sft_percent = 0;
-  const auto generator = gen::Request(sized, candidate.policies, options.max_row_length);
+  // An attention consumer answers with dense L×L masks: its rows stay at kConsumerMaxRowLength.
+  const std::int64_t longest =
+      candidate.consumer ? std::min(options.max_row_length, kConsumerMaxRowLength) : options.max_row_length;
+  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents.value_or(8))};
+  std::set<std::string> profiles_used;
   std::set<Invariant> ever_checked, ever_not_applicable;
   bool first_not_applicable = true;
 
   for (int k = first_case; k < last_case; ++k) {
-    const int size = size_override >= 0 ? size_override : SizeFor(k, options.cases);
+    const int size = size_override >= 0 ? size_override : SizeFor(options, k);
+    const gen::Profile* profile = replay_profile ? replay_profile : &ProfileFor(options, seed, k);
+    profiles_used.insert(profile->name);
+    gen::Profile drawn = *profile;
+    if (!options.sft_masks) drawn.sft_percent = 0;
+    const auto generator = gen::Request(drawn, candidate.policies, limits);
     rc::Shrinkable<PackRequest> current = generator(RandomFor(seed, k), size);
     std::vector<int> path;
     for (int step : replay_path) {  // replaying: walk the recorded shrink path
@@ -163,6 +193,13 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
       path.push_back(step);
     }
     PackRequest request = current.value();
+    std::vector<std::string> edits;
+    for (const auto& e : replay_edits) {  // replaying: the recorded case edits
+      auto edited = internal::ApplyCaseEdit(request, e);
+      if (!edited) throw InputError("reproduce string: the case edit '" + e + "' does not apply");
+      request = std::move(*edited);
+      edits.push_back(e);
+    }
     request.id = k;
     if (options.collect_stats && replay_path.empty()) {
       (report.generated ? *report.generated : report.generated.emplace()).Observe(request, profile->name);
@@ -223,11 +260,46 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
         ++index;
       }
     }
+    // Then the edits RapidCheck cannot make (a document removed from the middle, one cut short, ...), the
+    // first that still fails taken, repeated; last, distinct token values per document when they still fail.
+    VerifyOptions same = options;
+    same.only = headline;
+    auto try_edit = [&](const std::string& e) {
+      auto edited = internal::ApplyCaseEdit(request, e);
+      if (!edited || budget <= 0) return false;
+      --budget;
+      edited->id = k;
+      CaseResult r = CheckWith(options, candidate, *edited);
+      if (!Fails(r, same)) return false;
+      request = std::move(*edited);
+      result = std::move(r);
+      edits.push_back(e);
+      ++report.shrinks;
+      return true;
+    };
+    auto edit_all = [&] {
+      for (bool edited = true; edited && budget > 0;) {
+        edited = false;
+        for (const auto& e : internal::CaseEdits(request))
+          if (try_edit(e)) {
+            edited = true;
+            break;
+          }
+      }
+    };
+    edit_all();
+    // distinct tokens can make more edits possible (a collision with the pad id no longer hides the bug)
+    if (try_edit(internal::kDistinctTokens)) edit_all();
     report.counterexample = request;
     report.failure = result;
+    report.profile = profile->name;
     report.reproduce = "v1:" + std::to_string(seed) + ":" + std::to_string(k) + ":" + std::to_string(size) + ":" +
-                       profile->name + ":" + PathString(path);
+                       profile->name + ":" + PathString(path, edits);
     break;
+  }
+  // A failure names the profile of its case (its reproduce string holds it); a pass, every profile drawn.
+  if (report.passed) {
+    for (const auto& name : profiles_used) report.profile += (report.profile.empty() ? "" : ",") + name;
   }
   report.checked = ever_checked;
   for (auto inv : ever_not_applicable)
@@ -265,6 +337,7 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
     report.cases_to_failure = 1;
     report.counterexample = request;
     report.failure = result;
+    report.profile = profile->name;
     report.reproduce = "(a given case: replay it from its file)";
     report.text = RenderFailure(candidate.name, request, result, report, options);
   }

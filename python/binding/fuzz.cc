@@ -48,6 +48,7 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   options.seed = a.seed;
   options.time = a.time;
   options.max_row_length = a.max_row_length;
+  options.max_documents = 8;  // in-process Python candidates: small cases (the command line's fuzz grows to 512)
   options.no_decoder = !a.decoder;
   options.sft_masks = a.sft_masks;
   if (a.reproduce) options.reproduce = *a.reproduce;

@@ -33,6 +33,11 @@ namespace packoracle::jobs {
 
 inline constexpr int kFuzzBatch = 32;  // cases per Verify call
 inline constexpr int kDefaultFuzzCases = 1000;
+// Case sizes climb from CI-sized (L ≤ 16, 8 documents) to the bounds over a run's first cases (all of them
+// when the run has fewer), so that a long session reaches real sizes in its first minute.
+inline constexpr std::int64_t kFuzzRampCases = 2048;
+inline constexpr std::int64_t kDefaultFuzzMaxRowLength = 8192;
+inline constexpr std::size_t kDefaultFuzzMaxDocuments = 512;
 
 struct FuzzOptions {
   // The policies the candidate claims: a preset, a JSON policy file, a Policy object (at most one), or with
@@ -45,7 +50,8 @@ struct FuzzOptions {
   std::uint64_t seed = packoracle::VerifyOptions{}.seed;
   double time = 0;           // seconds, checked between batches; 0: no budget
   std::string profile;       // one fuzzing profile for every case; empty: drawn per batch
-  std::int64_t max_row_length = 16;  // the generated rows' largest L (a reproduce string depends on it)
+  std::int64_t max_row_length = kDefaultFuzzMaxRowLength;  // the rows' largest L (a reproduce string depends on it)
+  std::size_t max_documents = kDefaultFuzzMaxDocuments;      // the most documents in a case (so does it)
   bool sft_masks = true;     // false: every token supervised (pretraining packers; reproduce depends on it)
   std::string save_regressions;  // write the minimal counterexample into this directory
   std::string reproduce;     // replay exactly the case of a reproduce string (v1:...) and stop

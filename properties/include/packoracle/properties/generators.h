@@ -7,6 +7,8 @@
 //   }
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -136,36 +138,131 @@ inline rc::Gen<std::vector<std::vector<double>>> ExactLosses(const std::vector<s
   });
 }
 
-// A fuzzing profile (Csmith's swarm idea): drawn once per run, it skews every case of the run towards one
-// corner of the input space, so that a run explores that corner deeply instead of averaging over all.
+// A fuzzing profile (Csmith's swarm idea): it skews a case towards one corner of the input space, so that a
+// run explores that corner deeply instead of averaging over all. Verify draws one per case (a run sees every
+// corner whatever its seed); --profile fixes one for every case.
 struct Profile {
-  std::string name;            // for reports: "edges", "short", "long", "sft", "collide"
+  std::string name;            // for reports: "packed", "edges", "short", "long", "sft", "collide", "large"
   int token_range = 24;        // token ids drawn from [0, token_range): small ranges collide with pad/eos/bos
   int sft_percent = 30;        // how often a document gets a prompt/completion supervision mask
-  int length_mode = 0;         // 0 edges, 1 short (1..3), 2 long (L-1..2L+1), 3 anything
-  std::size_t max_documents = 6;
+  int length_mode = 0;         // 0 around the row's share, 1 short (1..3), 2 long (L/2..L), 3 anything up to L
+  int edge_percent = 12;       // cases whose documents hit the row's edges (1, L-1, L, L+1, exact fits)
+  bool large = false;          // sizes of real training from the first case: L ≥ max/32, many documents
+  std::size_t max_documents = 0;  // 0: the run's bound (VerifyOptions::max_documents, default 8 ... 512)
 };
 
 // Every profile keeps some of everything (a bug that needs SFT masks or long documents is found whatever the
-// seed); each leans hard one way.
+// profile); each leans hard one way.
 inline const std::vector<Profile>& Profiles() {
   static const std::vector<Profile> profiles = {
-      {"edges", 24, 30, 0, 6}, {"short", 24, 30, 1, 8}, {"long", 24, 30, 2, 4},
-      {"sft", 24, 100, 3, 6},  {"collide", 3, 50, 0, 6}};
+      {"packed", 24, 30, 0, 12, false, 0}, {"edges", 24, 30, 0, 45, false, 0},   {"short", 24, 30, 1, 12, false, 0},
+      {"long", 24, 30, 2, 20, false, 0},   {"sft", 24, 100, 0, 12, false, 0},    {"collide", 3, 50, 0, 20, false, 0},
+      {"large", 24, 30, 0, 8, true, 0}};
   return profiles;
 }
 
-inline rc::Gen<std::int64_t> ProfileLength(const Profile& profile, std::int64_t row_length) {
-  const auto leaning = [&]() -> rc::Gen<std::int64_t> {
-    switch (profile.length_mode) {
-      case 1: return rc::gen::inRange<std::int64_t>(1, 4);
-      case 2: return rc::gen::inRange<std::int64_t>(std::max<std::int64_t>(1, row_length / 2), 2 * row_length + 2);
-      case 3: return rc::gen::inRange<std::int64_t>(1, 2 * row_length + 2);
-      default: return DocumentLength(row_length);
-    }
-  }();
-  return rc::gen::weightedOneOf<std::int64_t>({{3, leaning}, {1, DocumentLength(row_length)}});
+// The bounds of a run's cases. A case's size s (RapidCheck's size, 0..100: Verify ramps it over the run) sets
+// how far towards them it may go: row lengths and document counts are drawn log-uniformly up to
+// max^(s/100), never below 16 slots and 8 documents (CI-sized runs stay small and fast; a long session
+// reaches the bounds).
+struct Limits {
+  std::int64_t max_row_length = 16;
+  std::int64_t max_documents = 8;
+};
+
+namespace detail {
+
+// splitmix64: bulk values (tokens of a long document, per-target losses) from one drawn seed, so that a
+// case of 60,000 tokens costs one RapidCheck pick instead of 60,000.
+inline std::uint64_t Mix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
 }
+
+// An integer in [lo, hi], log-uniform, from a pick that shrinks towards lo.
+inline std::int64_t LogUniform(std::int64_t lo, std::int64_t hi) {
+  if (hi <= lo) return lo;
+  const int u = *rc::gen::inRange(0, 1001);
+  const double v = static_cast<double>(lo) * std::pow(static_cast<double>(hi) / static_cast<double>(lo), u / 1000.0);
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::llround(v)), lo, hi);
+}
+
+// At most this many tokens in a case are drawn one pick each (shrinkable one by one); beyond, from a seed.
+inline constexpr std::int64_t kShrinkableTokens = 512;
+
+inline std::vector<Token> Tokens(std::int64_t n, int token_range, bool bulk) {
+  if (!bulk) return *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, token_range));
+  std::uint64_t state = static_cast<std::uint64_t>(*rc::gen::inRange(0, 1 << 30));
+  std::vector<Token> out(static_cast<std::size_t>(n));
+  for (auto& t : out) t = static_cast<Token>(Mix(state) % static_cast<std::uint64_t>(token_range));
+  return out;
+}
+
+inline std::vector<int> SupervisionOf(std::int64_t n, bool bulk) {
+  if (!bulk) return *Supervision(n);
+  // a prompt then a completion, or random turns of a few hundred tokens
+  const auto kind = *rc::gen::inRange(0, 2);
+  std::vector<int> mask(static_cast<std::size_t>(n), 1);
+  if (kind == 0) {
+    const auto prompt = *rc::gen::inRange<std::int64_t>(0, n + 1);
+    for (std::int64_t k = 0; k < prompt; ++k) mask[static_cast<std::size_t>(k)] = 0;
+  } else {
+    std::uint64_t state = static_cast<std::uint64_t>(*rc::gen::inRange(0, 1 << 30));
+    int value = 0;
+    for (std::int64_t k = 0; k < n; ++k) {
+      if (Mix(state) % 200 == 0) value = 1 - value;
+      mask[static_cast<std::size_t>(k)] = value;
+    }
+  }
+  return mask;
+}
+
+// Lengths that hit the row's edges: 1, L-1, L, L+1 (when the policy accepts a longer document), and
+// documents that fill a row exactly.
+inline std::vector<std::int64_t> EdgeLengths(std::int64_t L, std::size_t count, bool overlong_ok) {
+  std::vector<std::int64_t> edges = {1, L};
+  if (L > 1) edges.push_back(L - 1);
+  if (overlong_ok) {
+    edges.push_back(L + 1);
+    edges.push_back(2 * L + 1);
+  }
+  std::vector<std::int64_t> out;
+  while (out.size() < count) {
+    if (*rc::gen::inRange(0, 3) == 0 && L >= 2) {  // an exact fit: two documents summing to L
+      const auto a = *rc::gen::inRange<std::int64_t>(1, L);
+      out.push_back(a);
+      if (out.size() < count) out.push_back(L - a);
+    } else {
+      out.push_back(*rc::gen::elementOf(edges));
+    }
+  }
+  return out;
+}
+
+// Document lengths that share rows: `count` documents over about `rows` rows of L, each drawn in [1, 2μ]
+// with μ the row share, or as the profile leans.
+inline std::vector<std::int64_t> PackedLengths(const Profile& profile, std::int64_t L, std::size_t count, std::int64_t rows) {
+  const std::int64_t share = std::max<std::int64_t>(1, L * rows / static_cast<std::int64_t>(std::max<std::size_t>(count, 1)));
+  const std::int64_t hi = std::clamp<std::int64_t>(2 * share, 1, L);
+  std::vector<std::int64_t> out;
+  for (std::size_t d = 0; d < count; ++d) {
+    switch (profile.length_mode) {
+      case 1: out.push_back(*rc::gen::inRange<std::int64_t>(1, std::min<std::int64_t>(L, 3) + 1)); break;
+      case 2: out.push_back(*rc::gen::inRange<std::int64_t>(std::max<std::int64_t>(1, L / 2), L + 1)); break;
+      case 3: out.push_back(*rc::gen::inRange<std::int64_t>(1, L + 1)); break;
+      default: out.push_back(*rc::gen::inRange<std::int64_t>(1, hi + 1));
+    }
+  }
+  return out;
+}
+
+// Can this policy refuse an input, and can it take a document longer than the row?
+inline bool OverlongAccepted(const Policy& p) { return p.overflow != Overflow::kError; }
+inline bool OnlyFullWindows(const Policy& p) { return p.stream_stride != StreamStride::kNone && p.padding == Padding::kNone; }
+
+}  // namespace detail
 
 // Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
 // discarded): the repair sets the key the contradiction names to a value that makes the policy coherent.
@@ -199,38 +296,103 @@ inline rc::Gen<Policy> MixedPolicy() {
   });
 }
 
-// One case of a run: the exec protocol's request, sized from the profile.
-inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> policies, std::int64_t max_row_length = 16) {
-  return rc::gen::exec([profile, policies, max_row_length] {
-    PackRequest r;
-    r.policy = policies.empty() ? *rc::gen::weightedOneOf<Policy>({{4, PresetPolicy()}, {1, MixedPolicy()}})
-                                : *rc::gen::elementOf(policies);
-    r.row_length = *rc::gen::inRange<std::int64_t>(1, max_row_length + 1);
+// One case of a run: the exec protocol's request. Its shape (weights in percent, the profile's edge share
+// taken from the first):
+//   packed (the rest)  2 or more documents sized to share rows (what every packing bug needs)
+//   edges              lengths 1, L-1, L, L+1, exact fits
+//   one document       alone in its rows (3)
+//   no document        an empty step (2)
+//   refusal            an input the policy must refuse, where it can refuse one (4)
+// Micro-batch rows (1..3, up to 8 at size) and data-parallel ranks (1..2, up to 4 at size) are drawn
+// independently, so that empty ranks and partly filled micro-batches occur; SFT masks and colliding token
+// ids follow the profile. A policy with `overflow: error` gets documents that fit outside the refusal share,
+// a policy that keeps full stream windows only gets a stream long enough for one.
+inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> policies, Limits limits = {}) {
+  return rc::gen::withSize([profile, policies, limits](int size) {
+    // Every pick inside sees RapidCheck's nominal size (its inRange narrows ranges at small sizes); the
+    // case's size acts once, through `grow`.
+    return rc::gen::resize(100, rc::gen::exec([profile, policies, limits, size] {
+      PackRequest r;
+      r.policy = policies.empty() ? *rc::gen::weightedOneOf<Policy>({{4, PresetPolicy()}, {1, MixedPolicy()}})
+                                  : *rc::gen::elementOf(policies);
+      const Policy& policy = r.policy;
+      const double grow = profile.large ? 1.0 : std::clamp(size, 0, 100) / 100.0;
+      const std::int64_t max_L = std::max<std::int64_t>(1, limits.max_row_length);
+      const std::int64_t max_N = std::max<std::int64_t>(
+          1, profile.max_documents ? static_cast<std::int64_t>(profile.max_documents) : limits.max_documents);
+      const auto cap = [grow](std::int64_t bound, std::int64_t floor) {
+        return std::min(bound, std::max(floor, static_cast<std::int64_t>(std::llround(std::pow(static_cast<double>(bound), grow)))));
+      };
+      const std::int64_t cap_L = cap(max_L, 16), cap_N = cap(max_N, 8);
+      const std::int64_t floor_L = profile.large ? std::max<std::int64_t>(2, max_L / 32) : 2;
 
-    const auto count = *rc::gen::inRange<std::size_t>(0, profile.max_documents + 1);
-    for (std::size_t d = 0; d < count; ++d) {
-      const std::int64_t n = *ProfileLength(profile, r.row_length);
-      Document doc;
-      doc.uid = "d" + std::to_string(d);
-      doc.tokens = *rc::gen::container<std::vector<Token>>(static_cast<std::size_t>(n), rc::gen::inRange<Token>(0, profile.token_range));
-      // Drawn so that shrinking (towards 0) heads for documents without a mask.
-      doc.supervised = *rc::gen::inRange(0, 100) >= 100 - profile.sft_percent
-                           ? *Supervision(n)
-                           : std::vector<int>(static_cast<std::size_t>(n), 1);
-      r.documents.push_back(std::move(doc));
-    }
-    AvoidReservedTokens(r.documents, r.policy);
-    r.micro_batch_rows = *rc::gen::inRange<std::int64_t>(1, 4);
-    r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, 3);
-    // Losses: exact binary fractions k/8, one per effective token (delimiters included).
-    const std::int64_t extra = (r.policy.bos_id ? 1 : 0) + (r.policy.eos_id ? 1 : 0);
-    for (const auto& doc : r.documents) {
-      std::vector<double> l;
-      for (std::int64_t k = 0; k < static_cast<std::int64_t>(doc.tokens.size()) + extra; ++k) l.push_back(*rc::gen::inRange(0, 64) / 8.0);
-      r.target_losses[doc.uid] = l;
-    }
-    return r;
+      // 0 packed, 1 edges, 2 one document, 3 no document, 4 refusal (drawn so that shrinking heads for packed)
+      const int roll = *rc::gen::inRange(0, 100);
+      const int shape = roll < 100 - profile.edge_percent - 9 ? 0 : roll < 91 ? 1 : roll < 94 ? 2 : roll < 96 ? 3 : 4;
+      r.row_length = shape == 1 ? *rc::gen::inRange<std::int64_t>(1, std::min<std::int64_t>(cap_L, 16) + 1)
+                                : detail::LogUniform(std::min(floor_L, cap_L), cap_L);
+      if (PadsBeyondTheRow(policy, r.row_length) && shape != 4) r.row_length = policy.pad_to.multiple;
+      const std::int64_t L = r.row_length;
+
+      std::vector<std::int64_t> lengths;
+      if (shape == 0) {
+        // long documents (half a row or more) come a few at a time
+        const std::int64_t most = profile.length_mode == 2 ? std::min<std::int64_t>(cap_N, 16) : cap_N;
+        const auto count = static_cast<std::size_t>(detail::LogUniform(2, std::max<std::int64_t>(2, most)));
+        const std::int64_t rows = detail::LogUniform(1, std::clamp<std::int64_t>(static_cast<std::int64_t>(count) / 2, 1, 8));
+        lengths = detail::PackedLengths(profile, L, count, rows);
+        // one document longer than the row now and then, where the policy splits or truncates it
+        if (detail::OverlongAccepted(policy) && *rc::gen::inRange(0, 10) == 0) lengths.back() = *rc::gen::inRange<std::int64_t>(L + 1, 2 * L + 2);
+      } else if (shape == 1) {
+        lengths = detail::EdgeLengths(L, *rc::gen::inRange<std::size_t>(1, 7), detail::OverlongAccepted(policy));
+      } else if (shape == 2) {
+        lengths = {*rc::gen::inRange<std::int64_t>(1, (detail::OverlongAccepted(policy) ? 2 * L + 1 : L) + 1)};
+      } else if (shape == 4) {
+        lengths = detail::PackedLengths(profile, L, static_cast<std::size_t>(*rc::gen::inRange(1, 4)), 1);
+        if (policy.overflow == Overflow::kError) lengths.back() = L + 1 + *rc::gen::inRange<std::int64_t>(0, L + 1);
+      }
+      // A stream that keeps full windows only must hold one window and its last target (else it is refused).
+      std::int64_t total = 0;
+      for (auto n : lengths) total += n;
+      const std::int64_t window = L + 1;
+      if (detail::OnlyFullWindows(policy) && shape != 4 && shape != 3 && total < window) lengths.back() += window - total;
+      if (shape == 4 && detail::OnlyFullWindows(policy)) lengths = {std::max<std::int64_t>(1, L / 2)};
+
+      total = 0;
+      for (auto n : lengths) total += n;
+      const bool bulk = total > detail::kShrinkableTokens;
+      // SFT masks are a property of the case (a dataset has them or not), then of each of its documents.
+      const bool sft_case = *rc::gen::inRange(0, 100) >= 100 - profile.sft_percent;
+      for (std::size_t d = 0; d < lengths.size(); ++d) {
+        const std::int64_t n = lengths[d];
+        Document doc;
+        doc.uid = "d" + std::to_string(d);
+        doc.tokens = detail::Tokens(n, profile.token_range, bulk);
+        // Drawn so that shrinking (towards 0) heads for documents without a mask.
+        doc.supervised = sft_case && *rc::gen::inRange(0, 4) != 0 ? detail::SupervisionOf(n, bulk)
+                                                                  : std::vector<int>(static_cast<std::size_t>(n), 1);
+        r.documents.push_back(std::move(doc));
+      }
+      AvoidReservedTokens(r.documents, r.policy);
+      const bool big = grow > 0.5;
+      r.micro_batch_rows = *rc::gen::inRange<std::int64_t>(1, big ? 9 : 4);
+      r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, big ? 5 : 3);
+      // Losses: exact binary fractions k/8, one per effective token (delimiters included), from one seed.
+      const std::int64_t extra = (r.policy.bos_id ? 1 : 0) + (r.policy.eos_id ? 1 : 0);
+      std::uint64_t state = static_cast<std::uint64_t>(*rc::gen::inRange(0, 1 << 30));
+      for (const auto& doc : r.documents) {
+        std::vector<double> l(doc.tokens.size() + static_cast<std::size_t>(extra));
+        for (auto& v : l) v = static_cast<double>(detail::Mix(state) % 64) / 8.0;
+        r.target_losses[doc.uid] = std::move(l);
+      }
+      return r;
+    }));
   });
+}
+
+// The former signature: rows up to `max_row_length`, the profile's documents (or 8).
+inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> policies, std::int64_t max_row_length) {
+  return Request(profile, std::move(policies), Limits{max_row_length, 8});
 }
 
 }  // namespace gen

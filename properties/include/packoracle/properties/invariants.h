@@ -87,6 +87,10 @@ struct CheckOptions {
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
   bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)
+  // The decoder's attention is quadratic in the row (and its dense masks L² bytes): it runs on cases whose
+  // rows are at most this long; longer cases are checked on every structural invariant, where the
+  // size-dependent bugs show (a wrapped segment id, a clamped position, a cut document).
+  std::int64_t decoder_max_row_length = 256;
 };
 
 // How packoracle verify checks one step of a dump, on the fast path and through CheckCase alike (and how the

@@ -20,16 +20,23 @@
 
 namespace packoracle {
 
+// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row).
+inline constexpr std::int64_t kConsumerMaxRowLength = 512;
+
 struct VerifyOptions {
   int cases = 400;                       // generated cases before declaring a pass
   std::uint64_t seed = 20261129;         // the run's seed: the same seed gives the same cases
   std::int64_t max_row_length = 16;
-  std::optional<std::size_t> max_documents;  // overrides the profile's document count bound
+  std::optional<std::size_t> max_documents;  // documents per case at full size (default 8)
+  // The generation size climbs from small to max_row_length / max_documents over the first ramp_cases
+  // cases of the run (0: over `cases`); ramp_offset is the number of the run's cases before this call.
+  std::int64_t ramp_cases = 0;
+  std::int64_t ramp_offset = 0;
   // false: every generated token is supervised (no prompt/completion masks), for candidates that take no
   // per-token supervision (pretraining packers); a reproduce string depends on it
   bool sft_masks = true;
   std::optional<Invariant> only;         // fail only on this invariant (one gtest per invariant)
-  std::optional<std::string> profile;    // a profile name (generators.h Profiles()); default: drawn from seed
+  std::optional<std::string> profile;    // a profile name (generators.h Profiles()); default: drawn per case
   bool shrink = true;
   int max_shrink_steps = 2000;           // candidate evaluations spent shrinking
   CheckOptions check;
@@ -47,7 +54,7 @@ struct VerifyReport {
   int cases_run = 0;                     // cases generated and checked
   int cases_to_failure = 0;              // 1-based index of the first failing case (0: none)
   int shrinks = 0;                       // successful shrink steps
-  std::string profile;
+  std::string profile;                   // the profiles the cases were drawn from, comma-separated
   std::set<Invariant> checked;           // checked on at least one case
   std::set<Invariant> not_applicable;    // never applicable (a role the candidate lacks)
   std::optional<PackRequest> counterexample;  // the minimal failing case

@@ -1,0 +1,110 @@
+// CaseEdits and ApplyCaseEdit (case_edits.h).
+#include "case_edits.h"
+
+#include <algorithm>
+
+#include "packoracle/properties/generators.h"
+
+namespace packoracle::internal {
+namespace {
+
+std::size_t ExtraTargets(const Policy& p) { return (p.bos_id ? 1u : 0u) + (p.eos_id ? 1u : 0u); }
+
+// Keeps a document's losses one per effective token after its tokens changed.
+void FitLosses(PackRequest& r, const Document& doc) {
+  auto it = r.target_losses.find(doc.uid);
+  if (it != r.target_losses.end()) it->second.resize(doc.tokens.size() + ExtraTargets(r.policy), 1.0);
+}
+
+bool Parse(const std::string& text, std::size_t& a, std::size_t& b) {
+  const auto comma = text.find(',');
+  try {
+    a = std::stoul(text.substr(0, comma));
+    b = comma == std::string::npos ? 0 : std::stoul(text.substr(comma + 1));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Distinct token values per document: document i (from 1) holds i·B+1, i·B+2, ... with B = 10, 100, ...
+// the first power of ten above the longest document (and the document count), delimiters and reserved ids
+// avoided as the generator avoids them.
+std::optional<PackRequest> Distinct(const PackRequest& r) {
+  std::size_t longest = r.documents.size();
+  for (const auto& d : r.documents) longest = std::max(longest, d.tokens.size());
+  Token base = 10;
+  while (static_cast<std::size_t>(base) <= longest) base *= 10;
+  PackRequest out = r;
+  for (std::size_t i = 0; i < out.documents.size(); ++i)
+    for (std::size_t k = 0; k < out.documents[i].tokens.size(); ++k)
+      out.documents[i].tokens[k] = static_cast<Token>(i + 1) * base + static_cast<Token>(k + 1);
+  gen::AvoidReservedTokens(out.documents, out.policy);
+  bool changed = false;
+  for (std::size_t i = 0; i < out.documents.size(); ++i) changed = changed || out.documents[i].tokens != r.documents[i].tokens;
+  return changed ? std::optional<PackRequest>(out) : std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> CaseEdits(const PackRequest& r) {
+  std::vector<std::string> edits;
+  for (std::size_t i = 0; i < r.documents.size(); ++i) edits.push_back("x" + std::to_string(i));
+  for (std::size_t i = 0; i < r.documents.size(); ++i) {
+    const std::size_t n = r.documents[i].tokens.size();
+    for (std::size_t to : {std::size_t{1}, n / 2, n - 1})
+      if (to >= 1 && to < n) edits.push_back("t" + std::to_string(i) + "," + std::to_string(to));
+  }
+  if (r.row_length > 1) edits.push_back("L" + std::to_string(std::max<std::int64_t>(1, r.row_length / 2)));
+  if (r.row_length > 2) edits.push_back("L" + std::to_string(r.row_length - 1));
+  if (r.micro_batch_rows > 1) edits.push_back("m1");
+  if (r.dp_world_size > 1) edits.push_back("w1");
+  for (std::size_t i = 0; i < r.documents.size(); ++i) {
+    const auto& s = r.documents[i].supervised;
+    if (std::find(s.begin(), s.end(), 0) != s.end()) edits.push_back("s" + std::to_string(i));
+  }
+  return edits;
+}
+
+std::optional<PackRequest> ApplyCaseEdit(const PackRequest& r, const std::string& edit) {
+  if (edit.empty()) return std::nullopt;
+  if (edit == kDistinctTokens) return Distinct(r);
+  std::size_t a = 0, b = 0;
+  if (!Parse(edit.substr(1), a, b)) return std::nullopt;
+  PackRequest out = r;
+  switch (edit[0]) {
+    case 'x':  // remove document a
+      if (a >= out.documents.size()) return std::nullopt;
+      out.target_losses.erase(out.documents[a].uid);
+      out.documents.erase(out.documents.begin() + static_cast<std::ptrdiff_t>(a));
+      return out;
+    case 't': {  // document a cut to its first b tokens
+      if (a >= out.documents.size() || b < 1 || b >= out.documents[a].tokens.size()) return std::nullopt;
+      Document& d = out.documents[a];
+      d.tokens.resize(b);
+      d.supervised.resize(b);
+      FitLosses(out, d);
+      return out;
+    }
+    case 'L':  // a shorter row
+      if (a < 1 || static_cast<std::int64_t>(a) >= out.row_length) return std::nullopt;
+      out.row_length = static_cast<std::int64_t>(a);
+      return out;
+    case 'm':
+      if (out.micro_batch_rows == 1) return std::nullopt;
+      out.micro_batch_rows = 1;
+      return out;
+    case 'w':
+      if (out.dp_world_size == 1) return std::nullopt;
+      out.dp_world_size = 1;
+      return out;
+    case 's':  // document a fully supervised
+      if (a >= out.documents.size()) return std::nullopt;
+      std::fill(out.documents[a].supervised.begin(), out.documents[a].supervised.end(), 1);
+      return out;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace packoracle::internal

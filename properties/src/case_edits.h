@@ -1,0 +1,27 @@
+// Edits of a generated case that RapidCheck's shrinks cannot make: remove one document (its neighbours
+// keep their tokens), cut a document short, shorten the row, one micro-batch row, one rank, a document
+// fully supervised; and, last, each document given its own token values ("distinct": document i holds
+// i·10+1, i·10+2, ... as the lesson writes [11 12 13] [21 22 ...]) so that a person tells the documents apart in
+// the drawn row. Each edit has a short name that a reproduce string's path carries after RapidCheck's shrink
+// indices ("3.0.x2.t0,4.d"), so a replay applies the same edits in the same order.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle::internal {
+
+// The edits worth trying on `request`, simplest result first.
+std::vector<std::string> CaseEdits(const PackRequest& request);
+
+// `request` with `edit` applied; nullopt when the edit does not apply (an unknown name, an index out of
+// range, a form that changes nothing).
+std::optional<PackRequest> ApplyCaseEdit(const PackRequest& request, const std::string& edit);
+
+// The "distinct" edit's name.
+inline constexpr const char* kDistinctTokens = "d";
+
+}  // namespace packoracle::internal
