@@ -337,7 +337,6 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
     report.cases_to_failure = 1;
     report.counterexample = request;
     report.failure = result;
-    report.profile = profile->name;
     report.reproduce = "(a given case: replay it from its file)";
     report.text = RenderFailure(candidate.name, request, result, report, options);
   }
