@@ -74,6 +74,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
   result.utilization = v.utilization;
   result.declared_objective = v.declared_objective;
   result.token_mean = v.token_mean;
+  result.notes = v.notes;
   return result;
 }
 

@@ -211,6 +211,20 @@ bool Row(od::value v, CandidateRow& row) {
   return true;
 }
 
+// A producer total the producer may leave out: null is "not given", as an absent key.
+bool OptionalNumber(od::value& x, std::optional<double>& out) {
+  if (IsNull(x)) {
+    out.reset();
+    return true;
+  }
+  double d;
+  if (!Number(x, d)) return false;
+  out = d;
+  return true;
+}
+
+// MicrobatchFromJson's producer (any non-empty subset of loss_sum, denominator, loss; denominator_scope
+// exactly with a denominator): anything else goes to the nlohmann reader, which names the field.
 bool Producer(od::value v, std::optional<ProducerTotals>& out) {
   if (IsNull(v)) {
     out.reset();
@@ -220,27 +234,27 @@ bool Producer(od::value v, std::optional<ProducerTotals>& out) {
   if (v.get_object().get(o)) return false;
   ProducerTotals t;
   Seen seen;
+  bool scope_given = false;
   for (auto field : o) {
     std::string_view key;
     od::value x;
     if (field.unescaped_key().get(key) || field.value().get(x)) return false;
     bool ok = true;
-    if (key == "loss_sum") ok = seen.First(0) && Number(x, t.loss_sum);
-    else if (key == "denominator") ok = seen.First(1) && Number(x, t.denominator);
-    else if (key == "denominator_scope") ok = seen.First(2) && String(x, t.denominator_scope);
-    else if (key == "loss") {
-      ok = seen.First(3);
-      if (ok && !IsNull(x)) {
-        double l;
-        ok = Number(x, l);
-        t.loss = l;
-      }
+    if (key == "loss_sum") ok = seen.First(0) && OptionalNumber(x, t.loss_sum);
+    else if (key == "denominator") ok = seen.First(1) && OptionalNumber(x, t.denominator);
+    else if (key == "denominator_scope") {
+      ok = seen.First(2);
+      scope_given = ok && !IsNull(x);
+      if (scope_given) ok = String(x, t.denominator_scope) && !t.denominator_scope.empty();
+    } else if (key == "loss") {
+      ok = seen.First(3) && OptionalNumber(x, t.loss);
     } else {
       ok = Validate(x);
     }
     if (!ok) return false;
   }
-  if (!seen.Has(0) || !seen.Has(1) || !seen.Has(2)) return false;
+  if (!t.loss_sum && !t.denominator && !t.loss) return false;
+  if (t.denominator.has_value() != scope_given) return false;
   out = std::move(t);
   return true;
 }

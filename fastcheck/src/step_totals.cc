@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "packoracle/oracle/layout.h"
+#include "packoracle/properties/producer_totals.h"
 #include "step_impl.h"
 
 namespace packoracle::fastcheck {
@@ -65,58 +67,97 @@ void FastStepChecker::Impl::Totals() {
     if (known) token_mean_of_oracle();
     return;
   }
+  v.notes = ProducerNotes(totals, in.options);
   const bool seq_mean = policy.denominator == Denominator::kSequenceMean;
-  std::vector<double> loss_sums(mbs.size());
-  for (std::size_t m = 0; m < mbs.size(); ++m) loss_sums[m] = known ? mb_loss[m] : totals[m]->loss_sum;
+  const bool partial_ranks = in.options.partial_ranks;
+  // The count of micro-batch m under a scope, as ScopeCounts::Of; none for a scope that is not one of §5's.
+  auto count_of = [&](const std::string& scope, std::size_t m) -> std::optional<double> {
+    if (scope == "microbatch") return n_mb[m];
+    if (scope == "step") return per_rank[mbs[m]->rank];
+    if (scope == "global") return global;
+    return std::nullopt;
+  };
+  auto finite = [](const std::optional<double>& x) { return !x || std::isfinite(*x); };
+  // Checker::CheckGivenLoss: the loss against (loss_sum or Σwℓ) / (denominator or the implied scope's count).
+  auto given_loss_ok = [&](const ProducerTotals& t, std::size_t m) {
+    const std::optional<double> sum = t.loss_sum ? t.loss_sum : (known ? std::optional<double>(mb_loss[m]) : std::nullopt);
+    if (!sum) return true;
+    std::optional<double> divisor = t.denominator;
+    if (!divisor) {
+      const std::string scope = ImpliedScope(policy.denominator);
+      if (partial_ranks && scope == "global") return true;
+      divisor = count_of(scope, m);
+    }
+    if ((*divisor > 0 && !internal::LossClose(*t.loss, *sum / *divisor)) || (*divisor == 0 && *t.loss != 0)) {
+      Add(Invariant::kLoss);
+      return false;
+    }
+    return true;
+  };
   bool ok = true;
   for (std::size_t m = 0; m < totals.size(); ++m) {
     const ProducerTotals& t = *totals[m];
-    if (!std::isfinite(t.loss_sum) || !std::isfinite(t.denominator) || (t.loss && !std::isfinite(*t.loss))) {
+    if (TotalsShapeProblem(t) || !finite(t.loss_sum) || !finite(t.denominator) || !finite(t.loss)) {
       Add(Invariant::kDenominator);
       ok = false;
       continue;
     }
-    double expected = 0;
-    if (t.denominator_scope == "microbatch") expected = n_mb[m];
-    else if (t.denominator_scope == "step") expected = per_rank[mbs[m]->rank];
-    else if (t.denominator_scope == "global") expected = global;
-    else {
-      Add(Invariant::kDenominator);
+    if (t.denominator) {
+      const std::optional<double> expected = count_of(t.denominator_scope, m);
+      if (!expected) {
+        Add(Invariant::kDenominator);
+        ok = false;
+        continue;
+      }
+      const bool empty_ok = *expected == 0 && (*t.denominator == 0 || *t.denominator == 1);
+      const bool unseen_ranks = partial_ranks && t.denominator_scope == "global";
+      if (!seq_mean && !unseen_ranks && !Close(*t.denominator, *expected) && !empty_ok) {
+        Add(Invariant::kDenominator);
+        ok = false;
+      }
+    }
+    if (t.loss_sum && known && !internal::LossClose(*t.loss_sum, mb_loss[m])) {
+      Add(Invariant::kLoss);
       ok = false;
       continue;
     }
-    const bool empty_ok = expected == 0 && (t.denominator == 0 || t.denominator == 1);
-    if (!seq_mean && !Close(t.denominator, expected) && !empty_ok) {
-      Add(Invariant::kDenominator);
-      ok = false;
-    }
-    if (!internal::LossClose(t.loss_sum, loss_sums[m])) {
-      Add(Invariant::kLoss);
-      ok = false;
-    } else if (!seq_mean && t.loss && t.denominator > 0 && !internal::LossClose(*t.loss, t.loss_sum / t.denominator)) {
-      Add(Invariant::kLoss);
-      ok = false;
-    } else if (!seq_mean && t.loss && t.denominator == 0 && *t.loss != 0) {
-      Add(Invariant::kLoss);
-      ok = false;
-    }
+    if (t.loss && !seq_mean && !given_loss_ok(t, m)) ok = false;
   }
   auto finish = [&] {
     if (known) token_mean_of_oracle();
   };
-  if (!ok || (seq_mean && !known)) return finish();
+  if (!ok || (seq_mean && !known) || partial_ranks) return finish();
 
-  const auto R = static_cast<double>(in.dp_world_size);
-  const auto M = static_cast<double>(max_micro + 1);
-  double sum = 0;
-  for (const auto* t : totals) sum += t->loss ? *t->loss : (t->denominator > 0 ? t->loss_sum / t->denominator : 0);
-  const std::string& scope = totals.front()->denominator_scope;
+  auto scope_of = [&](const ProducerTotals& t) {
+    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy.denominator));
+  };
+  const std::string scope = scope_of(*totals.front());
   for (const auto* t : totals) {
-    if (t->denominator_scope != scope) {
+    if (scope_of(*t) != scope) {
       Add(Invariant::kDenominator);
       return finish();
     }
   }
+  std::vector<double> loss_sums;
+  for (const auto* t : totals)
+    if (auto s = GivenLossSum(*t)) loss_sums.push_back(*s);
+  const bool sums_given = loss_sums.size() == totals.size();
+  if (!known && sums_given) {
+    double total = 0, total_n = 0;
+    for (std::size_t m = 0; m < totals.size(); ++m) {
+      total += loss_sums[m];
+      total_n += n_mb[m];
+    }
+    if (total_n > 0) v.token_mean = total / total_n;
+  }
+  double sum = 0;
+  for (const auto* t : totals) {
+    const std::optional<double> loss = GivenLoss(*t);
+    if (!loss) return finish();
+    sum += *loss;
+  }
+  const auto R = static_cast<double>(in.dp_world_size);
+  const auto M = static_cast<double>(max_micro + 1);
   double declared = sum;
   if (!seq_mean) {
     if (scope == "step") declared = sum / R;
@@ -169,6 +210,7 @@ void FastStepChecker::Impl::Totals() {
       }
     }
   } else {
+    if (!sums_given) return finish();
     double total = 0, total_n = 0, per_mb = 0;
     std::map<std::int64_t, std::pair<double, double>> by_rank;
     for (std::size_t m = 0; m < totals.size(); ++m) {
@@ -178,7 +220,6 @@ void FastStepChecker::Impl::Totals() {
       by_rank[mbs[m]->rank].second += n_mb[m];
       per_mb += loss_sums[m] / std::max(1.0, n_mb[m]);
     }
-    if (total_n > 0) v.token_mean = total / total_n;
     switch (policy.denominator) {
       case Denominator::kGlobalTargets:
       case Denominator::kAllPositions: want = total_n > 0 ? total / total_n : 0; break;

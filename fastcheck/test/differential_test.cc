@@ -4,7 +4,8 @@
 // Agreement, as step_check.h defines it: the same verdict and the same sequence of (invariant, row, slot),
 // in generated mode (losses known, full coverage), in dump mode (partial coverage, losses taken as given) and
 // with a utilization requirement;
-// when both pass, the same valid-target count, declared objective and token mean. A deferral (the fast path
+// when both pass, the same valid-target count, declared objective, token mean and notes (the checks partial
+// producer totals did not allow; the corrupted reference rows give every partial subset of the totals). A deferral (the fast path
 // hands the case to CheckCase) must be one where CheckCase throws, and must stay rare.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -95,6 +96,7 @@ void Agree(const PackRequest& request, const PackResult& out, const CheckOptions
   RC_ASSERT(std::fabs(weights - got.valid_targets) < 1e-9);
   RC_ASSERT(Same(want.declared_objective, got.declared_objective));
   RC_ASSERT(Same(want.token_mean, got.token_mean));
+  RC_ASSERT(want.notes == got.notes);
 }
 
 void BothModes(const PackRequest& request, const PackResult& out, Tally& tally) {
@@ -163,6 +165,21 @@ INSTANTIATE_TEST_SUITE_P(Bundled, PackerAgreement, ::testing::ValuesIn(Packers()
                            return s;
                          });
 
+// Producer totals as they come (DESIGN §5): one of the six partial subsets of loss_sum, denominator (with its
+// scope) and loss, `subset` in 0..5.
+void KeepSubset(ProducerTotals& t, std::size_t subset) {
+  static constexpr bool kKeep[6][3] = {{true, false, false}, {false, true, false}, {false, false, true},
+                                       {true, true, false},  {false, true, true},  {true, false, true}};
+  const bool* keep = kKeep[subset % 6];
+  if (!keep[0]) t.loss_sum.reset();
+  if (!keep[1]) {
+    t.denominator.reset();
+    t.denominator_scope.clear();
+  }
+  if (!keep[2]) t.loss.reset();
+  if (keep[2] && !t.loss) t.loss = 0.0;  // a reference loss is always given; keep the subset non-empty
+}
+
 // The reference's answer with one field of one row changed: reaches the violation paths that no bundled
 // bug takes (a wrong cu_seqlens entry, a doc_ids change, a loss_mask of 0.5, a moved span, ...).
 void Corrupt(PackResult& out, int what, std::size_t pick, std::int64_t value) {
@@ -188,11 +205,29 @@ void Corrupt(PackResult& out, int what, std::size_t pick, std::int64_t value) {
     case 10: if (!row.doc_spans.empty()) row.doc_spans.erase(row.doc_spans.begin() + static_cast<std::ptrdiff_t>(pick % row.doc_spans.size())); break;
     case 11: if (!row.input_ids.empty()) { row.input_ids.pop_back(); row.labels.pop_back(); } break;
     case 12: if (!out.microbatches.empty() && out.microbatches[pick % out.microbatches.size()].producer)
-               out.microbatches[pick % out.microbatches.size()].producer->denominator += static_cast<double>(value % 3 - 1);
+               *out.microbatches[pick % out.microbatches.size()].producer->denominator += static_cast<double>(value % 3 - 1);
              break;
     case 13: if (!out.microbatches.empty() && out.microbatches[pick % out.microbatches.size()].producer)
-               out.microbatches[pick % out.microbatches.size()].producer->loss_sum += 0.125;
+               *out.microbatches[pick % out.microbatches.size()].producer->loss_sum += 0.125;
              break;
+    case 15:  // every micro-batch gives the same partial subset of its (correct) totals
+      for (auto& mb : out.microbatches)
+        if (mb.producer) KeepSubset(*mb.producer, pick);
+      break;
+    case 16:  // one micro-batch gives a partial subset, the others everything
+      if (!out.microbatches.empty() && out.microbatches[pick % out.microbatches.size()].producer)
+        KeepSubset(*out.microbatches[pick % out.microbatches.size()].producer, static_cast<std::size_t>(value));
+      break;
+    case 17:  // a partial subset, then one of its numbers wrong
+      for (auto& mb : out.microbatches) {
+        if (!mb.producer) continue;
+        KeepSubset(*mb.producer, pick);
+        if (mb.producer->denominator && value % 2) *mb.producer->denominator += 1;
+        else if (mb.producer->loss) *mb.producer->loss *= 1.5;
+        else if (mb.producer->loss_sum) *mb.producer->loss_sum += 0.125;
+        break;  // the first micro-batch with totals only
+      }
+      break;
     default: if (!out.microbatches.empty()) out.microbatches[pick % out.microbatches.size()].rank = value % 3; break;
   }
 }
@@ -203,7 +238,7 @@ TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows
   EXPECT_TRUE(rc::check("corrupted reference rows", [&] {
     const PackRequest request = *RequestFor({});
     PackResult out = PackCatching(reference, request);
-    const int what = *rc::gen::inRange(0, 15);
+    const int what = *rc::gen::inRange(0, 18);
     Corrupt(out, what, *rc::gen::inRange<std::size_t>(0, 1000), *rc::gen::inRange<std::int64_t>(-2, 30));
     BothModes(request, out, tally);
   }));

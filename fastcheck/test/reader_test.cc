@@ -225,7 +225,7 @@ TEST(FastBatchReader, NegativeZeroHasTheNlohmannReadersSign) {
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(std::signbit((*b.rows[0].loss_mask)[i]), std::signbit((*a.rows[0].loss_mask)[i])) << i;
   EXPECT_FALSE(std::signbit((*b.rows[0].loss_mask)[0]));
   EXPECT_TRUE(std::signbit((*b.rows[0].loss_mask)[1]));
-  EXPECT_EQ(std::signbit(b.producer->loss_sum), std::signbit(a.producer->loss_sum));
+  EXPECT_EQ(std::signbit(b.producer->loss_sum.value()), std::signbit(a.producer->loss_sum.value()));
   EXPECT_EQ(std::signbit(*b.producer->loss), std::signbit(*a.producer->loss));
   std::filesystem::remove(path);
 }

@@ -1,5 +1,7 @@
 #include "packoracle/interchange/policy_json.h"
 
+#include <algorithm>
+
 #include "packoracle/oracle/error.h"
 
 namespace packoracle {
@@ -24,6 +26,12 @@ void SetKey(Policy& policy, const std::string& key, const nlohmann::json& value,
   }
 }
 
+// A key given as null where it means nothing takes its default value, the one a policy built key by key has.
+void SetNullKeyToDefault(Policy& policy, const std::string& key) {
+  for (const auto& [k, value] : PolicyKeyValues(Policy{}))
+    if (k == key) SetPolicyKey(policy, key, value);
+}
+
 }  // namespace
 
 Policy ApplyPolicyOverrides(Policy policy, const nlohmann::json& overrides, const std::string& where) {
@@ -33,8 +41,24 @@ Policy ApplyPolicyOverrides(Policy policy, const nlohmann::json& overrides, cons
   if (auto preset = overrides.find("preset"); preset != overrides.end() && !preset->is_null()) {
     SetKey(policy, "preset", *preset, where);
   }
+  // A null for a key that only some policies read is decided once every key is set: whether it means
+  // something depends on the others (padding: none makes pad_id meaningless), in whatever order they come.
+  std::vector<std::string> nulled;
+  const auto& nullable = KeysNullWhenMeaningless();
   for (const auto& [key, value] : overrides.items()) {
-    if (key != "preset") SetKey(policy, key, value, where);
+    if (key == "preset") continue;
+    if (value.is_null() && std::find(nullable.begin(), nullable.end(), key) != nullable.end()) {
+      nulled.push_back(key);
+      continue;
+    }
+    SetKey(policy, key, value, where);
+  }
+  for (const auto& key : nulled) {
+    if (auto why = WhyKeyMatters(policy, key)) {
+      throw InputError(where + ": policy key '" + key + "' is null, but " + *why +
+                       " (null is accepted only where the rest of the policy makes the key mean nothing)");
+    }
+    SetNullKeyToDefault(policy, key);
   }
   try {
     ValidatePolicy(policy);

@@ -52,6 +52,43 @@ nlohmann::ordered_json ProducerNumberJson(double v) {
   return v;
 }
 
+// A producer total the producer may leave out: absent or null is "not given".
+std::optional<double> OptionalProducerNumber(const Json& producer, const std::string& field, const std::string& where) {
+  auto it = producer.find(field);
+  if (it == producer.end() || it->is_null()) return std::nullopt;
+  return ProducerNumber(*it, field, where);
+}
+
+// A micro-batch's `producer` object (DESIGN §5): any non-empty subset of loss_sum, denominator and loss, with
+// denominator_scope exactly when a denominator is given (a count means nothing without what it counts, and a
+// scope nothing without a count). Each given field is checked for what it says (producer_totals.h).
+ProducerTotals ProducerFromJson(const Json& p, const std::string& where) {
+  if (!p.is_object()) Bad(where, "producer", std::string("must be an object, got ") + p.type_name());
+  const std::string at = where + ": producer";
+  ProducerTotals t;
+  t.loss_sum = OptionalProducerNumber(p, "loss_sum", at);
+  t.denominator = OptionalProducerNumber(p, "denominator", at);
+  t.loss = OptionalProducerNumber(p, "loss", at);
+  bool scope_given = false;
+  if (auto s = p.find("denominator_scope"); s != p.end() && !s->is_null()) {
+    if (!s->is_string()) Bad(at, "denominator_scope", "must be a string");
+    t.denominator_scope = s->get<std::string>();
+    if (t.denominator_scope.empty()) Bad(at, "denominator_scope", "is empty (microbatch, step or global)");
+    scope_given = true;
+  }
+  if (!t.loss_sum && !t.denominator && !t.loss) {
+    Bad(where, "producer", "gives none of loss_sum, denominator, loss: give those the producer has, or no producer "
+                           "object at all");
+  }
+  if (t.denominator && !scope_given) {
+    Bad(at, "denominator_scope", "is missing: a denominator needs its scope (microbatch, step or global)");
+  }
+  if (!t.denominator && scope_given) {
+    Bad(at, "denominator_scope", "is given without a denominator (the scope says what a denominator counts)");
+  }
+  return t;
+}
+
 template <class T>
 std::vector<T> Ints(const Json& v, const std::string& field, const std::string& where) {
   if (!v.is_array()) Bad(where, field, std::string("must be an array of integers, got ") + v.type_name());
@@ -168,10 +205,11 @@ nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {
     j["rows"].push_back(r);
   }
   if (mb.producer) {
-    nlohmann::ordered_json p;
-    p["loss_sum"] = ProducerNumberJson(mb.producer->loss_sum);
-    p["denominator"] = ProducerNumberJson(mb.producer->denominator);
-    p["denominator_scope"] = mb.producer->denominator_scope;
+    // The fields the producer gave, and only those (any non-empty subset: DESIGN §5).
+    nlohmann::ordered_json p = nlohmann::ordered_json::object();
+    if (mb.producer->loss_sum) p["loss_sum"] = ProducerNumberJson(*mb.producer->loss_sum);
+    if (mb.producer->denominator) p["denominator"] = ProducerNumberJson(*mb.producer->denominator);
+    if (!mb.producer->denominator_scope.empty()) p["denominator_scope"] = mb.producer->denominator_scope;
     if (mb.producer->loss) p["loss"] = ProducerNumberJson(*mb.producer->loss);
     j["producer"] = p;
   }
@@ -213,17 +251,7 @@ CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) 
     }
     mb.rows.push_back(std::move(row));
   }
-  if (auto p = j.find("producer"); p != j.end() && !p->is_null()) {
-    const std::string at = where + ": producer";
-    ProducerTotals t;
-    t.loss_sum = ProducerNumber(Required(*p, "loss_sum", at), "loss_sum", at);
-    t.denominator = ProducerNumber(Required(*p, "denominator", at), "denominator", at);
-    const Json& scope = Required(*p, "denominator_scope", at);
-    if (!scope.is_string()) Bad(at, "denominator_scope", "must be a string");
-    t.denominator_scope = scope.get<std::string>();
-    if (auto l = p->find("loss"); l != p->end() && !l->is_null()) t.loss = ProducerNumber(*l, "loss", at);
-    mb.producer = t;
-  }
+  if (auto p = j.find("producer"); p != j.end() && !p->is_null()) mb.producer = ProducerFromJson(*p, where);
   return mb;
 }
 

@@ -312,13 +312,25 @@ void PrintDenominators(const RowDrawing& d, std::ostream& os) {
   os << "\n";
   if (own.producer) {
     const ProducerTotals& p = *own.producer;
-    os << "    producer: loss_sum " << Num(p.loss_sum) << ", denominator " << Num(p.denominator) << " (scope "
-       << (p.denominator_scope.empty() ? "?" : p.denominator_scope) << ")";
-    if (p.loss) os << ", loss " << Num(*p.loss);
-    os << (std::abs(p.denominator - expected) <= 1e-9 * std::max(1.0, std::abs(expected))
-               ? ": the denominator agrees with the labels"
-               : ": the denominator DIFFERS from the labels' " + Num(expected))
-       << "\n";
+    // Producer totals come as any non-empty subset of loss_sum, denominator, loss: print what was given.
+    os << "    producer:";
+    std::string sep = " ";
+    if (p.loss_sum) {
+      os << sep << "loss_sum " << Num(*p.loss_sum);
+      sep = ", ";
+    }
+    if (p.denominator) {
+      os << sep << "denominator " << Num(*p.denominator) << " (scope "
+         << (p.denominator_scope.empty() ? "?" : p.denominator_scope) << ")";
+      sep = ", ";
+    }
+    if (p.loss) os << sep << "loss " << Num(*p.loss);
+    if (!p.denominator) os << ": no denominator given\n";
+    else
+      os << (std::abs(*p.denominator - expected) <= 1e-9 * std::max(1.0, std::abs(expected))
+                 ? ": the denominator agrees with the labels"
+                 : ": the denominator DIFFERS from the labels' " + Num(expected))
+         << "\n";
   } else {
     os << "    producer: no totals recorded for this micro-batch\n";
   }

@@ -114,7 +114,7 @@ void SummaryCollector::AddStep(std::int64_t step, const std::vector<std::pair<Mi
     if (m.microbatch.producer) {
       s.loss_sum = m.microbatch.producer->loss_sum;
       s.denominator = m.microbatch.producer->denominator;
-      s.denominator_scope = m.microbatch.producer->denominator_scope;
+      if (s.denominator) s.denominator_scope = m.microbatch.producer->denominator_scope;  // given with it only
     }
     SummaryEntry& entry = by_rank[m.microbatch.rank];
     entry.step = step;

@@ -197,6 +197,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   summary.valid_targets = v.valid_targets;
   summary.declared_objective = v.declared_objective;
   summary.token_mean = v.token_mean;
+  summary.notes = v.notes;
   steps_.push_back(summary);
   return true;
 }
@@ -213,7 +214,8 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   std::int64_t longest = 0;
   for (const auto& [m, file] : mbs) {
     ++summary.microbatches;
-    if (m.microbatch.producer) summary.reported_denominators.push_back(m.microbatch.producer->denominator);
+    if (m.microbatch.producer && m.microbatch.producer->denominator)
+      summary.reported_denominators.push_back(*m.microbatch.producer->denominator);
     for (const auto& row : m.microbatch.rows) {
       ++summary.rows;
       summary.slots += static_cast<std::int64_t>(row.input_ids.size());
@@ -255,6 +257,7 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   }
   summary.declared_objective = result.declared_objective;
   summary.token_mean = result.token_mean;
+  summary.notes = result.notes;
   steps_.push_back(summary);
   if (summary_) summary_->AddStep(step, mbs, result);
 
@@ -334,6 +337,11 @@ AuditResult Verifier::Result() {
   r.exit_code = r.violations.empty() ? 0 : 1;
   AuditTotals& t = r.totals;
   for (const auto& s : r.steps) {
+    for (const auto& text : s.notes) {
+      auto it = std::find_if(r.notes.begin(), r.notes.end(), [&](const AuditNote& n) { return n.text == text; });
+      if (it == r.notes.end()) it = r.notes.insert(r.notes.end(), AuditNote{text, 0});
+      ++it->steps;
+    }
     t.rows += s.rows;
     t.slots += s.slots;
     t.tokens += s.tokens;

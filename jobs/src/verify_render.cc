@@ -115,6 +115,9 @@ std::string RenderAuditText(const AuditResult& r, int max_violations) {
                 static_cast<long long>(r.totals.tokens), static_cast<long long>(r.totals.slots),
                 100 * r.totals.utilization, r.totals.valid_targets);
   out << totals;
+  // What the producers' totals did not allow (a count alone is checked as a count): said, never implied.
+  for (const auto& n : r.notes)
+    out << "  note: " << n.text << " (" << n.steps << " of " << r.steps.size() << " steps)\n";
   if (r.clean()) {
     out << "  verdict: clean\n";
   } else {
@@ -146,8 +149,11 @@ std::string RenderAuditJson(const AuditResult& r) {
                  {"reported_denominators", s.reported_denominators}};
     step["declared_objective"] = s.declared_objective ? Json(*s.declared_objective) : Json(nullptr);
     step["global_token_mean"] = s.token_mean ? Json(*s.token_mean) : Json(nullptr);
+    step["notes"] = s.notes;
     j["steps"].push_back(step);
   }
+  j["notes"] = Json::array();
+  for (const auto& n : r.notes) j["notes"].push_back({{"note", n.text}, {"steps", n.steps}});
   const AuditTotals& t = r.totals;
   j["totals"] = {{"records", t.records}, {"rows", t.rows}, {"slots", t.slots}, {"tokens", t.tokens},
                  {"valid_targets", t.valid_targets}, {"utilization", t.utilization}, {"documents", t.documents}};

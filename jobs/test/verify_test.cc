@@ -2,6 +2,7 @@
 // a file: the Python binding audits batches it built with no JSON in between.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
 #include <variant>
@@ -90,6 +91,115 @@ TEST(MemoryRecordReader, RefusesRecordsThatDoNotStartWithTheirHeader) {
   EXPECT_THROW(fastcheck::MemoryRecordReader(records, "two headers"), InputError);
   records.erase(records.begin());
   EXPECT_THROW(fastcheck::MemoryRecordReader(records, "no header first"), InputError);
+}
+
+// ---- Producer totals as they come (issue 16) ----------------------------------------------------------
+
+// python/README.md's HF example: the Trainer knows num_items_in_batch, not a loss sum, and writes
+// producer={"denominator": int(num_items_in_batch), "denominator_scope": "global"}. The records are
+// hf_flatten_clean.jsonl's (7 valid targets) with that producer.
+std::string HfDump(const std::string& producer) {
+  const std::string header = R"({"record":"header","schema":"packed-batch","version":1,"producer":{"system":"huggingface/transformers","component":"DataCollatorWithFlattening","version":"test"},"special_ids":{"separator":-100},"dp_world_size":1,"grad_accum_steps":1,"policy":{"preset":"hf-flatten"}})";
+  const std::string docs = R"({"record":"document","doc_uid":"d0","tokens":[11,12,13]})" "\n"
+                           R"({"record":"document","doc_uid":"d1","tokens":[21,22,23,24,25,26]})";
+  const std::string mb = R"({"record":"microbatch","step":0,"micro_step":0,"rank":0,"rows":[{"input_ids":[11,12,13,21,22,23,24,25,26],"labels":[-100,12,13,-100,22,23,24,25,26],"position_ids":[0,1,2,0,1,2,3,4,5],"cu_seqlens":[0,3,9],"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0},{"doc_uid":"d1","start":3,"length":6,"doc_offset":0}]}],"producer":)" +
+                         producer + "}";
+  return header + "\n" + docs + "\n" + mb + "\n";
+}
+
+std::string WriteDump(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Both readers (simdjson with the fast verifier, and --oracle's nlohmann reader with CheckCase) give the same.
+AuditResult VerifyBoth(const std::string& path, std::string* text = nullptr) {
+  VerifyOptions fast, oracle;
+  fast.files = oracle.files = {path};
+  oracle.oracle = true;
+  const AuditResult a = VerifyFiles(fast), b = VerifyFiles(oracle);
+  EXPECT_EQ(RenderAuditText(a, 20), RenderAuditText(b, 20));
+  EXPECT_EQ(RenderAuditJson(a), RenderAuditJson(b));
+  if (text) *text = RenderAuditText(a, 20);
+  return a;
+}
+
+// The InputError of both readers for a dump (they must word it the same), "" when neither throws.
+std::string InputErrorOf(const std::string& path) {
+  std::string messages[2];
+  for (int oracle = 0; oracle < 2; ++oracle) {
+    VerifyOptions options;
+    options.files = {path};
+    options.oracle = oracle == 1;
+    try {
+      VerifyFiles(options);
+    } catch (const InputError& e) {
+      messages[oracle] = e.what();
+    }
+  }
+  EXPECT_EQ(messages[0], messages[1]);
+  return messages[0];
+}
+
+TEST(VerifyProducerTotals, TheReadmeHfExampleWithADenominatorAloneVerifiesClean) {
+  std::string text;
+  const AuditResult r = VerifyBoth(WriteDump("hf_denominator_only.jsonl",
+                                             HfDump(R"({"denominator": 7, "denominator_scope": "global"})")),
+                                   &text);
+  EXPECT_TRUE(r.clean()) << text;
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_EQ(r.notes.size(), 1u) << text;
+  EXPECT_EQ(r.notes.front().steps, 1);
+  EXPECT_NE(text.find("  note: producer totals give a denominator alone (no loss_sum, no loss): the count was "
+                      "checked, the loss and the step objective were not (1 of 1 steps)"),
+            std::string::npos)
+      << text;
+  ASSERT_EQ(r.steps.size(), 1u);
+  EXPECT_EQ(r.steps.front().reported_denominators, std::vector<double>{7});
+  EXPECT_FALSE(r.steps.front().declared_objective);
+}
+
+TEST(VerifyProducerTotals, AWrongDenominatorAloneIsADenominatorViolation) {
+  std::string text;
+  const AuditResult r =
+      VerifyBoth(WriteDump("hf_denominator_wrong.jsonl", HfDump(R"({"denominator": 9, "denominator_scope": "global"})")),
+                 &text);
+  ASSERT_EQ(r.violations.size(), 1u) << text;
+  EXPECT_EQ(r.violations.front().invariant, Invariant::kDenominator);
+  EXPECT_NE(r.violations.front().message.find("divided by 9, but its global has 7 valid targets"), std::string::npos);
+}
+
+TEST(VerifyProducerTotals, ALossSumOrALossAloneIsAccepted) {
+  std::string text;
+  const AuditResult sum = VerifyBoth(WriteDump("hf_sum_only.jsonl", HfDump(R"({"loss_sum": 9.0})")), &text);
+  EXPECT_TRUE(sum.clean()) << text;
+  ASSERT_TRUE(sum.steps.front().token_mean);
+  EXPECT_DOUBLE_EQ(*sum.steps.front().token_mean, 9.0 / 7.0);  // the producer's sum over the kit's count
+  const AuditResult loss = VerifyBoth(WriteDump("hf_loss_only.jsonl", HfDump(R"({"loss": 1.2857142857142858})")), &text);
+  EXPECT_TRUE(loss.clean()) << text;
+  EXPECT_NE(text.find("note: producer totals give a loss alone"), std::string::npos) << text;
+  // loss and denominator: the step objective is compared with the sum loss × denominator over the count.
+  const AuditResult pair = VerifyBoth(
+      WriteDump("hf_loss_den.jsonl", HfDump(R"({"denominator": 7, "denominator_scope": "global", "loss": 1.25})")),
+      &text);
+  EXPECT_TRUE(pair.clean()) << text;
+  EXPECT_TRUE(pair.notes.empty()) << text;
+  EXPECT_NEAR(*pair.steps.front().declared_objective, 1.25, 1e-12);
+}
+
+TEST(VerifyProducerTotals, AnEmptyProducerOrAScopeWithoutDenominatorIsAnInputErrorNamingFileLineAndField) {
+  const std::string empty = WriteDump("hf_empty_producer.jsonl", HfDump("{}"));
+  EXPECT_EQ(InputErrorOf(empty), empty + ":4: microbatch record: field 'producer' gives none of loss_sum, denominator, loss: give those "
+                                         "the producer has, or no producer object at all");
+  const std::string scope = WriteDump("hf_scope_only.jsonl", HfDump(R"({"loss_sum": 9.0, "denominator_scope": "global"})"));
+  EXPECT_EQ(InputErrorOf(scope), scope + ":4: microbatch record: producer: field 'denominator_scope' is given without a denominator "
+                                         "(the scope says what a denominator counts)");
+  const std::string unscoped = WriteDump("hf_unscoped.jsonl", HfDump(R"({"denominator": 7})"));
+  EXPECT_EQ(InputErrorOf(unscoped), unscoped + ":4: microbatch record: producer: field 'denominator_scope' is missing: a denominator "
+                                               "needs its scope (microbatch, step or global)");
+  const std::string nulls = WriteDump("hf_null_producer.jsonl", HfDump(R"({"loss_sum": null, "loss": null})"));
+  EXPECT_NE(InputErrorOf(nulls).find("field 'producer' gives none of"), std::string::npos);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -246,6 +247,34 @@ std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p
           {"bos_id", OptionalValue(p.bos_id)},
           {"denominator", Str(Name(p.denominator))},
           {"count_basis", Str(Name(p.count_basis))}};
+}
+
+const std::vector<std::string>& KeysNullWhenMeaningless() {
+  static const std::vector<std::string> keys = {"pad_id", "pad_to", "pad_keys", "pad_positions", "split_positions",
+                                                "count_basis"};
+  return keys;
+}
+
+std::optional<std::string> WhyKeyMatters(const Policy& p, std::string_view key) {
+  if (key == "pad_id" || key == "pad_to" || key == "pad_keys" || key == "pad_positions") {
+    if (p.padding == Padding::kNone) return std::nullopt;
+    static const std::map<std::string_view, const char*> what = {
+        {"pad_id", "padding slots hold the pad id"},
+        {"pad_to", "it says how far rows are padded"},
+        {"pad_keys", "it says what padding keys a query may see"},
+        {"pad_positions", "it says what positions padding slots carry"}};
+    return std::string("padding is ") + Name(p.padding) + ": " + what.at(key);
+  }
+  if (key == "split_positions") {
+    if (p.overflow != Overflow::kSplit || p.positions != Positions::kDocReset) return std::nullopt;
+    return "overflow is split and positions doc_reset: it says what positions a document continued from an "
+           "earlier row carries";
+  }
+  if (key == "count_basis") {
+    if (p.denominator == Denominator::kAllPositions) return std::nullopt;
+    return std::string("denominator is ") + Name(p.denominator) + ": it says what the denominator counts";
+  }
+  return "it means something under every policy";
 }
 
 std::string ToString(const PolicyValue& value) {

@@ -47,6 +47,64 @@ TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {
   EXPECT_EQ(policy.pad_to, (PadTo{PadTo::Kind::kMultipleOf, 8}));
 }
 
+// "Policy keys that mean nothing under the rest of the policy may be null" (issue 16): a user describing a
+// system without padding writes "pad_id": null; wherever the key matters, null is refused naming the key and why.
+std::string RefusalOf(const nlohmann::json& policy) {
+  try {
+    PolicyFromJson(policy, "policy.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Policy, KeysThatMeanNothingUnderThePolicyMayBeNull) {
+  // Keys come in any order: "pad_id" sorts before "padding", and the null is judged once every key is set.
+  const auto policy = PolicyFromJson({{"preset", "reference"}, {"padding", "none"}, {"pad_id", nullptr},
+                                      {"pad_to", nullptr}, {"pad_keys", nullptr}, {"pad_positions", nullptr}},
+                                     "policy.json");
+  EXPECT_EQ(policy.padding, Padding::kNone);
+  EXPECT_EQ(policy.pad_id, Policy{}.pad_id);  // the default, which the policy never reads
+  // A preset's pad_to multiple_of would contradict padding: none; null takes the default row_len.
+  const auto multiple = PolicyFromJson({{"preset", "reference"}, {"pad_to", "multiple_of:8"}}, "p");
+  EXPECT_EQ(ApplyPolicyOverrides(multiple, {{"padding", "none"}, {"pad_to", nullptr}}, "p").pad_to, PadTo{});
+  // split_positions under overflow error; count_basis under all_positions.
+  EXPECT_NO_THROW(PolicyFromJson({{"overflow", "error"}, {"split_positions", nullptr}}, "p"));
+  EXPECT_NO_THROW(PolicyFromJson({{"overflow", "split"}, {"positions", "row_continuous"}, {"split_positions", nullptr},
+                                  {"attention", "row_causal"}, {"boundary_source", "spans"}},
+                                 "p"));
+  EXPECT_NO_THROW(PolicyFromJson({{"denominator", "all_positions"}, {"count_basis", nullptr}}, "p"));
+  // A preset without padding: the keys mean nothing there either.
+  EXPECT_NO_THROW(PolicyFromJson({{"preset", "hf-flatten"}, {"pad_id", nullptr}, {"pad_to", nullptr}}, "p"));
+}
+
+TEST(Policy, NullIsRefusedWhereTheKeyMattersNamingTheKeyAndWhy) {
+  EXPECT_EQ(RefusalOf({{"preset", "reference"}, {"pad_id", nullptr}}),
+            "policy.json: policy key 'pad_id' is null, but padding is right: padding slots hold the pad id (null is "
+            "accepted only where the rest of the policy makes the key mean nothing)");
+  EXPECT_NE(RefusalOf({{"padding", "right"}, {"pad_to", nullptr}}).find("'pad_to' is null, but padding is right"),
+            std::string::npos);
+  EXPECT_NE(RefusalOf({{"overflow", "split"}, {"split_positions", nullptr}}).find("'split_positions' is null, but overflow is split"),
+            std::string::npos);
+  EXPECT_NE(RefusalOf({{"count_basis", nullptr}}).find("'count_basis' is null, but denominator is global_targets"),
+            std::string::npos);
+  // Keys that every policy reads keep their own message, naming the key and what is allowed.
+  EXPECT_NE(RefusalOf({{"padding", nullptr}}).find("policy key 'padding': value null is not allowed"), std::string::npos);
+  EXPECT_NE(RefusalOf({{"ignore_index", nullptr}}).find("policy key 'ignore_index'"), std::string::npos);
+  // eos_id, bos_id and stream_stride take null as a value of their own, as before.
+  EXPECT_NO_THROW(PolicyFromJson({{"eos_id", nullptr}, {"bos_id", nullptr}, {"stream_stride", nullptr}}, "p"));
+}
+
+TEST(Policy, WhyKeyMattersNamesTheDecidingKey) {
+  Policy p;
+  p.padding = Padding::kNone;
+  for (const auto& key : {"pad_id", "pad_to", "pad_keys", "pad_positions"}) EXPECT_FALSE(WhyKeyMatters(p, key)) << key;
+  p.padding = Padding::kRight;
+  for (const auto& key : {"pad_id", "pad_to", "pad_keys", "pad_positions"}) EXPECT_TRUE(WhyKeyMatters(p, key)) << key;
+  EXPECT_EQ(*WhyKeyMatters(p, "attention"), "it means something under every policy");
+  EXPECT_FALSE(WhyKeyMatters(p, "split_positions"));  // overflow: error by default
+}
+
 TEST(Policy, DelimitersAreAddedAndSupervised) {
   Policy policy;
   policy.bos_id = 1;

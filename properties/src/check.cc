@@ -9,6 +9,7 @@
 #include "packing_invariance.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/producer_totals.h"
 #include "packoracle/properties/splits.h"
 
 namespace packoracle {
@@ -49,6 +50,8 @@ std::vector<RowRef> Flatten(const std::vector<CandidateMicrobatch>& mbs) {
     for (std::size_t r = 0; r < mbs[m].rows.size(); ++r) out.push_back({&mbs[m].rows[r], m, r});
   return out;
 }
+
+struct ScopeCounts;
 
 class Checker {
  public:
@@ -101,6 +104,11 @@ class Checker {
   void CheckBoundaryEncodingPresent();
   void CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                    const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
+  ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
+  bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
+                             const std::string& who);
+  bool CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
+                      const ScopeCounts& counts);
   void CheckReducer();
   void CheckConsumer();
   void CheckInvariance();
@@ -626,20 +634,27 @@ void Checker::CheckTargets() {
   }
 }
 
-// Counts of the oracle's rows under the policy's basis, per scope.
+// Counts of the oracle's rows under the policy's basis, per scope, and the kit's Σwℓ per micro-batch.
 struct ScopeCounts {
   double global = 0;
   std::map<std::int64_t, double> per_rank;
   std::vector<double> per_microbatch;
-  std::vector<double> loss_sums;
+  std::vector<std::optional<double>> loss_sums;  // Σwℓ of each micro-batch's valid targets; none: losses unknown
+
+  // The count of micro-batch m (of rank `rank`) under `scope`; none for a scope that is not one of §5's.
+  std::optional<double> Of(const std::string& scope, std::size_t m, std::int64_t rank) const {
+    if (scope == "microbatch") return per_microbatch[m];
+    if (scope == "step") return per_rank.at(rank);
+    if (scope == "global") return global;
+    return std::nullopt;
+  }
 };
 
-void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
-                          const std::vector<ProducerTotals>& totals, const std::string& who,
-                          std::int64_t dp_world_size) {
-  result_.checked.insert(Invariant::kDenominator);
-  result_.checked.insert(Invariant::kLoss);
-  const auto losses = LossesOf(request_, batch.documents);
+std::string Show(const std::optional<double>& v) { return v ? Num(*v) : std::string("-"); }
+bool Finite(const std::optional<double>& v) { return !v || std::isfinite(*v); }
+
+ScopeCounts Checker::CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const {
+  const auto losses = options_.losses_known ? LossesOf(request_, batch.documents) : TargetLosses{};
   ScopeCounts counts;
   std::size_t flat = 0;
   for (const auto& mb : mbs) {
@@ -658,82 +673,149 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
           if (p.weight > 0) s += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
       }
     }
-    if (!options_.losses_known) s = totals[counts.loss_sums.size()].loss_sum;  // taken as given
     counts.per_microbatch.push_back(n);
-    counts.loss_sums.push_back(s);
+    counts.loss_sums.push_back(options_.losses_known ? std::optional<double>(s) : std::nullopt);
     counts.per_rank[mb.rank] += n;
     counts.global += n;
   }
-  bool totals_ok = true;
-  for (std::size_t m = 0; m < totals.size(); ++m) {
-    const ProducerTotals& t = totals[m];
-    const std::string where = who + ", micro-batch " + std::to_string(m);
-    if (!std::isfinite(t.loss_sum) || !std::isfinite(t.denominator) || (t.loss && !std::isfinite(*t.loss))) {
-      Add(Invariant::kDenominator, where + ": a non-finite loss_sum, denominator or loss (" + Num(t.loss_sum) + ", " +
-                                Num(t.denominator) + ", " + (t.loss ? Num(*t.loss) : std::string("-")) +
-                                "): zero valid targets must be reported, never divided");
-      totals_ok = false;
-      continue;
-    }
-    double expected = 0;
-    if (t.denominator_scope == "microbatch") expected = counts.per_microbatch[m];
-    else if (t.denominator_scope == "step") expected = counts.per_rank[mbs[m].rank];
-    else if (t.denominator_scope == "global") expected = counts.global;
-    else {
+  return counts;
+}
+
+// One micro-batch's totals, field by field (producer_totals.h says what each field is checked against).
+// False when it has a violation: the step objective is then not computed.
+bool Checker::CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
+                                    const std::string& who) {
+  const std::string where = who + ", micro-batch " + std::to_string(m);
+  if (auto problem = TotalsShapeProblem(t)) {
+    Add(Invariant::kDenominator, where + ": " + *problem);
+    return false;
+  }
+  if (!Finite(t.loss_sum) || !Finite(t.denominator) || !Finite(t.loss)) {
+    Add(Invariant::kDenominator, where + ": a non-finite loss_sum, denominator or loss (" + Show(t.loss_sum) + ", " +
+                                     Show(t.denominator) + ", " + Show(t.loss) +
+                                     "): zero valid targets must be reported, never divided");
+    return false;
+  }
+  const bool seq_mean = policy_.denominator == Denominator::kSequenceMean;
+  bool ok = true;
+  if (t.denominator) {
+    const std::optional<double> expected = counts.Of(t.denominator_scope, m, rank);
+    if (!expected) {
       Add(Invariant::kDenominator, where + ": denominator_scope '" + t.denominator_scope +
                                        "' is none of microbatch, step, global");
-      totals_ok = false;
-      continue;
+      return false;
     }
-    const bool empty_ok = expected == 0 && (t.denominator == 0 || t.denominator == 1);  // max(1, n) clamps
+    const bool empty_ok = *expected == 0 && (*t.denominator == 0 || *t.denominator == 1);  // max(1, n) clamps
     const bool unseen_ranks = options_.partial_ranks && t.denominator_scope == "global";
-    if (policy_.denominator != Denominator::kSequenceMean && !unseen_ranks && !Close(t.denominator, expected) &&
-        !empty_ok) {
-      Add(Invariant::kDenominator, where + ": divided by " + Num(t.denominator) + ", but its " + t.denominator_scope +
-                                       " has " + Num(expected) + " " +
+    if (!seq_mean && !unseen_ranks && !Close(*t.denominator, *expected) && !empty_ok) {
+      Add(Invariant::kDenominator, where + ": divided by " + Num(*t.denominator) + ", but its " + t.denominator_scope +
+                                       " has " + Num(*expected) + " " +
                                        (policy_.denominator == Denominator::kAllPositions ? "positions" : "valid targets"),
-          -1, -1, Num(expected), Num(t.denominator));
-      totals_ok = false;
-    }
-    if (!LossClose(t.loss_sum, counts.loss_sums[m])) {
-      Add(Invariant::kLoss, where + ": loss_sum " + Num(t.loss_sum) + ", but Σwℓ of its valid targets is " +
-                                Num(counts.loss_sums[m]), -1, -1, Num(counts.loss_sums[m]), Num(t.loss_sum));
-      totals_ok = false;
-    } else if (policy_.denominator != Denominator::kSequenceMean && t.loss && t.denominator > 0 &&
-               !LossClose(*t.loss, t.loss_sum / t.denominator)) {
-      Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " is not loss_sum / denominator = " +
-                                Num(t.loss_sum / t.denominator), -1, -1, Num(t.loss_sum / t.denominator), Num(*t.loss));
-      totals_ok = false;
-    } else if (policy_.denominator != Denominator::kSequenceMean && t.loss && t.denominator == 0 && *t.loss != 0) {
-      Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " with a zero denominator");
-      totals_ok = false;
+          -1, -1, Num(*expected), Num(*t.denominator));
+      ok = false;
     }
   }
+  const std::optional<double>& kit_sum = counts.loss_sums[m];
+  if (t.loss_sum && kit_sum && !LossClose(*t.loss_sum, *kit_sum)) {
+    Add(Invariant::kLoss, where + ": loss_sum " + Num(*t.loss_sum) + ", but Σwℓ of its valid targets is " + Num(*kit_sum),
+        -1, -1, Num(*kit_sum), Num(*t.loss_sum));
+    return false;
+  }
+  if (t.loss && !seq_mean && !CheckGivenLoss(t, where, m, rank, counts)) ok = false;
+  return ok;
+}
+
+// A given loss against its sum over its divisor. The sum is loss_sum, or the kit's Σwℓ where the producer
+// gives none (known losses only); the divisor is the denominator, or where the producer gives none the count
+// of the scope its policy implies (a loss alone says "the micro-batch loss under my policy").
+bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
+                             const ScopeCounts& counts) {
+  const std::optional<double> sum = t.loss_sum ? t.loss_sum : counts.loss_sums[m];
+  if (!sum) return true;  // a loss without loss_sum in a dump: nothing to compare it with (ProducerNotes)
+  const std::string sum_name = t.loss_sum ? "loss_sum" : "Σwℓ of its valid targets";
+  std::optional<double> divisor = t.denominator;
+  std::string divisor_name = "denominator";
+  if (!divisor) {
+    const std::string scope = ImpliedScope(policy_.denominator);
+    if (options_.partial_ranks && scope == "global") return true;  // the count spans ranks not seen here
+    divisor = counts.Of(scope, m, rank);
+    divisor_name = "the " + scope + " count (" + Num(*divisor) + ") that " + Name(policy_.denominator) + " divides by";
+  }
+  if (*divisor > 0 && !LossClose(*t.loss, *sum / *divisor)) {
+    Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " is not " + sum_name + " / " + divisor_name + " = " +
+                              Num(*sum / *divisor), -1, -1, Num(*sum / *divisor), Num(*t.loss));
+    return false;
+  }
+  if (*divisor == 0 && *t.loss != 0) {
+    Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " with a zero " + (t.denominator ? "denominator" : "count"));
+    return false;
+  }
+  return true;
+}
+
+void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                          const std::vector<ProducerTotals>& totals, const std::string& who,
+                          std::int64_t dp_world_size) {
+  result_.checked.insert(Invariant::kDenominator);
+  const bool loss_given = std::any_of(totals.begin(), totals.end(),
+                                      [](const ProducerTotals& t) { return t.loss_sum || t.loss; });
+  (loss_given ? result_.checked : result_.not_applicable).insert(Invariant::kLoss);
+  std::vector<const ProducerTotals*> given;
+  for (const auto& t : totals) given.push_back(&t);
+  for (auto& note : ProducerNotes(given, options_))
+    if (std::find(result_.notes.begin(), result_.notes.end(), note) == result_.notes.end())
+      result_.notes.push_back(std::move(note));
+  const ScopeCounts counts = CountScopes(batch, mbs);
+  bool totals_ok = true;
+  for (std::size_t m = 0; m < totals.size(); ++m)
+    if (!CheckMicrobatchTotals(totals[m], m, mbs[m].rank, counts, who)) totals_ok = false;
   if (!totals_ok) return;
   if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
   if (options_.partial_ranks) return;  // the step objective combines ranks not seen here
+  if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine
+
+  // How a trainer combines the micro-batch losses follows from what each was divided by: losses divided by
+  // the global count add up (HF, torchtune); by the rank's count, the ranks' gradients are averaged
+  // (DDP's 1/R); by the micro-batch's count, also averaged over the accumulation steps (Megatron's
+  // 1/num_microbatches). Sequence means report each micro-batch's share, which adds up. A micro-batch
+  // without a denominator divided by the scope its policy implies.
+  auto scope_of = [&](const ProducerTotals& t) {
+    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator));
+  };
+  auto label = [&](const ProducerTotals& t) { return scope_of(t) + (t.denominator ? "" : " (implied by the policy)"); };
+  const std::string scope = scope_of(totals.front());
+  for (const auto& t : totals) {
+    if (scope_of(t) != scope) {
+      Add(Invariant::kDenominator, who + " reports micro-batches with different denominator scopes ('" +
+                                       label(totals.front()) + "' and '" + label(t) + "')");
+      return;
+    }
+  }
+  // Without per-target losses, the kit's token mean comes from the producer's loss sums.
+  std::vector<double> sums;
+  for (const auto& t : totals)
+    if (auto s = GivenLossSum(t)) sums.push_back(*s);
+  const bool sums_given = sums.size() == totals.size();
+  if (!options_.losses_known && sums_given) {
+    double total = 0, total_n = 0;
+    for (std::size_t m = 0; m < totals.size(); ++m) {
+      total += sums[m];
+      total_n += counts.per_microbatch[m];
+    }
+    if (total_n > 0) result_.token_mean = total / total_n;
+  }
 
   // The step objective the reported losses give under the declared formula, against the oracle's.
+  double sum = 0;
+  for (const auto& t : totals) {
+    const std::optional<double> loss = GivenLoss(t);
+    if (!loss) return;  // a micro-batch without its loss: no step objective (ProducerNotes says so)
+    sum += *loss;
+  }
   const auto R = static_cast<double>(dp_world_size);
   std::int64_t max_micro = 0;
   for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
   const auto M = static_cast<double>(max_micro + 1);
-  double sum = 0;
-  for (std::size_t m = 0; m < totals.size(); ++m)
-    sum += totals[m].loss ? *totals[m].loss : (totals[m].denominator > 0 ? totals[m].loss_sum / totals[m].denominator : 0);
-  // How a trainer combines the micro-batch losses follows from what each was divided by: losses divided by
-  // the global count add up (HF, torchtune); by the rank's count, the ranks' gradients are averaged
-  // (DDP's 1/R); by the micro-batch's count, also averaged over the accumulation steps (Megatron's
-  // 1/num_microbatches). Sequence means report each micro-batch's share, which adds up.
-  if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine
-  const std::string scope = totals.front().denominator_scope;
-  for (const auto& t : totals) {
-    if (t.denominator_scope != scope) {
-      Add(Invariant::kDenominator, who + " reports micro-batches with different denominator scopes ('" + scope +
-                                       "' and '" + t.denominator_scope + "')");
-      return;
-    }
-  }
   double declared = sum;
   if (policy_.denominator != Denominator::kSequenceMean) {
     if (scope == "step") declared = sum / R;
@@ -742,22 +824,23 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
   result_.declared_objective = declared;
   double want = 0;
   if (options_.losses_known) {
+    const auto losses = LossesOf(request_, batch.documents);
     const auto objective = Objective(batch, losses, policy_.denominator, policy_.count_basis,
                                      StepShape{dp_world_size, max_micro + 1});
     want = objective.has_targets ? objective.value : 0.0;
   } else {
+    if (!sums_given) return;  // a loss alone, without per-target losses: nothing to compare (ProducerNotes)
     // From the producer's loss sums and the kit's counts, under the declared formula.
     double total = 0, total_n = 0;
     std::map<std::int64_t, std::pair<double, double>> per_rank;
     double per_mb = 0;
     for (std::size_t m = 0; m < totals.size(); ++m) {
-      total += counts.loss_sums[m];
+      total += sums[m];
       total_n += counts.per_microbatch[m];
-      per_rank[mbs[m].rank].first += counts.loss_sums[m];
+      per_rank[mbs[m].rank].first += sums[m];
       per_rank[mbs[m].rank].second += counts.per_microbatch[m];
-      per_mb += counts.loss_sums[m] / std::max(1.0, counts.per_microbatch[m]);
+      per_mb += sums[m] / std::max(1.0, counts.per_microbatch[m]);
     }
-    if (total_n > 0) result_.token_mean = total / total_n;
     switch (policy_.denominator) {
       case Denominator::kGlobalTargets:
       case Denominator::kAllPositions: want = total_n > 0 ? total / total_n : 0; break;

@@ -128,24 +128,26 @@ std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch,
     }
     ProducerTotals totals;
     totals.loss_sum = loss_sum;
+    double denominator = count;
     switch (policy.denominator) {
       case Denominator::kGlobalTargets:
       case Denominator::kAllPositions:
-        totals.denominator = global;
+        denominator = global;
         totals.denominator_scope = "global";
         break;
       case Denominator::kRankMean:
-        totals.denominator = per_rank[key.first];
+        denominator = per_rank[key.first];
         totals.denominator_scope = "step";
         break;
       case Denominator::kMicrobatchMean:
       case Denominator::kSequenceMean:  // not a single number; the micro-batch count is reported
-        totals.denominator = count;
+        denominator = count;
         totals.denominator_scope = "microbatch";
         break;
     }
+    totals.denominator = denominator;
     // Zero valid targets: reported as a zero denominator and a zero loss, never divided.
-    totals.loss = totals.denominator > 0 ? loss_sum / totals.denominator : 0.0;
+    totals.loss = denominator > 0 ? loss_sum / denominator : 0.0;
     if (policy.denominator == Denominator::kSequenceMean) totals.loss = SequenceShare(batch, groups[key], losses);
     mb.producer = totals;
     out.push_back(std::move(mb));

@@ -255,14 +255,18 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     if (reported) {
       for (std::size_t m = 0; m < reported->size(); ++m) {
         const auto& t = (*reported)[m];
-        os << "  reported micro-batch " << m << ": loss_sum " << Num(t.loss_sum) << " / denominator " << Num(t.denominator)
-           << " (" << t.denominator_scope << ") = " << (t.loss ? Num(*t.loss) : std::string("-")) << "\n";
+        // A field the producer did not give is "-" (producer totals come as any non-empty subset).
+        auto given = [](const std::optional<double>& v) { return v ? Num(*v) : std::string("-"); };
+        os << "  reported micro-batch " << m << ": loss_sum " << given(t.loss_sum) << " / denominator "
+           << given(t.denominator) << " (" << (t.denominator_scope.empty() ? "-" : t.denominator_scope)
+           << ") = " << given(t.loss) << "\n";
       }
     }
     if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
     if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
     if (result.declared_objective && result.token_mean && *result.declared_objective != *result.token_mean)
       os << "  gap                " << Num(*result.declared_objective - *result.token_mean) << "\n";
+    for (const auto& note : result.notes) os << "  note: " << note << "\n";
   }
   if (result.contamination && result.contamination->targets > 0 &&
       (head.invariant == Invariant::kPackingInvariance || request.policy.attention == Attention::kRowCausal ||

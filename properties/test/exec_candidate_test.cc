@@ -545,7 +545,7 @@ TEST(ExecAnswer, NonFiniteProducerTotalsSurviveAWriteReadRoundTrip) {
   const packoracle::AnswerLine read = packoracle::ParseAnswerLine(line, 7, "answer");
   ASSERT_EQ(read.kind, packoracle::AnswerLine::Kind::kMicrobatch) << read.message;
   ASSERT_TRUE(read.microbatch.producer.has_value());
-  EXPECT_TRUE(std::isnan(read.microbatch.producer->loss_sum));
+  EXPECT_TRUE(std::isnan(read.microbatch.producer->loss_sum.value()));
 
   const std::string written = packoracle::MicrobatchToJson(read.microbatch).dump();
   EXPECT_EQ(written.find("null"), std::string::npos) << written;
@@ -554,7 +554,7 @@ TEST(ExecAnswer, NonFiniteProducerTotalsSurviveAWriteReadRoundTrip) {
   EXPECT_TRUE(again.microbatch == read.microbatch);
   ASSERT_TRUE(again.microbatch.producer->loss.has_value());
   EXPECT_EQ(*again.microbatch.producer->loss, std::numeric_limits<double>::infinity());
-  EXPECT_EQ(again.microbatch.producer->denominator, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(again.microbatch.producer->denominator.value(), -std::numeric_limits<double>::infinity());
 
   // The same micro-batch in a packed-batch dump, read by the dump reader.
   std::stringstream dump;

@@ -224,11 +224,24 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
 }
 
 ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
+  if (!nb::isinstance<nb::dict>(p)) throw InputError(at + ": expected a dict of producer totals, got " + TypeName(p));
+  // Any non-empty subset of loss_sum, denominator, loss (None = not given), with denominator_scope exactly
+  // when a denominator is given: MicrobatchFromJson's rule (DESIGN §5).
   ProducerTotals t;
-  t.loss_sum = Number(Required(p, "loss_sum", at), at, "loss_sum");
-  t.denominator = Number(Required(p, "denominator", at), at, "denominator");
-  t.denominator_scope = String(Required(p, "denominator_scope", at), at, "denominator_scope");
-  if (nb::handle l = Get(p, "loss")) t.loss = Number(l, at, "loss");
+  if (nb::handle v = Get(p, "loss_sum")) t.loss_sum = Number(v, at, "loss_sum");
+  if (nb::handle v = Get(p, "denominator")) t.denominator = Number(v, at, "denominator");
+  if (nb::handle v = Get(p, "loss")) t.loss = Number(v, at, "loss");
+  nb::handle scope = Get(p, "denominator_scope");
+  if (scope) {
+    t.denominator_scope = String(scope, at, "denominator_scope");
+    if (t.denominator_scope.empty()) Bad(at, "denominator_scope", "is empty (microbatch, step or global)");
+  }
+  if (!t.loss_sum && !t.denominator && !t.loss) {
+    throw InputError(at + ": gives none of loss_sum, denominator, loss: give those the producer has, or no "
+                          "producer at all");
+  }
+  if (t.denominator && !scope) Bad(at, "denominator_scope", "is missing: a denominator needs its scope (microbatch, step or global)");
+  if (!t.denominator && scope) Bad(at, "denominator_scope", "is given without a denominator (the scope says what a denominator counts)");
   return t;
 }
 
@@ -344,10 +357,12 @@ nb::dict RowToPython(const CandidateRow& row) {
 
 nb::dict ProducerToPython(const ProducerTotals& t) {
   nb::dict out;
-  out["loss_sum"] = t.loss_sum;
-  out["denominator"] = t.denominator;
-  out["denominator_scope"] = t.denominator_scope;
-  out["loss"] = t.loss ? nb::object(nb::float_(*t.loss)) : nb::none();
+  // Every key present, None where the producer gave nothing (its totals are any non-empty subset).
+  auto given = [](const std::optional<double>& v) { return v ? nb::object(nb::float_(*v)) : nb::none(); };
+  out["loss_sum"] = given(t.loss_sum);
+  out["denominator"] = given(t.denominator);
+  out["denominator_scope"] = t.denominator_scope.empty() ? nb::none() : nb::object(nb::str(t.denominator_scope.c_str()));
+  out["loss"] = given(t.loss);
   return out;
 }
 

@@ -34,7 +34,8 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
 // attention_mask) and "doc_spans": a list of (doc_uid, start, length, doc_offset).
 CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where);
 
-// Producer totals from {"loss_sum", "denominator", "denominator_scope", "loss"?}.
+// Producer totals from any non-empty subset of {"loss_sum", "denominator", "loss"} (None = not given), with
+// "denominator_scope" exactly when "denominator" is given; InputError naming the field otherwise.
 ProducerTotals ProducerFromPython(nb::handle producer, const std::string& where);
 
 // C++ → Python, for the callables the kit drives (packer requests, reducer and consumer inputs).

@@ -91,6 +91,79 @@ def test_check_step_checks_the_denominator_over_the_step():
     assert packoracle.check_step(good, docs, "hf-flatten").ok
 
 
+# ---- producer totals as they come (issue 16): any non-empty subset of loss_sum, denominator, loss ----------
+
+def test_check_batch_takes_a_denominator_alone_as_a_count():
+    """python/README.md's HF example: the Trainer knows num_items_in_batch, not a loss sum."""
+    report = packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten",
+                                    producer={"denominator": 7, "denominator_scope": "global"})
+    assert report.ok, str(report)
+    assert report.notes == ("producer totals give a denominator alone (no loss_sum, no loss): the count was checked, "
+                            "the loss and the step objective were not",)
+    assert "note: producer totals give a denominator alone" in str(report)
+    wrong = packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten",
+                                   producer={"denominator": 9, "denominator_scope": "global"})
+    assert [v.invariant for v in wrong.violations] == ["denominator"]
+    assert "divided by 9, but its global has 7 valid targets" in wrong.violations[0].message
+
+
+@pytest.mark.parametrize("producer", [{"loss_sum": 9.0}, {"loss": 9 / 7}, {"loss_sum": 9.0, "loss": 9 / 7},
+                                      {"denominator": 7, "denominator_scope": "global", "loss": 9 / 7},
+                                      {"loss_sum": 9.0, "denominator": 7, "denominator_scope": "global"}])
+def test_check_batch_takes_every_partial_subset(producer):
+    report = packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten", producer=producer)
+    assert report.ok, str(report)
+
+
+def test_a_loss_that_is_not_its_sum_over_the_policys_count_is_a_loss_violation():
+    # loss_sum 9 divided by 9 slots instead of the 7 valid targets hf-flatten divides by.
+    report = packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten", producer={"loss_sum": 9.0, "loss": 1.0})
+    assert [v.invariant for v in report.violations] == ["loss"]
+    assert "is not loss_sum / the global count (7)" in report.violations[0].message
+
+
+@pytest.mark.parametrize("producer, field", [({}, "gives none of loss_sum, denominator, loss"),
+                                             ({"loss_sum": None}, "gives none of loss_sum, denominator, loss"),
+                                             ({"loss_sum": 9.0, "denominator_scope": "global"},
+                                              "field 'denominator_scope' is given without a denominator"),
+                                             ({"denominator": 7}, "field 'denominator_scope' is missing")])
+def test_malformed_producer_totals_name_the_field(producer, field):
+    with pytest.raises(ValueError, match=field):
+        packoracle.check_batch(flattened(DOCS), DOCS, "hf-flatten", producer=producer)
+
+
+def test_check_step_with_denominators_alone():
+    docs = {"a": [11, 12, 13], "b": [21, 22, 23, 24, 25, 26]}
+    step = [dict(flattened({"a": docs["a"]}), micro_step=0, producer={"denominator": 7, "denominator_scope": "global"}),
+            dict(flattened({"b": docs["b"]}), micro_step=1, producer={"denominator": 7, "denominator_scope": "global"})]
+    assert packoracle.check_step(step, docs, "hf-flatten").ok
+    means = [dict(step[0], producer={"denominator": 2, "denominator_scope": "global"}), step[1]]
+    assert {v.invariant for v in packoracle.check_step(means, docs, "hf-flatten").violations} == {"denominator"}
+
+
+def test_the_readme_hf_dump_with_num_items_in_batch_verifies_clean(tmp_path):
+    """python/README.md's HF example as written: from_hf_flatten with producer={"denominator": ..., "denominator_scope":
+    "global"}, then `packoracle verify`: exit 0, and the report says the loss was not checked."""
+    from packoracle.dump import DocumentSequence, from_hf_flatten
+    features = [{"input_ids": DOCS["a"]}, {"input_ids": DOCS["b"]}]
+    uids = ["a", "b"]
+    num_items_in_batch = 7
+    batch = flattened(DOCS)
+    dump = tmp_path / "dump.jsonl"
+    with DumpWriter(str(dump)) as w:
+        docs = DocumentSequence([{"doc_uid": uid, "tokens": f["input_ids"]} for uid, f in zip(uids, features)])
+        w.header(system="huggingface/transformers", component="DataCollatorWithFlattening", version="test",
+                 policy={"preset": "hf-flatten"}, special_ids={"separator": -100}, dp_world_size=1, grad_accum_steps=1)
+        w.documents(docs.documents)
+        w.write(from_hf_flatten(batch, docs, step=0, micro_step=0, rank=0,
+                                producer={"denominator": int(num_items_in_batch), "denominator_scope": "global"}))
+    cli = subprocess.run([PACKORACLE, "verify", str(dump)], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "verdict: clean" in cli.stdout
+    assert "note: producer totals give a denominator alone" in cli.stdout
+    assert packoracle.verify(str(dump)).ok
+
+
 def test_svg_draws_the_row():
     report = packoracle.check_batch(flattened(DOCS, reset_positions=False), DOCS, "hf-flatten")
     svg = report.svg(0)
@@ -138,3 +211,13 @@ def test_verify_and_draw_are_the_commands(tmp_path):
     assert (tmp_path / "row.svg").read_text() == drawing.svg
     with pytest.raises(ValueError, match="nonexistent"):
         packoracle.verify(tmp_path / "nonexistent.jsonl")
+
+
+def test_policy_keys_that_mean_nothing_may_be_null():
+    """A user's policy for a system without padding: "pad_id": None means nothing there, and is accepted; where
+    the policy pads, it is refused naming the key and why."""
+    unpadded = {"preset": "hf-flatten", "pad_id": None, "pad_to": None, "pad_positions": None}
+    assert packoracle.check_batch(flattened(DOCS), DOCS, unpadded).ok
+    with pytest.raises(ValueError, match="policy key 'pad_id' is null, but padding is right: padding slots hold the "
+                                         "pad id"):
+        packoracle.check_batch(flattened(DOCS), DOCS, {"preset": "reference", "pad_id": None})

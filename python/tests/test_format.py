@@ -138,6 +138,19 @@ class MicrobatchTest(unittest.TestCase):
             microbatch_record([ROW], producer={"denominator": 7})
         with self.assertRaisesRegex(ValueError, "loss_sum' must be a number"):
             microbatch_record([ROW], producer={"loss_sum": "4"})
+        with self.assertRaisesRegex(ValueError, "denominator_scope' is given without a denominator"):
+            microbatch_record([ROW], producer={"loss_sum": 4.0, "denominator_scope": "global"})
+        with self.assertRaisesRegex(ValueError, "gives none of loss_sum, denominator, loss"):
+            microbatch_record([ROW], producer={"grad_scale": 2.0})
+
+    def test_partial_producer_totals(self):
+        """Any non-empty subset of loss_sum, denominator (with its scope) and loss (DESIGN §5)."""
+        for producer in ({"denominator": 7, "denominator_scope": "global"}, {"loss_sum": 4.0}, {"loss": 0.5},
+                         {"loss_sum": 4.0, "loss": 0.5}, {"denominator": 7, "denominator_scope": "step", "loss": 0.5}):
+            with self.subTest(producer=producer):
+                self.assertEqual(microbatch_record([ROW], producer=producer)["producer"], producer)
+        # Nothing given (every value None): no producer object at all, rather than an empty one.
+        self.assertNotIn("producer", microbatch_record([ROW], producer={"loss_sum": None, "denominator": None}))
 
     def test_flattened_means_one_row(self):
         with self.assertRaisesRegex(ValueError, "a flattened micro-batch has exactly one"):

@@ -53,8 +53,11 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     dtype are read straight from their buffers by the C++ core (a tensor is viewed, never converted in Python).
 
     ``documents``: what the packer was given, as {uid: tokens}, `Document` objects or dicts (the policy's
-    delimiters are added as the packer adds them). ``producer``: the micro-batch's totals, if any
-    ({"loss_sum", "denominator", "denominator_scope", "loss"}). ``dp_world_size``: the ranks sharing the step
+    delimiters are added as the packer adds them). ``producer``: the micro-batch's totals, if any: any
+    non-empty subset of {"loss_sum", "denominator", "loss"}, with "denominator_scope" exactly when a
+    denominator is given (a Trainer's ``{"denominator": num_items_in_batch, "denominator_scope": "global"}``
+    is checked as the count; the report's notes say which checks the given fields did not allow).
+    ``dp_world_size``: the ranks sharing the step
     (a global-scope denominator counts over all of them: with more than one, give the whole step to
     check_step). ``row_length``: L (default: the longest row). ``decoder``: also run packing_invariance.
     ``ignore``: fields of the batch that the kit should not read.

@@ -130,7 +130,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
     "microbatches", "slot_losses"} and returns one {"loss_sum", "denominator", "denominator_scope", "loss"}
-    per micro-batch; ``consumer(row, policy)`` returns the n × n mask its backend uses (1: may attend).
+    per micro-batch (any non-empty subset, with the scope exactly when a denominator is given); ``consumer(row, policy)`` returns the n × n mask its backend uses (1: may attend).
 
     Runs ``cases`` cases (default 1000), or as many as fit in ``time`` seconds, in batches of 32 exactly as
     ``packoracle fuzz --cases N --seed S`` does (each batch with its own derived seed and fuzzing profile);

@@ -43,6 +43,8 @@ class Report:
     - ``ok``: no violation; ``violations``: each with its invariant and place;
     - ``str(report)``: exactly the text `packoracle verify` prints for the same records;
     - ``to_json()``: the same facts as `packoracle verify --format json`;
+    - ``notes``: the checks the producer's totals did not allow (a denominator alone is checked as a count,
+      the loss is not), one sentence each;
     - ``svg(row)``: the row drawn as `packoracle draw` draws it; ``html()``: the text and the drawings of the
       rows with violations, for a notebook or a browser.
     """
@@ -61,6 +63,13 @@ class Report:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the given producer totals did not allow the kit to check, each sentence once."""
+        if self._audit is None:
+            return ()
+        return tuple(n["note"] for n in self.to_json()["notes"])
 
     def __bool__(self) -> bool:
         return self.ok

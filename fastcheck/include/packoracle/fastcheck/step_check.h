@@ -60,6 +60,7 @@ struct StepVerdict {
   double utilization = 1.0;                  // non-pad slots / slots
   std::optional<double> declared_objective;  // as CaseResult
   std::optional<double> token_mean;          // as CaseResult
+  std::vector<std::string> notes;            // as CaseResult (ProducerNotes of the step's totals)
 };
 
 // The documents of a case, in the order CheckCase sees them (request.documents, made effective), with a

@@ -60,6 +60,15 @@ struct StepSummary {
   double valid_targets = 0;
   std::optional<double> declared_objective, token_mean;
   std::vector<double> reported_denominators;  // the producers', in micro_step, rank order
+  // Checks the producers' totals did not allow in this step (a denominator alone checks the count, not the
+  // loss): ProducerNotes, packoracle/properties/producer_totals.h.
+  std::vector<std::string> notes;
+};
+
+// One sentence of the steps' notes, with how many steps it applies to.
+struct AuditNote {
+  std::string text;
+  std::int64_t steps = 0;
 };
 
 struct AuditTotals {
@@ -78,6 +87,7 @@ struct AuditResult {
   std::vector<std::string> policy_differences;  // "key: declared X, required Y", key by key
   std::vector<AuditViolation> violations;
   std::vector<StepSummary> steps;
+  std::vector<AuditNote> notes;  // the steps' notes, each once, in order of first appearance
   AuditTotals totals;
 
   bool clean() const { return violations.empty(); }

@@ -129,6 +129,22 @@ void SetPolicyKey(Policy& policy, std::string_view key, const PolicyValue& value
 // Every key with its value, in canonical order: the fully resolved form handed to other tools.
 std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& policy);
 
+// Keys that a policy file may give as null where the rest of the policy makes them mean nothing (a user
+// describing a system without padding writes "pad_id": null): pad_id, pad_to, pad_keys, pad_positions,
+// split_positions, count_basis. (eos_id, bos_id and stream_stride take null as a value of their own.)
+const std::vector<std::string>& KeysNullWhenMeaningless();
+
+// Why `key` means something under `policy`, or nullopt when the rest of the policy makes it meaningless:
+//   pad_id, pad_to, pad_keys, pad_positions   under padding: none (no slot is padding)
+//   split_positions                           unless overflow: split with positions: doc_reset (no piece
+//                                             continues a document from an earlier row, or positions count
+//                                             slots whatever the document)
+//   count_basis                               under denominator: all_positions (every position is counted)
+// Any other key always means something, and the reason says so. A null key takes its default (Policy{}),
+// which the policy never reads (and which contradicts nothing: a preset's pad_to multiple_of:8 would, under
+// padding: none).
+std::optional<std::string> WhyKeyMatters(const Policy& policy, std::string_view key);
+
 // Human-readable value ("pre_shifted", "null", "-100", "multiple_of:8").
 std::string ToString(const PolicyValue& value);
 

@@ -71,18 +71,28 @@ struct CandidateRow {
   bool operator==(const CandidateRow&) const = default;
 };
 
-// What the producer computed for one micro-batch (DESIGN §5 `producer`).
+// What the producer computed for one micro-batch (DESIGN §5 `producer`): any non-empty subset of loss_sum,
+// denominator and loss, as the producer has them (a Trainer knows its count, not always a loss sum), with
+// denominator_scope given exactly when a denominator is. Each given field is checked for what it says
+// (properties/producer_totals.h); what the absent fields would have allowed is reported as not checked.
+//   {"denominator": 7, "denominator_scope": "global"}            a count alone: checked as the count
+//   {"loss_sum": 4.0}                                              a sum alone: checked as Σwℓ
+//   {"loss": 0.571}                                                the micro-batch loss under the policy
+//   {"loss_sum": 4.0, "denominator": 7, "denominator_scope": "global", "loss": 0.571}   everything
 struct ProducerTotals {
-  double loss_sum = 0;             // Σ w·ℓ over its valid targets
-  double denominator = 0;          // the number loss_sum was divided by
-  std::string denominator_scope;   // "microbatch" | "step" | "global"
-  std::optional<double> loss;      // loss_sum / denominator
+  std::optional<double> loss_sum;     // Σ w·ℓ over its valid targets
+  std::optional<double> denominator;  // the number loss_sum was divided by
+  std::string denominator_scope;      // "microbatch" | "step" | "global"; "" exactly when no denominator
+  std::optional<double> loss;         // loss_sum / denominator
   // Equal when every field is; a NaN equals a NaN here (a candidate that gives the same NaN twice is
   // deterministic: its NaN is a denominator problem, not a determinism one).
   bool operator==(const ProducerTotals& o) const {
-    auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
-    return same(loss_sum, o.loss_sum) && same(denominator, o.denominator) && denominator_scope == o.denominator_scope &&
-           loss.has_value() == o.loss.has_value() && (!loss || same(*loss, *o.loss));
+    auto same = [](const std::optional<double>& a, const std::optional<double>& b) {
+      if (a.has_value() != b.has_value()) return false;
+      return !a || *a == *b || (std::isnan(*a) && std::isnan(*b));
+    };
+    return same(loss_sum, o.loss_sum) && same(denominator, o.denominator) &&
+           denominator_scope == o.denominator_scope && same(loss, o.loss);
   }
 };
 

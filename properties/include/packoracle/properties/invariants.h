@@ -128,6 +128,9 @@ struct CaseResult {
   };
   std::vector<SplitObjective> split_objectives;
   std::optional<Contamination> contamination;  // packing_invariance's measurement (when it ran)
+  // Checks the producer's totals did not allow, one sentence each (ProducerNotes,
+  // packoracle/properties/producer_totals.h): a denominator alone checks the count, not the loss.
+  std::vector<std::string> notes;
   bool passed() const { return violations.empty(); }
 };
 

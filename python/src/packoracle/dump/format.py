@@ -204,7 +204,9 @@ def span(doc_uid, start, length, doc_offset):
 
 def microbatch_record(rows, *, step=0, micro_step=0, rank=0, producer=None, flattened=None):
     """A micro-batch: `rows` is a list of row dicts (input_ids, labels, doc_spans, optional encodings).
-    Optional encodings that are None are left out. `producer` keys whose value is None are left out."""
+    Optional encodings that are None are left out. `producer` keys whose value is None are left out, and a
+    producer with nothing left is left out: its totals are any non-empty subset of loss_sum, denominator
+    (with denominator_scope) and loss (DESIGN §5), each checked by verify for what it says."""
     out_rows = []
     for r, row in enumerate(rows):
         where = f"microbatch (step {step}, micro_step {micro_step}, rank {rank}) rows[{r}]"
@@ -221,7 +223,9 @@ def microbatch_record(rows, *, step=0, micro_step=0, rank=0, producer=None, flat
     if flattened is not None:
         record["flattened"] = flattened
     if producer is not None:
-        record["producer"] = {k: v for k, v in producer.items() if v is not None}
+        given = {k: v for k, v in producer.items() if v is not None}
+        if given:
+            record["producer"] = given
     return validate_record(record)
 
 
@@ -405,6 +409,13 @@ def _validate_producer(p, where):
                          f"got {scope!r}")
     if p.get("denominator") is not None and scope is None:
         raise ValueError(f"{where}: field 'denominator_scope' is missing (a denominator needs its scope)")
+    # Any non-empty subset of the totals (the C++ readers' rule, interchange/src/request_json.cc).
+    if p.get("denominator") is None and scope is not None:
+        raise ValueError(f"{where}: field 'denominator_scope' is given without a denominator (the scope says what "
+                         "a denominator counts)")
+    if all(p.get(field) is None for field in ("loss_sum", "denominator", "loss")):
+        raise ValueError(f"{where}: gives none of loss_sum, denominator, loss: give those the producer has, or no "
+                         "producer at all")
 
 
 def validate_lines(lines, where="dump"):

@@ -50,7 +50,9 @@ class TrainerGuard:
     def record(self, inputs: dict, num_items_in_batch: Any) -> None:
         batch = {k: _cpu(v) for k, v in inputs.items() if k in RECORDED and v is not None}
         if num_items_in_batch is not None:
-            batch["producer"] = {"denominator": float(_cpu(num_items_in_batch))}
+            # The Trainer's count over every rank and accumulation step (average_tokens_across_devices): a
+            # denominator alone, with its scope, is a producer of DESIGN §5 as it stands, checked as the count.
+            batch["producer"] = {"denominator": float(_cpu(num_items_in_batch)), "denominator_scope": "global"}
         self.pending.append(batch)
 
     def step_end(self, global_step: int) -> None:

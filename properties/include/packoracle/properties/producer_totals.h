@@ -1,0 +1,54 @@
+// Producer totals as they come (DESIGN §5 `producer`): what each subset of loss_sum, denominator and loss
+// allows the kit to check, shared by CheckCase (properties/src/check.cc) and the fast verifier
+// (fastcheck/src/step_totals.cc) so that both say the same thing about the same totals.
+//
+// A producer gives any non-empty subset of the three, with denominator_scope exactly when it gives a
+// denominator. Each given field is checked for what it says:
+//   denominator  against the count of its scope (microbatch, step = the rank's micro-batches, global)
+//   loss_sum     against Σwℓ of the micro-batch's valid targets (when the per-target losses are known: a
+//                dump's loss sums are taken as given)
+//   loss         against loss_sum / denominator, where a field is missing the kit's own Σwℓ or the count of
+//                the scope the policy's denominator implies (ImpliedScope)
+// The step objective needs every micro-batch's loss (given, or loss_sum / denominator); without per-target
+// losses the objective it is compared with, and the global token mean, need every micro-batch's loss sum
+// (given, or loss × denominator). ProducerNotes says which of these the given fields did not allow.
+//
+// A common way to get this wrong is a Trainer that logs num_items_in_batch alone: its count is checked, and
+// the report says that the loss was not (a silent pass on a loss nobody checked would be a false assurance).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
+#include "packoracle/properties/invariants.h"
+
+namespace packoracle {
+
+// The scope a producer divides by when its policy's denominator is followed: global for global_targets and
+// all_positions, step (the rank's micro-batches) for rank_mean, microbatch for microbatch_mean and
+// sequence_mean (as the reference producer reports them). A loss given without a denominator is checked
+// against the count of this scope.
+const char* ImpliedScope(Denominator denominator);
+
+// What is wrong with the shape of one micro-batch's totals, or nullopt: no field at all, a denominator
+// without its denominator_scope, or a denominator_scope without a denominator. A dump's readers refuse these
+// as input errors; a candidate (a loss reducer, an in-process packer) that returns them has a `denominator`
+// violation with this sentence.
+std::optional<std::string> TotalsShapeProblem(const ProducerTotals& totals);
+
+// The micro-batch loss the totals give: `loss`, or loss_sum / denominator (0 when the denominator is 0, as a
+// clamped producer reports it); nullopt when the fields do not say it.
+std::optional<double> GivenLoss(const ProducerTotals& totals);
+
+// The micro-batch loss sum the totals give: `loss_sum`, or loss × denominator; nullopt when the fields do not
+// say it.
+std::optional<double> GivenLossSum(const ProducerTotals& totals);
+
+// The checks the given fields of one step's totals (one per micro-batch) did not allow, one sentence each,
+// in a fixed order and wording (a report lists each once for a whole audit). Empty when every check ran.
+std::vector<std::string> ProducerNotes(const std::vector<const ProducerTotals*>& totals, const CheckOptions& options);
+
+}  // namespace packoracle
