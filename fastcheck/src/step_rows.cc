@@ -1,6 +1,7 @@
 // FastStepChecker's per-row pass (see step_check.cc).
 #include <algorithm>
 
+#include "packoracle/oracle/segments.h"
 #include "step_impl.h"
 
 namespace packoracle::fastcheck {
@@ -69,6 +70,7 @@ void FastStepChecker::Impl::Rows() {
     if (row.doc_ids) {
       const auto* ids = row.doc_ids->data();
       if (!agrees([&](std::size_t i) { return i == 0 || ids[i] != ids[i - 1]; })) Add(Invariant::kSegments, R);
+      if (ReusedDocId(*row.doc_ids)) Add(Invariant::kSegments, R);  // one id, two segments (read by equality)
     }
     if (row.position_ids) {
       const auto* pos = row.position_ids->data();

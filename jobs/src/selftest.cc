@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/fastcheck/case_check.h"
 #include "packoracle/interchange/regression.h"
 #include "packoracle/jobs/generation_json.h"
 #include "printf.h"
@@ -26,6 +27,13 @@ SelftestRow RunOne(const SelftestCandidate& c, const SelftestOptions& o) {
   options.cases = o.cases;
   options.seed = o.seed;
   options.collect_stats = o.stats;
+  // Real sizes (the `large` profile reaches them; the bundled size bugs need them), checked on the fast
+  // verifier first as fuzz does (same verdicts; the oracle reports every failure).
+  options.max_row_length = kSelftestMaxRowLength;
+  options.max_documents = kSelftestMaxDocuments;
+  options.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& check) {
+    return fastcheck::CheckCaseFast(c, r, check);
+  };
   options.reproduce_command = "packoracle selftest --only " + c.id + " --seed " + std::to_string(o.seed);
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report = Verify(candidate, options);

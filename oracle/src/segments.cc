@@ -1,6 +1,7 @@
 #include "packoracle/oracle/segments.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "packoracle/oracle/error.h"
@@ -85,6 +86,17 @@ SegmentStarts FromPositionStep(const std::vector<std::int64_t>& positions) {
   for (std::size_t i = 0; i < positions.size(); ++i)
     if (i == 0 || positions[i] - positions[i - 1] != 1) starts.push_back(static_cast<std::int64_t>(i));
   return starts;
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::vector<std::int64_t>& doc_ids) {
+  std::map<std::int64_t, std::int64_t> first_slot;  // id → the slot where its segment starts
+  for (std::size_t i = 0; i < doc_ids.size(); ++i) {
+    const std::int64_t id = doc_ids[i];
+    if (id < 0 || (i > 0 && doc_ids[i - 1] == id)) continue;  // padding, or the same segment going on
+    const auto [it, fresh] = first_slot.emplace(id, static_cast<std::int64_t>(i));
+    if (!fresh) return std::make_pair(it->second, static_cast<std::int64_t>(i));
+  }
+  return std::nullopt;
 }
 
 SegmentStarts FromDocIds(const std::vector<std::int64_t>& doc_ids) {

@@ -49,6 +49,10 @@ std::optional<PackRequest> Distinct(const PackRequest& r) {
 
 std::vector<std::string> CaseEdits(const PackRequest& r) {
   std::vector<std::string> edits;
+  // runs of documents first, halving (delta debugging's order), then one by one
+  const std::size_t n_docs = r.documents.size();
+  for (std::size_t run = n_docs / 2; run >= 2; run /= 2)
+    for (std::size_t at = 0; at + run <= n_docs; at += run) edits.push_back("r" + std::to_string(at) + "," + std::to_string(run));
   for (std::size_t i = 0; i < r.documents.size(); ++i) edits.push_back("x" + std::to_string(i));
   for (std::size_t i = 0; i < r.documents.size(); ++i) {
     const std::size_t n = r.documents[i].tokens.size();
@@ -56,6 +60,8 @@ std::vector<std::string> CaseEdits(const PackRequest& r) {
       if (to >= 1 && to < n) edits.push_back("t" + std::to_string(i) + "," + std::to_string(to));
   }
   if (r.row_length > 1) edits.push_back("L" + std::to_string(std::max<std::int64_t>(1, r.row_length / 2)));
+  if (r.row_length > 8) edits.push_back("L" + std::to_string(r.row_length * 3 / 4));
+  if (r.row_length > 64) edits.push_back("L" + std::to_string(r.row_length * 15 / 16));
   if (r.row_length > 2) edits.push_back("L" + std::to_string(r.row_length - 1));
   if (r.micro_batch_rows > 1) edits.push_back("m1");
   if (r.dp_world_size > 1) edits.push_back("w1");
@@ -78,6 +84,13 @@ std::optional<PackRequest> ApplyCaseEdit(const PackRequest& r, const std::string
       out.target_losses.erase(out.documents[a].uid);
       out.documents.erase(out.documents.begin() + static_cast<std::ptrdiff_t>(a));
       return out;
+    case 'r': {  // documents a .. a+b-1 removed
+      if (b < 1 || a + b > out.documents.size()) return std::nullopt;
+      for (std::size_t i = a; i < a + b; ++i) out.target_losses.erase(out.documents[i].uid);
+      out.documents.erase(out.documents.begin() + static_cast<std::ptrdiff_t>(a),
+                          out.documents.begin() + static_cast<std::ptrdiff_t>(a + b));
+      return out;
+    }
     case 't': {  // document a cut to its first b tokens
       if (a >= out.documents.size() || b < 1 || b >= out.documents[a].tokens.size()) return std::nullopt;
       Document& d = out.documents[a];

@@ -1,4 +1,4 @@
-// Edits of a generated case that RapidCheck's shrinks cannot make: remove one document (its neighbours
+// Edits of a generated case that RapidCheck's shrinks cannot make: remove a run of documents or one (its neighbours
 // keep their tokens), cut a document short, shorten the row, one micro-batch row, one rank, a document
 // fully supervised; and, last, each document given its own token values ("distinct": document i holds
 // i·10+1, i·10+2, ... as the lesson writes [11 12 13] [21 22 ...]) so that a person tells the documents apart in

@@ -465,6 +465,16 @@ void Checker::CheckSegments() {
     if (row.cu_seqlens) compare("cu_seqlens", FromCuSeqlens(*row.cu_seqlens, n));
     if (row.seq_lens) compare("seq_lens", FromSeqLens(*row.seq_lens, n));
     if (row.doc_ids) compare("doc_ids", FromDocIds(*row.doc_ids));
+    if (row.doc_ids) {
+      if (const auto reused = ReusedDocId(*row.doc_ids)) {
+        const auto id = (*row.doc_ids)[static_cast<std::size_t>(reused->second)];
+        Add(Invariant::kSegments,
+            At(r, reused->second) + ": doc_ids give id " + std::to_string(id) + " to the segment at slot " +
+                std::to_string(reused->first) + " and again to this one, so a consumer that compares ids "
+                "(FlexAttention's document mask) lets them attend to each other",
+            static_cast<std::int64_t>(r), reused->second, "a new id", std::to_string(id));
+      }
+    }
     if (row.position_ids && policy_.boundary_source == BoundarySource::kPositionReset) {
       compare("position_ids (a segment starts where position == base, as the flash path reads them)",
               FromPositionReset(*row.position_ids, policy_.position_base));

@@ -64,7 +64,9 @@ const gen::Profile& ProfileFor(const VerifyOptions& options, std::uint64_t seed,
   if (options.profile) return NamedProfile(*options.profile);
   const auto& profiles = gen::Profiles();
   const std::uint64_t h = (seed ^ (0xD1B54A32D192ED03ULL * static_cast<std::uint64_t>(case_index + 1))) >> 17;
-  return profiles[h % profiles.size()];
+  // every profile once, `large` twice: the size-dependent bugs need it, and the small ones are cheap
+  const std::uint64_t slot = h % (profiles.size() + 1);
+  return slot < profiles.size() ? profiles[slot] : NamedProfile("large");
 }
 
 // Does this case fail in a way that counts for the run?
@@ -111,7 +113,7 @@ ParsedReproduce ParseReproduce(const std::string& text) {
   if (text.size() > 0 && text.back() == ':') parts.push_back("");
   try {
     if (parts.size() != 6 || parts[0] != "v1") throw std::invalid_argument("shape");
-    ParsedReproduce r{std::stoull(parts[1]), std::stoi(parts[2]), std::stoi(parts[3]), parts[4], {}};
+    ParsedReproduce r{std::stoull(parts[1]), std::stoi(parts[2]), std::stoi(parts[3]), parts[4], {}, {}};
     std::stringstream path(parts[5]);
     while (std::getline(path, part, '.')) {
       if (part.empty()) continue;
@@ -169,9 +171,11 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     replay_path = r.path;
     replay_edits = r.edits;
   }
-  // An attention consumer answers with dense L×L masks: its rows stay at kConsumerMaxRowLength.
-  const std::int64_t longest =
-      candidate.consumer ? std::min(options.max_row_length, kConsumerMaxRowLength) : options.max_row_length;
+  // An attention consumer answers with dense L×L masks, and a loss reducer is checked under every split of
+  // the step (splits.h): their rows stay at kRoleMaxRowLength.
+  const std::int64_t longest = candidate.consumer || candidate.reducer
+                                   ? std::min(options.max_row_length, kRoleMaxRowLength)
+                                   : options.max_row_length;
   const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents.value_or(8))};
   std::set<std::string> profiles_used;
   std::set<Invariant> ever_checked, ever_not_applicable;
@@ -233,8 +237,16 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     report.passed = false;
     report.cases_to_failure = k + 1;
     const auto headline = Headline(result, options);
+    // While shrinking only the headline counts: the determinism rerun (two more calls of the candidate per
+    // case) is left out unless determinism is what broke.
+    VerifyOptions shrinking = options;
+    if (headline != Invariant::kDeterminism) shrinking.check.determinism = false;
     int budget = options.shrink && !options.reproduce ? options.max_shrink_steps : 0;
-    bool progressed = true;
+    // A large case (its tokens drawn from a seed, not one pick each) is cut down by the case edits alone:
+    // RapidCheck's shrinks would regenerate and recheck all of it for every pick.
+    std::size_t tokens = 0;
+    for (const auto& d : request.documents) tokens += d.tokens.size();
+    bool progressed = tokens <= static_cast<std::size_t>(gen::detail::kShrinkableTokens);
     while (progressed && budget > 0) {
       progressed = false;
       auto seq = current.shrinks();
@@ -245,7 +257,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
         --budget;
         PackRequest smaller = next->value();
         smaller.id = k;
-        CaseResult r = CheckWith(options, candidate, smaller);
+        CaseResult r = CheckWith(shrinking, candidate, smaller);
         VerifyOptions same = options;
         same.only = headline;
         if (Fails(r, same)) {
@@ -269,7 +281,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
       if (!edited || budget <= 0) return false;
       --budget;
       edited->id = k;
-      CaseResult r = CheckWith(options, candidate, *edited);
+      CaseResult r = CheckWith(shrinking, candidate, *edited);
       if (!Fails(r, same)) return false;
       request = std::move(*edited);
       result = std::move(r);
@@ -277,14 +289,20 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
       ++report.shrinks;
       return true;
     };
+    // Passes over the edit list; after a success the list is remade and the pass goes on from the same
+    // place (what was tried before it failed on a larger case, so it is left for the next pass).
     auto edit_all = [&] {
-      for (bool edited = true; edited && budget > 0;) {
-        edited = false;
-        for (const auto& e : internal::CaseEdits(request))
-          if (try_edit(e)) {
-            edited = true;
-            break;
+      for (int pass = 0, edited = 1; edited && pass < 4 && budget > 0; ++pass) {
+        edited = 0;
+        std::vector<std::string> list = internal::CaseEdits(request);
+        for (std::size_t at = 0; at < list.size() && budget > 0;) {
+          if (try_edit(list[at])) {
+            edited = 1;
+            list = internal::CaseEdits(request);
+          } else {
+            ++at;
           }
+        }
       }
     };
     edit_all();

@@ -25,6 +25,9 @@ struct SelftestCandidate {
   std::function<Candidate()> make;    // a fresh candidate
 };
 
+inline constexpr std::int64_t kSelftestMaxRowLength = 8192;
+inline constexpr std::size_t kSelftestMaxDocuments = 512;
+
 struct SelftestOptions {
   int cases = 400;  // generated cases per candidate
   std::uint64_t seed = 20261129;

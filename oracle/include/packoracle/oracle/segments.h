@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "packoracle/oracle/batch.h"
@@ -37,6 +39,12 @@ SegmentStarts FromPositionStep(const std::vector<std::int64_t>& positions);
 
 // FlexAttention document_id / HF seq_idx: a segment starts where the id changes.
 SegmentStarts FromDocIds(const std::vector<std::int64_t>& doc_ids);
+
+// Consumers read doc_ids by equality (FlexAttention's document mask: q and k attend when their ids are
+// equal), so an id must name one segment of the row (DESIGN §5). The first id ≥ 0 that comes back after a
+// different id, as {slot of its first segment, slot where it comes back}; nullopt when every id names one
+// segment (-1, padding, may repeat: padding is never a target).
+std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::vector<std::int64_t>& doc_ids);
 
 // Megatron / torchtitan: the token after an EOD starts a segment (the EOD closes its document).
 SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id);

@@ -258,6 +258,15 @@ inline std::vector<std::int64_t> PackedLengths(const Profile& profile, std::int6
   return out;
 }
 
+// The most slots a case's step should hold (8 rows of 8192): what the checks and a candidate handle in
+// milliseconds.
+inline constexpr std::int64_t kMaxSlots = 65536;
+
+// The reference layout of a policy without boundaries is one document per row (DefaultLayout).
+inline bool OneDocumentPerRow(const Policy& p) {
+  return p.boundary_source == BoundarySource::kNone && p.stream_stride == StreamStride::kNone;
+}
+
 // Can this policy refuse an input, and can it take a document longer than the row?
 inline bool OverlongAccepted(const Policy& p) { return p.overflow != Overflow::kError; }
 inline bool OnlyFullWindows(const Policy& p) { return p.stream_stride != StreamStride::kNone && p.padding == Padding::kNone; }
@@ -329,17 +338,27 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       // 0 packed, 1 edges, 2 one document, 3 no document, 4 refusal (drawn so that shrinking heads for packed)
       const int roll = *rc::gen::inRange(0, 100);
       const int shape = roll < 100 - profile.edge_percent - 9 ? 0 : roll < 91 ? 1 : roll < 94 ? 2 : roll < 96 ? 3 : 4;
+      // The large profile's packed cases lean three ways: a row of hundreds of documents, a step of tens of
+      // thousands of slots (long rows, several per micro-batch), or neither.
+      const int large_mode = profile.large && shape == 0 ? *rc::gen::inRange(0, 3) : 2;  // 0 many, 1 long step
+      const std::int64_t low_L = large_mode == 1 ? std::max<std::int64_t>(floor_L, max_L / 4) : floor_L;
       r.row_length = shape == 1 ? *rc::gen::inRange<std::int64_t>(1, std::min<std::int64_t>(cap_L, 16) + 1)
-                                : detail::LogUniform(std::min(floor_L, cap_L), cap_L);
+                                : detail::LogUniform(std::min(low_L, cap_L), cap_L);
       if (PadsBeyondTheRow(policy, r.row_length) && shape != 4) r.row_length = policy.pad_to.multiple;
       const std::int64_t L = r.row_length;
 
       std::vector<std::int64_t> lengths;
       if (shape == 0) {
-        // long documents (half a row or more) come a few at a time
-        const std::int64_t most = profile.length_mode == 2 ? std::min<std::int64_t>(cap_N, 16) : cap_N;
-        const auto count = static_cast<std::size_t>(detail::LogUniform(2, std::max<std::int64_t>(2, most)));
-        const std::int64_t rows = detail::LogUniform(1, std::clamp<std::int64_t>(static_cast<std::int64_t>(count) / 2, 1, 8));
+        // long documents (half a row or more) come a few at a time; a policy that gives each document a row
+        // of its own gets no more documents than kMaxSlots allows
+        std::int64_t most = profile.length_mode == 2 ? std::min<std::int64_t>(cap_N, 16) : cap_N;
+        if (detail::OneDocumentPerRow(policy)) most = std::min(most, std::max<std::int64_t>(2, detail::kMaxSlots / 4 / L));
+        const std::int64_t fewest = large_mode == 0 ? std::max<std::int64_t>(2, std::min(most, L) / 2) : 2;
+        const auto count = static_cast<std::size_t>(detail::LogUniform(fewest, std::max<std::int64_t>(fewest, most)));
+        const std::int64_t rows =
+            large_mode == 0 ? 1
+            : large_mode == 1 ? *rc::gen::inRange<std::int64_t>(4, 9)
+                              : detail::LogUniform(1, std::clamp<std::int64_t>(static_cast<std::int64_t>(count) / 2, 1, 8));
         lengths = detail::PackedLengths(profile, L, count, rows);
         // one document longer than the row now and then, where the policy splits or truncates it
         if (detail::OverlongAccepted(policy) && *rc::gen::inRange(0, 10) == 0) lengths.back() = *rc::gen::inRange<std::int64_t>(L + 1, 2 * L + 2);
@@ -375,7 +394,7 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       }
       AvoidReservedTokens(r.documents, r.policy);
       const bool big = grow > 0.5;
-      r.micro_batch_rows = *rc::gen::inRange<std::int64_t>(1, big ? 9 : 4);
+      r.micro_batch_rows = large_mode == 1 ? *rc::gen::inRange<std::int64_t>(4, 9) : *rc::gen::inRange<std::int64_t>(1, big ? 9 : 4);
       r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, big ? 5 : 3);
       // Losses: exact binary fractions k/8, one per effective token (delimiters included), from one seed.
       const std::int64_t extra = (r.policy.bos_id ? 1 : 0) + (r.policy.eos_id ? 1 : 0);
