@@ -97,5 +97,37 @@ TEST(Verify, PaddingToAMultipleLargerThanTheRowDemandsARefusal) {
   EXPECT_EQ(result.violations.front().invariant, Invariant::kCoverage);
 }
 
+
+// doc_ids are read as consumers read them, by equality (DESIGN §5): [0 0 1 1 0 0] for three documents gives
+// the third the first's id, and FlexAttention's document mask lets it attend to the first.
+struct DocIdsModuloTwo {
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = ReferenceCandidate().packer->Pack(request);
+    for (auto& mb : out.microbatches)
+      for (auto& row : mb.rows)
+        for (auto& id : *row.doc_ids)
+          if (id >= 0) id %= 2;
+    return out;
+  }
+};
+
+TEST(Verify, ADocIdNamingTwoSegmentsOfARowBreaksSegments) {
+  Policy policy = FindPreset("reference").policy;
+  policy.boundary_source = BoundarySource::kDocIds;
+  Candidate c = MakeCandidate("doc-ids-modulo-two", DocIdsModuloTwo{}, {policy});
+  PackRequest request;
+  request.policy = policy;
+  request.row_length = 6;
+  request.documents = {{"a", {11, 12}, {1, 1}}, {"b", {21, 22}, {1, 1}}, {"c", {31, 32}, {1, 1}}};
+  const CaseResult result = CheckCase(c, request, CheckOptions{});
+  ASSERT_FALSE(result.passed());
+  EXPECT_EQ(result.violations.front().invariant, Invariant::kSegments);
+  EXPECT_NE(result.violations.front().sentence.find("doc_ids give id 0 to the segment at slot 0"), std::string::npos)
+      << result.violations.front().sentence;
+  // Two documents, ids 0 and 1: distinct, clean.
+  request.documents.pop_back();
+  EXPECT_TRUE(CheckCase(c, request, CheckOptions{}).passed());
+}
+
 }  // namespace
 }  // namespace packoracle
