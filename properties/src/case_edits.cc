@@ -2,6 +2,7 @@
 #include "case_edits.h"
 
 #include <algorithm>
+#include <map>
 
 #include "packoracle/properties/generators.h"
 
@@ -14,6 +15,20 @@ std::size_t ExtraTargets(const Policy& p) { return (p.bos_id ? 1u : 0u) + (p.eos
 void FitLosses(PackRequest& r, const Document& doc) {
   auto it = r.target_losses.find(doc.uid);
   if (it != r.target_losses.end()) it->second.resize(doc.tokens.size() + ExtraTargets(r.policy), 1.0);
+}
+
+// After a removal the documents are named d0, d1, ... again by position, as generated (their losses
+// follow them).
+PackRequest Renumbered(PackRequest r) {
+  std::map<std::string, std::vector<double>> losses;
+  for (std::size_t i = 0; i < r.documents.size(); ++i) {
+    const std::string uid = "d" + std::to_string(i);
+    auto it = r.target_losses.find(r.documents[i].uid);
+    if (it != r.target_losses.end()) losses[uid] = it->second;
+    r.documents[i].uid = uid;
+  }
+  r.target_losses = std::move(losses);
+  return r;
 }
 
 bool Parse(const std::string& text, std::size_t& a, std::size_t& b) {
@@ -83,13 +98,13 @@ std::optional<PackRequest> ApplyCaseEdit(const PackRequest& r, const std::string
       if (a >= out.documents.size()) return std::nullopt;
       out.target_losses.erase(out.documents[a].uid);
       out.documents.erase(out.documents.begin() + static_cast<std::ptrdiff_t>(a));
-      return out;
+      return Renumbered(std::move(out));
     case 'r': {  // documents a .. a+b-1 removed
       if (b < 1 || a + b > out.documents.size()) return std::nullopt;
       for (std::size_t i = a; i < a + b; ++i) out.target_losses.erase(out.documents[i].uid);
       out.documents.erase(out.documents.begin() + static_cast<std::ptrdiff_t>(a),
                           out.documents.begin() + static_cast<std::ptrdiff_t>(a + b));
-      return out;
+      return Renumbered(std::move(out));
     }
     case 't': {  // document a cut to its first b tokens
       if (a >= out.documents.size() || b < 1 || b >= out.documents[a].tokens.size()) return std::nullopt;

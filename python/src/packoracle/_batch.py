@@ -155,10 +155,18 @@ class SpanMatcher:
     document matches are left without a span: the checks then report them (coverage, padding).
 
     Documents whose tokens collide (one a prefix of another, repeated tokens at a row's end) can be matched
-    differently from what the packer did; give doc_spans to remove any doubt."""
+    differently from what the packer did; give doc_spans to remove any doubt. When the greedy reading leaves
+    the step unexplained (``misses``: slots left without a span that do not hold the pad id; ``unplaced()``:
+    documents never placed), ``solve`` searches every reading of the rows seen for one that places every
+    document, padding being a trailing run of the pad id."""
 
-    def __init__(self, effective_documents: list[dict], overflow: str):
+    SOLVE_STEPS = 20000  # the search's bound: beyond it the greedy reading stays
+
+    def __init__(self, effective_documents: list[dict], overflow: str, pad_id: Optional[int] = None):
         self.docs = effective_documents
+        self.pad_id = pad_id
+        self.misses = 0
+        self.seen: list[tuple[np.ndarray, list]] = []  # every row matched, with its span list (updated in place)
         self.cut = overflow in ("split", "truncate")
         self.split = overflow == "split"
         self.placed = [len(d["tokens"]) == 0 for d in effective_documents]
@@ -170,6 +178,7 @@ class SpanMatcher:
 
     def match(self, tokens: np.ndarray, where: str) -> list[dict]:
         spans, i, n = [], 0, len(tokens)
+        self.seen.append((tokens, spans))
         if self.open is not None:
             k, offset = self.open
             self.open = None
@@ -183,6 +192,9 @@ class SpanMatcher:
         while i < n:
             k = self._next_document(tokens, i)
             if k is None:
+                # the rest is unexplained unless it is padding (the pad id to the row's end)
+                if self.pad_id is None or not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
+                    self.misses += 1
                 break
             doc = self.docs[k]["tokens"]
             m = min(len(doc), n - i)
@@ -192,6 +204,85 @@ class SpanMatcher:
                 self.open = (k, m)
             i += m
         return spans
+
+    def unplaced(self) -> int:
+        return sum(1 for placed in self.placed if not placed)
+
+    def solve(self, pad_id: int) -> bool:
+        """Depth-first over the rows seen: at each slot a continued piece, padding when the rest of the row is
+        the pad id, or an unplaced document that matches (cut at the row's end where the policy splits or
+        truncates), in the documents' order. The first reading that places every document replaces the greedy spans; False when none is
+        found within SOLVE_STEPS."""
+        rows = [np.asarray(t) for t, _ in self.seen]
+        docs = [np.asarray(d["tokens"]) for d in self.docs]
+        placed = [len(d) == 0 for d in docs]
+        found: list[list[dict]] = [[] for _ in rows]
+        budget = [self.SOLVE_STEPS]
+
+        def row_from(r: int, i: int, open_piece, acc: list) -> bool:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            if r == len(rows):
+                return all(placed) and open_piece is None
+            tokens, n = rows[r], len(rows[r])
+            if i == n:
+                found[r] = list(acc)
+                return row_from(r + 1, 0, open_piece, [])
+            if i == 0 and open_piece is not None:  # the rest of a document cut at the previous row's end
+                k, offset = open_piece
+                rest = docs[k][offset:]
+                m = _common_prefix(tokens, 0, rest)
+                if m:
+                    nxt = (k, offset + m) if m < len(rest) and self.split else None
+                    span = {"doc_uid": self.docs[k]["doc_uid"], "start": 0, "length": m, "doc_offset": offset}
+                    if row_from(r, m, nxt, acc + [span]) if nxt is None else row_end(r, m, nxt, acc + [span]):
+                        return True
+                return False
+            # Choices in the order packers make them: the first document not yet placed, if it matches here;
+            # else padding, when the rest of the row is the pad id (what the greedy reading could not explain
+            # is most often a document of pad ids read where the packer left padding); else any other
+            # document that matches, in the documents' order.
+            matching = [k for k in self.by_first.get(int(tokens[i]), ()) if not placed[k]
+                        and ((min(len(docs[k]), n - i) == len(docs[k]) or self.cut)
+                             and _common_prefix(tokens, i, docs[k][:min(len(docs[k]), n - i)]) == min(len(docs[k]), n - i))]
+            first = next((k for k, p in enumerate(placed) if not p), None)
+            choices = ([first] if first in matching else []) + ["pad"] + [k for k in matching if k != first]
+            for k in choices:
+                if k == "pad":
+                    if bool((tokens[i:] == pad_id).all()):
+                        found[r] = list(acc)
+                        if row_from(r + 1, 0, None, []):
+                            return True
+                    continue
+                m = min(len(docs[k]), n - i)
+                placed[k] = True
+                nxt = (k, m) if m < len(docs[k]) and self.split else None
+                span = {"doc_uid": self.docs[k]["doc_uid"], "start": i, "length": m, "doc_offset": 0}
+                ok = row_end(r, i + m, nxt, acc + [span]) if nxt is not None else row_from(r, i + m, None, acc + [span])
+                if ok:
+                    return True
+                placed[k] = False
+            return False
+
+        def row_end(r: int, i: int, open_piece, acc: list) -> bool:
+            # a piece cut at the row's end continues in the next row
+            found[r] = list(acc)
+            return row_from(r + 1, 0, open_piece, [])
+
+        import sys
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 10000))
+        try:
+            if not row_from(0, 0, None, []):
+                return False
+        finally:
+            sys.setrecursionlimit(limit)
+        for (_, spans), new in zip(self.seen, found):
+            spans[:] = new
+        self.placed = placed
+        self.misses = 0
+        return True
 
     def _next_document(self, tokens: np.ndarray, i: int) -> Optional[int]:
         for k in self.by_first.get(int(tokens[i]), ()):
@@ -246,7 +337,8 @@ class Microbatches:
         if self._matcher is None:
             if self._effective is None:
                 self._effective = _core.effective_documents(self.documents, self.policy)
-            self._matcher = SpanMatcher(self._effective, self.policy["overflow"])
+            pad = self.policy.get("pad_id")
+            self._matcher = SpanMatcher(self._effective, self.policy["overflow"], None if pad is None else int(pad))
         return self._matcher
 
     def read(self, answer: Any) -> list[dict]:
@@ -254,7 +346,15 @@ class Microbatches:
             answer = [answer]
         if not isinstance(answer, Sequence) or isinstance(answer, (str, bytes)):
             raise TypeError(f"the answer must be a list of micro-batches (dicts), got {type(answer).__name__}")
-        return [self.microbatch(mb, k) for k, mb in enumerate(answer)]
+        out = [self.microbatch(mb, k) for k, mb in enumerate(answer)]
+        matched = self._matcher
+        pad = self.policy.get("pad_id")
+        if matched is not None and pad is not None and matched.misses + matched.unplaced() > 0:
+            # The greedy reading left the step unexplained (documents made of the pad id at a row's end, read
+            # as documents where they were padding, or the other way round): search for a reading of every row
+            # that places every document; the greedy one stays when there is none.
+            matched.solve(int(pad))
+        return out
 
     def microbatch(self, mb: Any, k: int) -> dict:
         where = f"microbatches[{k}]"

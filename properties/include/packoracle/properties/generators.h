@@ -156,7 +156,7 @@ struct Profile {
 inline const std::vector<Profile>& Profiles() {
   static const std::vector<Profile> profiles = {
       {"packed", 24, 30, 0, 12, false, 0}, {"edges", 24, 30, 0, 45, false, 0},   {"short", 24, 30, 1, 12, false, 0},
-      {"long", 24, 30, 2, 20, false, 0},   {"sft", 24, 100, 0, 12, false, 0},    {"collide", 3, 50, 0, 20, false, 0},
+      {"long", 24, 30, 2, 20, false, 0},   {"sft", 24, 100, 0, 12, false, 0},    {"collide", 5, 50, 0, 20, false, 0},
       {"large", 24, 30, 0, 8, true, 0}};
   return profiles;
 }

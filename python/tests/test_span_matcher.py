@@ -1,0 +1,42 @@
+"""Spans derived from the documents when a batch carries none (packoracle._batch.SpanMatcher): the greedy
+reading, and the search that takes over when documents made of the pad id leave the greedy reading unable to
+explain the step."""
+import numpy as np
+
+from packoracle._batch import Microbatches
+
+POLICY = {"overflow": "error", "pad_id": 0}
+
+
+def _effective(docs):
+    return [{"doc_uid": uid, "tokens": np.asarray(t, dtype=np.int64)} for uid, t in docs]
+
+
+def _read(docs, rows):
+    m = Microbatches([], POLICY)
+    m._effective = _effective(docs)
+    ids = np.asarray(rows, dtype=np.int64)
+    batch = {"input_ids": ids, "labels": np.full_like(ids, -100)}
+    return [[(s["doc_uid"], s["start"], s["length"]) for s in row["doc_spans"]] for row in m.read(batch)[0]["rows"]], m
+
+
+def test_distinct_tokens_are_read_greedily():
+    spans, m = _read([("a", [11, 12]), ("b", [21])], [[11, 12, 21, 0]])
+    assert spans == [[("a", 0, 2), ("b", 2, 1)]]
+    assert m.matcher().misses == 0 and m.matcher().unplaced() == 0
+
+
+def test_a_pad_id_document_read_as_padding_where_the_greedy_reading_took_it():
+    # The packer: [d0 pad] [d1 d2] [d3 d4] (greedy in order). Greedy reading puts d2 (a lone pad id) in row
+    # 0's padding, so row 2's first token has no document left; the search reads row 0's tail as padding.
+    docs = [("d0", [0, 0]), ("d1", [0, 0]), ("d2", [0]), ("d3", [0]), ("d4", [1])]
+    spans, m = _read(docs, [[0, 0, 0], [0, 0, 0], [0, 1, 0]])
+    assert spans == [[("d0", 0, 2)], [("d1", 0, 2), ("d2", 2, 1)], [("d3", 0, 1), ("d4", 1, 1)]]
+    assert m.matcher().unplaced() == 0
+
+
+def test_an_unexplainable_step_keeps_the_greedy_reading():
+    # token 7 belongs to no document: no reading explains it, the greedy spans stay and the checks report it
+    spans, m = _read([("a", [11])], [[11, 7, 0]])
+    assert spans == [[("a", 0, 1)]]
+    assert m.matcher().misses == 1
