@@ -542,7 +542,10 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
   const std::string line = RequestToJson(request).dump() + "\n";
   ++stats_.requests;
   const auto start = Clock::now();
-  const auto deadline = start + options_.timeout;
+  std::int64_t slots = 0;
+  for (const auto& d : request.documents) slots += static_cast<std::int64_t>(d.tokens.size());
+  const auto allowed = options_.adaptive_deadline ? clock_.Deadline(slots, options_.timeout) : options_.timeout;
+  const auto deadline = start + allowed;
   std::size_t& written = child.written;
   written = 0;
   std::size_t answer_bytes = 0;
@@ -559,6 +562,7 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
         result.microbatches.push_back(std::move(parsed.microbatch));
         return std::nullopt;
       case AnswerLine::Kind::kEnd:
+        clock_.Answered(std::chrono::duration<double>(Clock::now() - start).count(), slots);
         return result;
       case AnswerLine::Kind::kRefusal:
         return PackResult::Refuse(std::move(parsed.message));
@@ -633,7 +637,12 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
     const auto now = Clock::now();
     if (now >= deadline) {
       child.DrainStderr();
-      std::string message = "no complete answer to " + req + " within " + Seconds(options_.timeout) + " (the timeout): ";
+      const bool adaptive = allowed < options_.timeout;
+      if (!adaptive) clock_.hung = true;
+      std::string message = "no complete answer to " + req + " within " + Seconds(allowed) +
+                            (adaptive ? " (the adaptive deadline after an earlier hang: 20x the slowest answer, at "
+                                        "least 0.5 s, at most the timeout " + Seconds(options_.timeout) + "): "
+                                      : " (the timeout): ");
       if (written < line.size()) {
         message += "the candidate had taken " + std::to_string(written) + " of the request's " +
                    std::to_string(line.size()) + " bytes";
@@ -755,6 +764,20 @@ Candidate MakeExecCandidate(const std::string& command, ExecOptions options) {
   candidate.policies = options.policies;
   candidate.packer = std::make_shared<ExecPacker>(command, std::move(options));
   return candidate;
+}
+
+void ExecPacker::AnswerClock::Answered(double seconds, std::int64_t slots) {
+  ++answers;
+  slowest = std::max(slowest, seconds);
+  slowest_per_slot = std::max(slowest_per_slot, seconds / static_cast<double>(std::max<std::int64_t>(slots, 64)));
+}
+
+std::chrono::milliseconds ExecPacker::AnswerClock::Deadline(std::int64_t slots, std::chrono::milliseconds cap) const {
+  if (!hung) return cap;
+  const double seconds = std::max({0.5, 20.0 * slowest,
+                                   20.0 * slowest_per_slot * static_cast<double>(std::max<std::int64_t>(slots, 64))});
+  const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+  return std::min(ms, cap);
 }
 
 }  // namespace packoracle

@@ -291,6 +291,39 @@ TEST_P(ExecFault, FailsTheCaseSaysWhatHappenedAndTheRestartedCandidateGoesOn) {
   ExpectNoLeftovers(groups);
 }
 
+// A candidate that answers at once but hangs on long documents: its first hang costs the whole timeout,
+// later hangs (while shrinking) the adaptive deadline, about a second each, and the counterexample is the
+// hanging case, shrunk.
+TEST(ExecAdaptiveDeadline, AHangingCandidateIsShrunkAtAboutASecondAStepAfterItsFirstHang) {
+  if (!HavePython()) GTEST_SKIP() << "no python3: set PACKORACLE_TEST_PYTHON to run the exec candidate tests";
+  const auto timeout = std::chrono::seconds(6);
+  Candidate c = MakeExecCandidate(Script("hang_on_long.py", ""), Options(timeout));
+  ExecPacker& packer = PackerOf(c);
+  VerifyOptions options;
+  options.cases = 200;
+  options.check.determinism = false;
+  const auto start = std::chrono::steady_clock::now();
+  const VerifyReport report = Verify(c, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kShape);
+  EXPECT_TRUE(packer.answer_clock().hung);
+  EXPECT_LT(packer.answer_clock().Deadline(8, timeout), timeout) << "after a hang the deadline adapts";
+  const auto& sentence = report.failure->violations.front().sentence;
+  EXPECT_NE(sentence.find("adaptive deadline"), std::string::npos) << sentence;
+  // The counterexample still hangs: one document of 4 tokens (the least that hangs) or so.
+  ASSERT_TRUE(report.counterexample.has_value());
+  std::size_t longest = 0;
+  for (const auto& d : report.counterexample->documents) longest = std::max(longest, d.tokens.size());
+  EXPECT_EQ(longest, 4u) << report.text;
+  // Every hang but the first ended at the adaptive deadline: had each cost the timeout, the run would take
+  // at least faults × timeout.
+  const auto faults = packer.stats().faults;
+  EXPECT_GE(faults, 2);
+  EXPECT_LT(seconds, static_cast<double>(faults) * 6.0) << faults << " hangs in " << seconds << " s";
+  std::cout << "adaptive deadline: " << faults << " hangs, found and shrunk in " << seconds << " s\n";
+}
+
 // Under Verify: the first failing case is reported (under shape, with what happened), shrinking goes on
 // against restarted children, and nothing is left behind.
 TEST_P(ExecFault, IsReportedByVerifyWhichShrinksOnWithARestartedCandidate) {

@@ -65,6 +65,9 @@ struct ExecOptions {
   std::string name;                                  // the candidate's name in reports; default "exec: <command>"
   std::vector<Policy> policies;                      // the policies it claims (Candidate::policies); empty: all
   std::chrono::milliseconds timeout{10000};          // per case: from the request's first byte to its end record
+  // Once the candidate has hung once (no answer within `timeout`), later cases get an adaptive deadline:
+  // AnswerClock::Deadline, at most `timeout`. false: always `timeout`.
+  bool adaptive_deadline = true;
   std::size_t max_line_bytes = std::size_t{64} << 20;    // a longer line is a fault
   std::size_t max_answer_bytes = std::size_t{256} << 20; // all lines of one answer together
   std::size_t stderr_tail_bytes = 4096;              // how much of the child's stderr is kept for reports
@@ -91,6 +94,21 @@ class ExecPacker final : public PackerRole {
   // Closes the child's stdin, waits up to shutdown_grace for it to exit, then kills its process group and
   // reaps it. The next Pack starts a fresh child.
   void Stop();
+
+  // How long the candidate takes to answer, and the deadline that follows. Before the first hang every case
+  // has the full `timeout` (a slow but correct candidate is never failed for being slow: an answer later than
+  // the adaptive deadline only raises it). After a hang, a case has
+  //   max(0.5 s, 20 × the slowest answer so far, 20 × the slowest answer per slot × this case's slots),
+  // capped at `timeout`, so that shrinking a hanging case costs about a second a step instead of `timeout`.
+  struct AnswerClock {
+    std::int64_t answers = 0;
+    double slowest = 0;           // seconds
+    double slowest_per_slot = 0;  // seconds per slot (slots: the case's document tokens, at least 64)
+    bool hung = false;            // a case had no answer within the full timeout
+    void Answered(double seconds, std::int64_t slots);
+    std::chrono::milliseconds Deadline(std::int64_t slots, std::chrono::milliseconds cap) const;
+  };
+  const AnswerClock& answer_clock() const { return clock_; }
 
   struct Stats {
     std::int64_t starts = 0;     // children started
@@ -122,6 +140,7 @@ class ExecPacker final : public PackerRole {
   ExecOptions options_;
   std::unique_ptr<Child> child_;
   Stats stats_;
+  AnswerClock clock_;
   std::deque<pid_t> recent_pids_;
   std::string last_fault_;
   bool took_request_ = false;
