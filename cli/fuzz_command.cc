@@ -40,7 +40,10 @@ the row under overflow: error; a stream shorter than one window when only full w
 refusal fails the case under `coverage`.
 
 Faults fail the case (under `shape`, quoting the candidate's last stderr lines): an exit or a crash (the
-signal is named), no complete answer within --timeout seconds, a line that is not JSON, a record for another
+signal is named), no complete answer within --timeout seconds (after the candidate's first hang, within an
+adaptive deadline: max(0.5 s, 20x its slowest answer, 20x its slowest answer per token x the case's tokens),
+at most --timeout, so that a hanging case shrinks at about a second a step; before it, a slow answer is never
+failed, it only raises the deadline), a line that is not JSON, a record for another
 id or of an unknown type, a partial line at the end of the output, a line over 64 MiB, output between
 answers, closing stdin early. The kit then kills the candidate's process group, starts a fresh candidate and
 goes on shrinking. No candidate process outlives the kit.

@@ -471,6 +471,7 @@ bool ExecPacker::StartChild(std::string& error) {
   child_ = Child::Spawn(command_, options_, error);
   if (!child_) return false;
   ++stats_.starts;
+  child_answered_ = false;
   recent_pids_.push_back(child_->pid);
   while (recent_pids_.size() > kRecentPids) recent_pids_.pop_front();
   return true;
@@ -562,7 +563,9 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
         result.microbatches.push_back(std::move(parsed.microbatch));
         return std::nullopt;
       case AnswerLine::Kind::kEnd:
-        clock_.Answered(std::chrono::duration<double>(Clock::now() - start).count(), slots);
+        // a fresh child's first answer includes its start-up (an interpreter, imports): not a measure of it
+        if (child_answered_) clock_.Answered(std::chrono::duration<double>(Clock::now() - start).count(), slots);
+        child_answered_ = true;
         return result;
       case AnswerLine::Kind::kRefusal:
         return PackResult::Refuse(std::move(parsed.message));

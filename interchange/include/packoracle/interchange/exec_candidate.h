@@ -100,6 +100,7 @@ class ExecPacker final : public PackerRole {
   // the adaptive deadline only raises it). After a hang, a case has
   //   max(0.5 s, 20 × the slowest answer so far, 20 × the slowest answer per slot × this case's slots),
   // capped at `timeout`, so that shrinking a hanging case costs about a second a step instead of `timeout`.
+  // A child's first answer is not counted (it includes the child's start-up).
   struct AnswerClock {
     std::int64_t answers = 0;
     double slowest = 0;           // seconds
@@ -144,6 +145,7 @@ class ExecPacker final : public PackerRole {
   std::deque<pid_t> recent_pids_;
   std::string last_fault_;
   bool took_request_ = false;
+  bool child_answered_ = false;  // the running child has answered once (its first answer includes its start-up)
 };
 
 // One line of a candidate's answer to request `request_id`, parsed (exposed for the fuzz target
