@@ -49,7 +49,7 @@ struct FuzzOptions {
   bool cases_given = false;  // with a time budget: false runs as many cases as the time allows
   std::uint64_t seed = packoracle::VerifyOptions{}.seed;
   double time = 0;           // seconds, checked between batches; 0: no budget
-  std::string profile;       // one fuzzing profile for every case; empty: drawn per batch
+  std::string profile;       // one fuzzing profile for every case; empty: drawn per case
   std::int64_t max_row_length = kDefaultFuzzMaxRowLength;  // the rows' largest L (a reproduce string depends on it)
   std::size_t max_documents = kDefaultFuzzMaxDocuments;      // the most documents in a case (so does it)
   bool sft_masks = true;     // false: every token supervised (pretraining packers; reproduce depends on it)
