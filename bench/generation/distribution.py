@@ -17,7 +17,8 @@ import os
 import subprocess
 import sys
 
-BEGIN, END = "<!-- generation:begin -->", "<!-- generation:end -->"
+from readme_table import replace_between_markers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CANDIDATE = "python3 " + os.path.join(ROOT, "properties", "test", "exec", "reference_packer.py")
 
@@ -74,14 +75,7 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.readme:
-        with open(a.readme) as f:
-            readme = f.read()
-        if BEGIN not in readme or END not in readme:
-            raise SystemExit(f"{a.readme}: the markers {BEGIN} and {END} are missing")
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(a.readme, "w") as f:
-            f.write(head + BEGIN + "\n" + text + END + tail)
+        replace_between_markers(a.readme, "generation", text)
     return 0
 
 

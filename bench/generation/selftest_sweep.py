@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-BEGIN, END = "<!-- selftest-sweep:begin -->", "<!-- selftest-sweep:end -->"
+from readme_table import replace_between_markers
+
 
 
 def run_seed(binary: str, seed: int) -> list:
@@ -87,14 +88,7 @@ def main() -> int:
         print(f"MISSED: {cid} did not behave as expected on seed {seed} "
               f"(replay: {a.bin} selftest --only {cid} --seed {seed})", file=sys.stderr)
     if a.readme:
-        with open(a.readme) as f:
-            readme = f.read()
-        if BEGIN not in readme or END not in readme:
-            raise SystemExit(f"{a.readme}: the markers {BEGIN} and {END} are missing")
-        head, rest = readme.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(a.readme, "w") as f:
-            f.write(head + BEGIN + "\n" + text + END + tail)
+        replace_between_markers(a.readme, "selftest-sweep", text)
     return 1 if a.check and misses else 0
 
 

@@ -241,6 +241,8 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     // case) is left out unless determinism is what broke.
     VerifyOptions shrinking = options;
     if (headline != Invariant::kDeterminism) shrinking.check.determinism = false;
+    VerifyOptions same = options;  // a smaller case counts when it breaks the same invariant
+    same.only = headline;
     int budget = options.shrink && !options.reproduce ? options.max_shrink_steps : 0;
     // A large case (its tokens drawn from a seed, not one pick each) is cut down by the case edits alone:
     // RapidCheck's shrinks would regenerate and recheck all of it for every pick.
@@ -258,8 +260,6 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
         PackRequest smaller = next->value();
         smaller.id = k;
         CaseResult r = CheckWith(shrinking, candidate, smaller);
-        VerifyOptions same = options;
-        same.only = headline;
         if (Fails(r, same)) {
           current = *next;
           request = smaller;
@@ -274,8 +274,6 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     }
     // Then the edits RapidCheck cannot make (a document removed from the middle, one cut short, ...), the
     // first that still fails taken, repeated; last, distinct token values per document when they still fail.
-    VerifyOptions same = options;
-    same.only = headline;
     auto try_edit = [&](const std::string& e) {
       auto edited = internal::ApplyCaseEdit(request, e);
       if (!edited || budget <= 0) return false;

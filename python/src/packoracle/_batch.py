@@ -9,6 +9,7 @@ seq_lens) and the spans are built here.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -236,7 +237,7 @@ class SpanMatcher:
                 if m:
                     nxt = (k, offset + m) if m < len(rest) and self.split else None
                     span = {"doc_uid": self.docs[k]["doc_uid"], "start": 0, "length": m, "doc_offset": offset}
-                    if row_from(r, m, nxt, acc + [span]) if nxt is None else row_end(r, m, nxt, acc + [span]):
+                    if row_from(r, m, nxt, acc + [span]):
                         return True
                 return False
             # Choices in the order packers make them: the first document not yet placed, if it matches here;
@@ -259,18 +260,12 @@ class SpanMatcher:
                 placed[k] = True
                 nxt = (k, m) if m < len(docs[k]) and self.split else None
                 span = {"doc_uid": self.docs[k]["doc_uid"], "start": i, "length": m, "doc_offset": 0}
-                ok = row_end(r, i + m, nxt, acc + [span]) if nxt is not None else row_from(r, i + m, None, acc + [span])
-                if ok:
+                # a piece cut at the row's end ends the row and continues in the next one
+                if row_from(r, i + m, nxt, acc + [span]):
                     return True
                 placed[k] = False
             return False
 
-        def row_end(r: int, i: int, open_piece, acc: list) -> bool:
-            # a piece cut at the row's end continues in the next row
-            found[r] = list(acc)
-            return row_from(r + 1, 0, open_piece, [])
-
-        import sys
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, 10000))
         try:
