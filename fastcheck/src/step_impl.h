@@ -46,6 +46,10 @@ struct FastStepChecker::Impl {
   std::vector<std::size_t> row_microbatch;
 
   void Add(Invariant inv, std::int64_t row = -1, std::int64_t slot = -1) { v.findings.push_back({inv, row, slot}); }
+  // A note once per step, in the order CheckCase adds them (rows first, then the totals).
+  void AddNote(std::string note) {
+    if (std::find(v.notes.begin(), v.notes.end(), note) == v.notes.end()) v.notes.push_back(std::move(note));
+  }
   const EffectiveDocument& Doc(std::int64_t d) const { return *docs.docs[static_cast<std::size_t>(d)]; }
   double Loss(std::int64_t d, std::int64_t k) const {
     if (docs.losses.empty()) return 1.0;  // losses unknown: the sums that use them are not used

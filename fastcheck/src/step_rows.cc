@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "packoracle/oracle/segments.h"
+#include "packoracle/properties/encoding_notes.h"
 #include "step_impl.h"
 
 namespace packoracle::fastcheck {
@@ -12,6 +13,9 @@ namespace packoracle::fastcheck {
 void FastStepChecker::Impl::Rows() {
   const bool attention_doc = policy.attention == Attention::kDocCausal;
   bool targets_stopped = false;  // CheckTargets returns at the first wrong prediction of the step
+  // Encodings that changed nothing (encoding_notes.h), noted after the rows in CheckCase's order: its segments
+  // pass (visible padding) runs over every row before its attention pass (missing encodings).
+  bool visible_padding = false, missing_encoding = false;
   std::int64_t slots = 0, used = 0;
   sums.assign(rows.size(), {});
   mb_loss.assign(in.microbatches.size(), 0.0);
@@ -94,7 +98,14 @@ void FastStepChecker::Impl::Rows() {
       const auto& am = *row.attention_mask;
       bool zeros = false;
       for (std::size_t i = 0; i < n; ++i) zeros = zeros || am[i] == 0;
+      std::size_t real_end = 0;  // padding from here on is a key no real query sees
+      for (std::size_t i = 0; i < n; ++i)
+        if (sd[i] >= 0) real_end = i + 1;
       for (std::size_t i = 0; i < n; ++i) {
+        if (sd[i] < 0 && i >= real_end && am[i] == 1) {
+          visible_padding = true;
+          continue;
+        }
         if (am[i] != (sd[i] < 0 ? 0 : 1)) {
           Add(Invariant::kSegments, R, static_cast<std::int64_t>(i));
           break;
@@ -228,9 +239,18 @@ void FastStepChecker::Impl::Rows() {
         case BoundarySource::kPositionStep: present = row.position_ids.has_value(); break;
         default: break;
       }
-      if (!present) Add(Invariant::kAttention, R);
+      // Read as one causal sequence: a violation only where that changes a context set (encoding_notes.h).
+      if (!present) {
+        const auto piece_of = [&](std::int64_t i) { return sd[i] < 0 ? std::int64_t{-1} : std::int64_t{sp[i]}; };
+        if (RowCausalChangesContexts(static_cast<std::int64_t>(n), piece_of, policy))
+          Add(Invariant::kAttention, R);
+        else
+          missing_encoding = true;
+      }
     }
   }
+  if (visible_padding) AddNote(VisiblePaddingNote());
+  if (missing_encoding) AddNote(MissingBoundaryEncodingNote(RequiredBoundaryField(policy.boundary_source)));
   v.utilization = slots > 0 ? static_cast<double>(used) / static_cast<double>(slots) : 1.0;
   for (const auto& s : sums) v.valid_targets += s.weight;
 }

@@ -67,7 +67,7 @@ void FastStepChecker::Impl::Totals() {
     if (known) token_mean_of_oracle();
     return;
   }
-  v.notes = ProducerNotes(totals, in.options);
+  for (auto& note : ProducerNotes(totals, in.options)) AddNote(std::move(note));
   const bool seq_mean = policy.denominator == Denominator::kSequenceMean;
   const bool partial_ranks = in.options.partial_ranks;
   // The count of micro-batch m under a scope, as ScopeCounts::Of; none for a scope that is not one of §5's.

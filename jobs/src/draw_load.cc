@@ -364,8 +364,9 @@ RowDrawing Analyse(const Loaded& loaded, const DrawOptions& o) {
       std::string what = declared;
       if (d.policy.boundary_source == BoundarySource::kEodCloses || d.policy.boundary_source == BoundarySource::kBosOpens)
         what += " (the policy and the header name no such id)";
-      d.encoding_note = "the row has no " + what + ", its declared boundary source: a backend would attend across "
-                        "documents";
+      d.encoding_note = "the row has no " + what + ", its declared boundary source: a backend reads it as one sequence" +
+                        std::string(d.true_starts.size() > 1 ? ", so its documents attend to each other"
+                                                             : " (one document: nothing crosses)");
     } else if (!view->starts) {
       d.encoding_note = std::string("the row's ") + declared + " cannot be read (" + view->problem +
                         "): no comparison is drawn";

@@ -31,8 +31,8 @@ SelftestRow RunOne(const SelftestCandidate& c, const SelftestOptions& o) {
   // verifier first as fuzz does (same verdicts; the oracle reports every failure).
   options.max_row_length = kSelftestMaxRowLength;
   options.max_documents = kSelftestMaxDocuments;
-  options.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& check) {
-    return fastcheck::CheckCaseFast(c, r, check);
+  options.check_case = [](Candidate& checked, const PackRequest& r, const CheckOptions& check) {
+    return fastcheck::CheckCaseFast(checked, r, check);
   };
   options.reproduce_command = "packoracle selftest --only " + c.id + " --seed " + std::to_string(o.seed);
   const auto start = std::chrono::steady_clock::now();

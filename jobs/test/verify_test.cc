@@ -170,6 +170,63 @@ TEST(VerifyProducerTotals, AWrongDenominatorAloneIsADenominatorViolation) {
   EXPECT_NE(r.violations.front().message.find("divided by 9, but its global has 7 valid targets"), std::string::npos);
 }
 
+// hf-flatten (boundary_source cu_seqlens) rows of one micro-batch; each row's text is given whole.
+std::string HfRowsDump(const std::vector<std::string>& rows) {
+  const std::string header = R"({"record":"header","schema":"packed-batch","version":1,"producer":{"system":"huggingface/transformers","component":"DataCollatorWithFlattening","version":"test"},"special_ids":{"separator":-100},"dp_world_size":1,"grad_accum_steps":1,"policy":{"preset":"hf-flatten"}})";
+  std::string text = header + "\n" + R"({"record":"document","doc_uid":"d0","tokens":[11,12,13]})" "\n" +
+                     R"({"record":"document","doc_uid":"d1","tokens":[21,22]})" "\n" +
+                     R"({"record":"document","doc_uid":"d2","tokens":[31,32,33]})" "\n" +
+                     R"({"record":"microbatch","step":0,"micro_step":0,"rank":0,"rows":[)";
+  for (std::size_t k = 0; k < rows.size(); ++k) text += (k ? "," : "") + rows[k];
+  return text + "]}\n";
+}
+const char* kD0Alone =
+    R"({"input_ids":[11,12,13],"labels":[-100,12,13],"position_ids":[0,1,2],"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0}]})";
+
+TEST(VerifyEncodings, ARowOfOneDocumentWithoutItsBoundaryEncodingIsANote) {
+  std::string text;
+  const AuditResult r = VerifyBoth(
+      WriteDump("hf_one_doc_no_cu.jsonl",
+                HfRowsDump({kD0Alone,
+                            R"({"input_ids":[21,22,31,32,33],"labels":[-100,22,-100,32,33],"position_ids":[0,1,0,1,2],"cu_seqlens":[0,2,5],"doc_spans":[{"doc_uid":"d1","start":0,"length":2,"doc_offset":0},{"doc_uid":"d2","start":2,"length":3,"doc_offset":0}]})"})),
+      &text);
+  EXPECT_TRUE(r.clean()) << text;
+  ASSERT_EQ(r.notes.size(), 1u) << text;
+  EXPECT_NE(r.notes.front().text.find("rows without cu_seqlens"), std::string::npos) << text;
+  EXPECT_NE(text.find("note: rows without cu_seqlens"), std::string::npos) << text;
+}
+
+TEST(VerifyEncodings, WithoutItInARowOfSeveralDocumentsIsAnAttentionViolationThere) {
+  std::string text;
+  const AuditResult r = VerifyBoth(
+      WriteDump("hf_two_docs_no_cu.jsonl",
+                HfRowsDump({kD0Alone,
+                            R"({"input_ids":[21,22,31,32,33],"labels":[-100,22,-100,32,33],"position_ids":[0,1,0,1,2],"doc_spans":[{"doc_uid":"d1","start":0,"length":2,"doc_offset":0},{"doc_uid":"d2","start":2,"length":3,"doc_offset":0}]})"})),
+      &text);
+  ASSERT_EQ(r.violations.size(), 1u) << text;
+  EXPECT_EQ(r.violations.front().invariant, Invariant::kAttention);
+  EXPECT_EQ(r.violations.front().row, 1);  // the row where reading it as one sequence changes a context set
+  ASSERT_EQ(r.notes.size(), 1u) << text;   // and the row it changed nothing in is noted
+}
+
+TEST(VerifyEncodings, A2DMaskShowingTrailingPaddingIsANoteAndMaskingATokenAViolation) {
+  // hf-padded: one document per row, right padding; attention_mask 1 on the trailing pad changes nothing.
+  const std::string header = R"({"record":"header","schema":"packed-batch","version":1,"producer":{"system":"test","component":"test","version":"test"},"special_ids":{"pad":0},"dp_world_size":1,"grad_accum_steps":1,"policy":{"preset":"hf-padded"}})";
+  const std::string doc = R"({"record":"document","doc_uid":"d0","tokens":[11,12,13]})";
+  auto dump = [&](const std::string& mask) {
+    return header + "\n" + doc + "\n" +
+           R"({"record":"microbatch","step":0,"micro_step":0,"rank":0,"rows":[{"input_ids":[11,12,13,0],"labels":[11,12,13,-100],"attention_mask":)" +
+           mask + R"(,"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0}]}]})" + "\n";
+  };
+  std::string text;
+  const AuditResult trailing = VerifyBoth(WriteDump("hf_padded_visible_pad.jsonl", dump("[1,1,1,1]")), &text);
+  EXPECT_TRUE(trailing.clean()) << text;
+  EXPECT_NE(text.find("note: the 2-D attention_mask marks trailing padding visible"), std::string::npos) << text;
+  const AuditResult masked_token = VerifyBoth(WriteDump("hf_padded_masked_token.jsonl", dump("[1,0,1,0]")), &text);
+  ASSERT_FALSE(masked_token.clean()) << text;
+  EXPECT_EQ(masked_token.violations.front().invariant, Invariant::kSegments);
+}
+
 TEST(VerifyProducerTotals, ALossSumOrALossAloneIsAccepted) {
   std::string text;
   const AuditResult sum = VerifyBoth(WriteDump("hf_sum_only.jsonl", HfDump(R"({"loss_sum": 9.0})")), &text);

@@ -5,6 +5,7 @@
 
 #include "packoracle/oracle/error.h"
 #include "packoracle/oracle/segments.h"
+#include "packoracle/properties/encoding_notes.h"
 
 namespace packoracle {
 namespace {
@@ -103,6 +104,16 @@ DenseMask BackendAttention(const CandidateRow& row, const Policy& policy) {
     }
   }
   return mask;
+}
+
+DenseMask BackendAttentionAsFed(const CandidateRow& row, const Policy& policy) {
+  const std::string field = RequiredBoundaryField(policy.boundary_source);
+  const bool lacks = (field == "cu_seqlens" && !row.cu_seqlens) || (field == "seq_lens" && !row.seq_lens) ||
+                     (field == "doc_ids" && !row.doc_ids) || (field == "position_ids" && !row.position_ids);
+  if (!lacks || policy.attention == Attention::kRowCausal) return BackendAttention(row, policy);
+  Policy one_sequence = policy;
+  one_sequence.attention = Attention::kRowCausal;  // no segment encoding read: the whole row before i
+  return BackendAttention(row, one_sequence);
 }
 
 Candidate ReferenceAttentionConsumerCandidate(std::vector<Policy> policies) {

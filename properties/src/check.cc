@@ -8,6 +8,7 @@
 
 #include "packing_invariance.h"
 #include "packoracle/oracle.h"
+#include "packoracle/properties/encoding_notes.h"
 #include "packoracle/properties/invariants.h"
 #include "packoracle/properties/producer_totals.h"
 #include "packoracle/properties/splits.h"
@@ -65,6 +66,11 @@ class Checker {
   void Add(Invariant inv, std::string sentence, std::int64_t row = -1, std::int64_t slot = -1, std::string expected = "",
            std::string actual = "") {
     result_.violations.push_back({inv, std::move(sentence), row, slot, std::move(expected), std::move(actual), {}});
+  }
+  // A note for the report, once per case (notes are per step: the same sentence from two rows is one note).
+  void AddNote(std::string note) {
+    if (std::find(result_.notes.begin(), result_.notes.end(), note) == result_.notes.end())
+      result_.notes.push_back(std::move(note));
   }
   bool Has(Invariant inv) const {
     return std::any_of(result_.violations.begin(), result_.violations.end(),
@@ -490,9 +496,17 @@ void Checker::CheckSegments() {
       compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id));
     }
     if (row.attention_mask) {
+      std::int64_t last_real = -1;  // padding after the last real slot is a key no real query sees
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!truth_row.slots[static_cast<std::size_t>(i)].is_pad()) last_real = i;
       for (std::int64_t i = 0; i < n; ++i) {
         const bool pad = truth_row.slots[static_cast<std::size_t>(i)].is_pad();
-        if ((*row.attention_mask)[static_cast<std::size_t>(i)] != (pad ? 0 : 1)) {
+        const auto value = (*row.attention_mask)[static_cast<std::size_t>(i)];
+        if (pad && i > last_real && value == 1) {
+          AddNote(VisiblePaddingNote());
+          continue;
+        }
+        if (value != (pad ? 0 : 1)) {
           Add(Invariant::kSegments, At(r, i) + ": the 2-D attention_mask says " +
                                         std::to_string((*row.attention_mask)[static_cast<std::size_t>(i)]) +
                                         " but the slot is " + (pad ? "padding" : "a document token"),
@@ -537,6 +551,7 @@ void Checker::CheckBoundaryEncodingPresent() {
     }
     return;
   }
+  const std::string field = RequiredBoundaryField(policy_.boundary_source);
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     bool present = true;
@@ -548,7 +563,17 @@ void Checker::CheckBoundaryEncodingPresent() {
       case BoundarySource::kPositionStep: present = row.position_ids.has_value(); break;
       default: break;
     }
-    if (!present) {
+    if (present) continue;
+    // A backend without the encoding reads the row as one causal sequence: a violation only where that
+    // changes a context set (encoding_notes.h).
+    const OracleRow& truth = result_.oracle->rows[r];
+    const auto piece_of = [&](std::int64_t i) {
+      const Slot& s = truth.slots[static_cast<std::size_t>(i)];
+      return s.is_pad() ? std::int64_t{-1} : static_cast<std::int64_t>(s.piece);
+    };
+    if (!RowCausalChangesContexts(truth.length(), piece_of, policy_)) {
+      AddNote(MissingBoundaryEncodingNote(field));
+    } else {
       Add(Invariant::kAttention, At(r) + std::string(": the policy isolates documents through ") +
                                      Name(policy_.boundary_source) +
                                      ", which the row lacks: a backend would attend across documents",
@@ -772,9 +797,7 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
   (loss_given ? result_.checked : result_.not_applicable).insert(Invariant::kLoss);
   std::vector<const ProducerTotals*> given;
   for (const auto& t : totals) given.push_back(&t);
-  for (auto& note : ProducerNotes(given, options_))
-    if (std::find(result_.notes.begin(), result_.notes.end(), note) == result_.notes.end())
-      result_.notes.push_back(std::move(note));
+  for (auto& note : ProducerNotes(given, options_)) AddNote(std::move(note));
   const ScopeCounts counts = CountScopes(batch, mbs);
   bool totals_ok = true;
   for (std::size_t m = 0; m < totals.size(); ++m)

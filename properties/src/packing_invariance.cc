@@ -73,7 +73,7 @@ void CheckPackingInvariance(const std::vector<InvarianceRow>& rows, const Oracle
 
     std::vector<double> packed;
     try {
-      const DenseMask mask = rows[r].consumer_mask ? *rows[r].consumer_mask : BackendAttention(row, policy);
+      const DenseMask mask = rows[r].consumer_mask ? *rows[r].consumer_mask : BackendAttentionAsFed(row, policy);
       packed = model.Losses(row.input_ids, positions, mask, targets);
     } catch (const InputError& e) {
       result.violations.push_back({Invariant::kPackingInvariance,

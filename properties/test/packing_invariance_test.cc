@@ -72,6 +72,39 @@ TEST(PackingInvariance, PositionsThatDoNotResetAreCaughtWithRowSlotDocumentAndLo
   EXPECT_GT(result.contamination->max_relative, 1e-6);
 }
 
+// The reference packer under hf-flatten (cu_seqlens), with cu_seqlens dropped from every row (or only from
+// rows of one document): a backend then reads each row as one causal sequence.
+struct CuSeqlensDropped {
+  bool only_single_document_rows = false;
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = ReferenceCandidate().packer->Pack(request);
+    for (auto& mb : out.microbatches)
+      for (auto& row : mb.rows)
+        if (!only_single_document_rows || row.doc_spans.size() == 1) row.cu_seqlens.reset();
+    return out;
+  }
+};
+
+TEST(PackingInvariance, AMissingEncodingRunsTheRowAsOneSequence) {
+  PackRequest request = LessonRequest(FindPreset("hf-flatten").policy);
+  request.row_length = 16;  // both documents in one row
+  Candidate everywhere = MakeCandidate("cu-seqlens-dropped", CuSeqlensDropped{false});
+  const CaseResult shared = CheckCase(everywhere, request);
+  ASSERT_NE(Find(shared, Invariant::kAttention), nullptr);
+  const Violation* leak = Find(shared, Invariant::kPackingInvariance);
+  ASSERT_NE(leak, nullptr) << "the decoder runs on the row as fed and measures d1 seeing d0";
+  EXPECT_NE(leak->sentence.find("document 'd1'"), std::string::npos) << leak->sentence;
+
+  request.row_length = 4;  // one document per row: nothing to cross, nothing changes
+  request.documents = MakeDocuments({{11, 12, 13, 14}, {21, 22, 23, 24}});
+  Candidate single = MakeCandidate("cu-seqlens-dropped-single", CuSeqlensDropped{true});
+  const CaseResult alone = CheckCase(single, request);
+  EXPECT_TRUE(alone.passed()) << (alone.violations.empty() ? "" : alone.violations.front().sentence);
+  EXPECT_TRUE(alone.checked.count(Invariant::kPackingInvariance));
+  ASSERT_EQ(alone.notes.size(), 1u);
+  EXPECT_NE(alone.notes.front().find("rows without cu_seqlens"), std::string::npos) << alone.notes.front();
+}
+
 TEST(PackingInvariance, ALeakyConsumerIsCaughtThroughItsOwnMask) {
   struct CausalAcrossDocuments {  // MK-09: causal plus padding, packing never looked for
     DenseMask Consume(const CandidateRow& row, const Policy&) {

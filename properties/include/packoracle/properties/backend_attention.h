@@ -30,6 +30,13 @@ namespace packoracle {
 // The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);
 
+// The mask a backend really runs a row with when it is fed the row as dumped: BackendAttention, or, when the
+// row lacks the declared encoding (encoding_notes.h RequiredBoundaryField), the row as one causal sequence (what
+// flash-attention without cu_seqlens, or SDPA without a block mask, computes). packing_invariance feeds the
+// decoder this, so a row of one document without the encoding runs as declared, and a row of several shows
+// its contamination. (The reference consumer itself still refuses the missing encoding: MK-10.)
+DenseMask BackendAttentionAsFed(const CandidateRow& row, const Policy& policy);
+
 // The kit's reference attention consumer (both forms of the role; the micro-batch form is row by row, as a
 // correct backend does not depend on the batch size). `policies`: the policies it claims (empty: all).
 struct ReferenceAttentionConsumer {
