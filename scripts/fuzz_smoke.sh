@@ -18,7 +18,8 @@ targets=(packed_batch fast_batch exec_answer)
 # Seed corpus and dictionary of each target: fast_batch (the simdjson reader, differential against the
 # nlohmann one) reads the same files as packed_batch.
 declare -A seeds=([packed_batch]=packed_batch [fast_batch]=packed_batch [exec_answer]=exec_answer)
-cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/%/_fuzzer}"
+echo "fuzz_smoke: building the libFuzzer targets in build-fuzz/"
+cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/%/_fuzzer}" 2>&1 | scripts/build_progress.sh fuzz_smoke
 
 total=${FUZZ_SECONDS:-60}
 per=$((total / ${#targets[@]}))

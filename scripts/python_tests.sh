@@ -12,9 +12,12 @@ cd "$(dirname "$0")/.."
 venv=build-venv
 install() {
   rm -rf "$venv"
+  echo "python_tests: a fresh virtual environment in $venv/"
   python3 -m venv "$venv"
+  echo "python_tests: installing torch 2.13.0 (the CPU wheel)"
   # torch first and alone: pinned to the CPU build (a later requirement must not pull another torch).
   "$venv/bin/pip" install --quiet torch==2.13.0
+  echo "python_tests: building packoracle's extension and installing it with the pinned test and adapter libraries (several minutes)"
   "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock ".[test,adapters]"
 }
 stage "pip install . (fresh venv)" install

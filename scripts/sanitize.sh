@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACKORACLE_SANITIZE=ON \
       -DPACKORACLE_BUILD_BENCH=OFF >/dev/null
-cmake --build build-asan -j"$(nproc)"
+echo "sanitize: building build-asan/ (ASan + UBSan)"
+cmake --build build-asan -j"$(nproc)" 2>&1 | scripts/build_progress.sh sanitize
 
 # Excluded, and only this: install.FindPackageConsumer installs the kit and builds a downstream project
 # against it with plain flags; the installed libraries are ASan-instrumented, so that project cannot link

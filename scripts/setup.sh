@@ -11,6 +11,7 @@ PACKAGES=(g++ cmake ninja-build pkg-config python3 python3-dev python3-venv
           clang libclang-rt-14-dev)  # clang: the libFuzzer targets (fuzz/); libclang-rt: libFuzzer, ASan, UBSan
 # python3-dev, python3-venv: `pip install .` builds the extension module (scripts/python_tests.sh)
 
+echo "setup: checking the ${#PACKAGES[@]} Debian packages packoracle builds with"
 missing=()
 for package in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
@@ -27,5 +28,9 @@ fi
 
 if [ "${1:-}" = "--deps" ]; then exit 0; fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j"$(nproc)"
+echo "setup: configuring build/ (CMake, RelWithDebInfo)"
+mkdir -p build
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/configure.log 2>&1 ||
+  { cat build/configure.log; exit 1; }
+echo "setup: building build/ on $(nproc) cores (a first build takes about 8 minutes on 2)"
+cmake --build build -j"$(nproc)" 2>&1 | scripts/build_progress.sh setup
