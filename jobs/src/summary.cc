@@ -62,9 +62,13 @@ std::optional<double> SummaryEntry::counted() const {
 }
 
 std::optional<double> SummaryEntry::loss_sum() const {
-  std::optional<double> sum;
-  for (const auto& m : microbatches)
-    if (m.loss_sum) sum = sum.value_or(0) + *m.loss_sum;
+  // A sum over some of the micro-batches would be a wrong total, not a partial one: every one must report it.
+  if (microbatches.empty()) return std::nullopt;
+  double sum = 0;
+  for (const auto& m : microbatches) {
+    if (!m.loss_sum) return std::nullopt;
+    sum += *m.loss_sum;
+  }
   return sum;
 }
 

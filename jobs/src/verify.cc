@@ -131,7 +131,8 @@ void Verifier::Open() {
     const auto have = PolicyKeyValues(declared_);
     const auto want = PolicyKeyValues(policy_);
     for (std::size_t k = 1; k < have.size(); ++k) {
-      if (have[k].second != want[k].second) {
+      // A key the required policy never reads (pad_id under padding: none, ...) differs in nothing audited.
+      if (have[k].second != want[k].second && WhyKeyMatters(policy_, have[k].first)) {
         policy_differences_.push_back(have[k].first + ": declared " + ToString(have[k].second) + ", required " +
                                       ToString(want[k].second));
       }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "packoracle/fastcheck/memory_reader.h"
+#include "packoracle/jobs/summary.h"
 #include "packoracle/jobs/verify.h"
 #include "packoracle/oracle.h"
 
@@ -183,6 +184,22 @@ std::string HfRowsDump(const std::vector<std::string>& rows) {
 const char* kD0Alone =
     R"({"input_ids":[11,12,13],"labels":[-100,12,13],"position_ids":[0,1,2],"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0}]})";
 
+TEST(VerifyPolicy, AKeyTheRequiredPolicyNeverReadsIsNoDifference) {
+  // The dump declares hf-flatten with pad_id 5; the user's policy gives pad_id null (padding: none reads none).
+  std::string dump = HfDump(R"({"denominator": 7, "denominator_scope": "global"})");
+  const std::string preset = R"("policy":{"preset":"hf-flatten"})";
+  dump.replace(dump.find(preset), preset.size(), R"("policy":{"preset":"hf-flatten","pad_id":5})");
+  VerifyOptions options;
+  options.files = {WriteDump("hf_pad_id_5.jsonl", dump)};
+  options.policy_file = WriteDump("pad_id_null.json", R"({"preset":"hf-flatten","pad_id":null})");
+  EXPECT_TRUE(VerifyFiles(options).policy_differences.empty());
+  options.policy_file = WriteDump("pad_id_null_included.json",
+                                  R"({"preset":"hf-flatten","pad_id":null,"boundary_target":"included"})");
+  const auto differences = VerifyFiles(options).policy_differences;
+  ASSERT_EQ(differences.size(), 1u);
+  EXPECT_EQ(differences.front(), "boundary_target: declared excluded, required included");
+}
+
 TEST(VerifyEncodings, ARowOfOneDocumentWithoutItsBoundaryEncodingIsANote) {
   std::string text;
   const AuditResult r = VerifyBoth(
@@ -257,6 +274,19 @@ TEST(VerifyProducerTotals, AnEmptyProducerOrAScopeWithoutDenominatorIsAnInputErr
                                                "needs its scope (microbatch, step or global)");
   const std::string nulls = WriteDump("hf_null_producer.jsonl", HfDump(R"({"loss_sum": null, "loss": null})"));
   EXPECT_NE(InputErrorOf(nulls).find("field 'producer' gives none of"), std::string::npos);
+}
+
+
+TEST(SummaryEntryTotals, ALossSumIsTheStepsOnlyWhenEveryMicroBatchReportsOne) {
+  SummaryEntry entry;
+  entry.microbatches.resize(2);
+  entry.microbatches[0].loss_sum = 4.0;
+  entry.microbatches[1].denominator = 3.0;  // this one gives a count alone: the step's loss sum is unknown
+  EXPECT_FALSE(entry.loss_sum());
+  entry.microbatches[1].loss_sum = 5.0;
+  ASSERT_TRUE(entry.loss_sum());
+  EXPECT_DOUBLE_EQ(*entry.loss_sum(), 9.0);
+  EXPECT_FALSE(SummaryEntry{}.loss_sum());
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ struct SummaryEntry {  // one step of one rank
   std::vector<SummaryMicrobatch> microbatches;
   std::optional<double> valid_targets() const;  // nullopt when a micro-batch's is unknown
   std::optional<double> counted() const;        // nullopt when a micro-batch's is unknown
-  std::optional<double> loss_sum() const;       // nullopt when no micro-batch reports one
+  std::optional<double> loss_sum() const;       // nullopt unless every micro-batch reports one
 };
 
 struct Summary {
