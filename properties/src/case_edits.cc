@@ -62,6 +62,15 @@ std::optional<PackRequest> Distinct(const PackRequest& r) {
 
 }  // namespace
 
+void AppendCaseEdit(std::vector<std::string>& edits, const std::string& edit) {
+  auto document_of = [](const std::string& e) { return e.substr(0, e.find(',') + 1); };  // "t3," of "t3,17"
+  if (edit[0] == 't' && !edits.empty() && edits.back()[0] == 't' && document_of(edits.back()) == document_of(edit)) {
+    edits.back() = edit;
+    return;
+  }
+  edits.push_back(edit);
+}
+
 std::vector<std::string> CaseEdits(const PackRequest& r) {
   std::vector<std::string> edits;
   // runs of documents first, halving (delta debugging's order), then one by one

@@ -21,6 +21,11 @@ std::vector<std::string> CaseEdits(const PackRequest& request);
 // range, a form that changes nothing).
 std::optional<PackRequest> ApplyCaseEdit(const PackRequest& request, const std::string& edit);
 
+// Appends `edit` to a path of edits, folding a cut of a document into the cut just before it of the same
+// document ("t0,900" after "t0,901" leaves "t0,900": cuts only shorten, so the last one says it all). The
+// path stays replayable and short when a long document is cut down a token at a time.
+void AppendCaseEdit(std::vector<std::string>& edits, const std::string& edit);
+
 // The "distinct" edit's name.
 inline constexpr const char* kDistinctTokens = "d";
 

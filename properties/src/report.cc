@@ -40,13 +40,28 @@ std::string PolicyLine(const Policy& policy) {
   return out;
 }
 
+// The request's documents for a person: a long document shows its first and last kShownEnds tokens around
+// "… (N tokens) …", and after kShownDocuments documents the rest are counted (the regression draft and the
+// reproduce line still carry every token).
+constexpr std::size_t kShownEnds = 12, kShownDocuments = 32;
 std::string DocumentsLine(const PackRequest& r) {
   std::string out;
-  for (const auto& d : r.documents) {
-    out += (out.empty() ? "" : "  ") + d.uid + "=[";
-    for (std::size_t k = 0; k < d.tokens.size(); ++k) {
-      out += (k ? " " : "") + std::to_string(d.tokens[k]);
-      if (!d.supervised.empty() && d.supervised[k] == 0) out += "'";
+  for (std::size_t d = 0; d < r.documents.size(); ++d) {
+    if (d == kShownDocuments) {
+      out += "  … and " + std::to_string(r.documents.size() - d) + " more documents";
+      break;
+    }
+    const Document& doc = r.documents[d];
+    const std::size_t n = doc.tokens.size();
+    out += (out.empty() ? "" : "  ") + doc.uid + "=[";
+    for (std::size_t k = 0; k < n; ++k) {
+      if (n > 3 * kShownEnds && k == kShownEnds) {
+        out += " … (" + std::to_string(n) + " tokens) …";
+        k = n - kShownEnds - 1;
+        continue;
+      }
+      out += (k ? " " : "") + std::to_string(doc.tokens[k]);
+      if (!doc.supervised.empty() && doc.supervised[k] == 0) out += "'";
     }
     out += "]";
   }

@@ -283,7 +283,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
       if (!Fails(r, same)) return false;
       request = std::move(*edited);
       result = std::move(r);
-      edits.push_back(e);
+      internal::AppendCaseEdit(edits, e);
       ++report.shrinks;
       return true;
     };

@@ -1,6 +1,8 @@
 // The runner on the reference packer (must pass every invariant for every policy) and on a first mutant.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "packoracle/gtest.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
@@ -59,6 +61,48 @@ TEST(Verify, WholeRowShiftIsCaughtByTargetsAndShrunk) {
   ASSERT_FALSE(again.passed);
   EXPECT_EQ(again.counterexample->documents.size(), report.counterexample->documents.size());
   EXPECT_EQ(again.broken(), report.broken());
+}
+
+// A packer that cuts every document at 600 tokens (a size bug, as SZ-03 at 1,000): a case that large is
+// shrunk by the case edits alone, which cut the long document down a token at a time at the end, and the
+// reproduce path keeps only the last cut of each run.
+struct CutsAt600 {
+  PackResult Pack(const PackRequest& request) {
+    PackRequest cut = request;
+    for (auto& d : cut.documents) {
+      if (d.tokens.size() > 600) d.tokens.resize(600);
+      if (d.supervised.size() > 600) d.supervised.resize(600);
+    }
+    return ReferenceCandidate().packer->Pack(cut);
+  }
+};
+
+TEST(Verify, ShrinkingALongDocumentLeavesOneCutOfItInTheReproducePath) {
+  Candidate c = MakeCandidate("cuts-at-600", CutsAt600{}, {FindPreset("reference").policy});
+  VerifyOptions options;
+  options.max_row_length = 2048;
+  options.profile = "large";
+  const auto report = Verify(c, options);
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kCoverage);
+  const std::string path = report.reproduce.substr(report.reproduce.rfind(':') + 1);
+  std::vector<std::string> edits;
+  for (std::size_t at = 0; at <= path.size();) {
+    const std::size_t dot = std::min(path.find('.', at), path.size());
+    edits.push_back(path.substr(at, dot - at));
+    at = dot + 1;
+  }
+  auto same_cut = [](const std::string& a, const std::string& b) {
+    return a[0] == 't' && b[0] == 't' && a.substr(0, a.find(',')) == b.substr(0, b.find(','));
+  };
+  EXPECT_EQ(std::adjacent_find(edits.begin(), edits.end(), same_cut), edits.end()) << report.reproduce;
+  VerifyOptions replay = options;
+  replay.reproduce = report.reproduce;
+  const auto again = Verify(c, replay);
+  ASSERT_FALSE(again.passed);
+  ASSERT_EQ(again.counterexample->documents.size(), report.counterexample->documents.size());
+  for (std::size_t d = 0; d < again.counterexample->documents.size(); ++d)
+    EXPECT_EQ(again.counterexample->documents[d].tokens, report.counterexample->documents[d].tokens);
 }
 
 // The kit's own reference packer through the typed suite: one test per invariant, all passing.
