@@ -55,7 +55,7 @@ run() {  # name, expected exit status, command...
   printf '%s\t%s\t%s\t%s\n' "$name" "$(( (t1 - t0) / 1000000 ))" "$(python3 -c "print($user + $sys)")" "$kb" >>"$times"
   echo "$name: $(( (t1 - t0) / 1000000 )) ms" >&2
 }
-run verify 0 "$cli" verify "$dump"
+run verify 0 "$cli" verify --jobs 1 "$dump"  # one core: the figures below are single-threaded (--jobs: shapes.sh)
 grep -q 'verdict: clean' "$dump_dir/verify.out"
 run simdjson_parse 0 "$build/bench/audit_simdjson_parse" "$dump"
 run nlohmann_parse 0 "$build/bench/audit_raw_parse" "$dump"

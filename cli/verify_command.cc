@@ -1,9 +1,15 @@
 // packoracle verify: the command line of jobs::VerifyFiles.
 #include "verify_command.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "packoracle/jobs/verify.h"
 #include "packoracle/oracle.h"
@@ -16,13 +22,52 @@ struct VerifyCommandOptions {
   std::string format = "text";
 };
 
+// Progress for people watching a long audit: MiB read, steps, MiB/s on one stderr line, redrawn a few times
+// a second once the audit has run a second. Only on a terminal: a log or a pipe gets nothing extra.
+class ProgressLine {
+ public:
+  void Show(const jobs::VerifyProgress& p) {
+    const auto now = Clock::now();
+    if (now - start_ < after_ || (shown_ && now - last_ < std::chrono::milliseconds(250))) return;
+    last_ = now;
+    shown_ = true;
+    const double mib = static_cast<double>(p.bytes_read) / (1 << 20);
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\rpackoracle verify: %.0f MiB read, %lld steps, %.0f MiB/s ", mib,
+                 static_cast<long long>(p.steps), mib / seconds);
+    std::fflush(stderr);
+  }
+  // Wipes the line, so that what follows on the terminal starts clean.
+  void Clear() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", 72, "");
+    shown_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // PACKORACLE_PROGRESS_AFTER (seconds) is for the test that looks at the line on a pty (cli/test/verify_jobs.py).
+  static Clock::duration After() {
+    const char* text = std::getenv("PACKORACLE_PROGRESS_AFTER");
+    const double seconds = text ? std::atof(text) : 1.0;
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  Clock::time_point start_ = Clock::now(), last_;
+  Clock::duration after_ = After();
+  bool shown_ = false;
+};
+
 int RunVerify(const VerifyCommandOptions& options) {
+  ProgressLine progress;
+  jobs::VerifyOptions job = options.job;
+  if (::isatty(STDERR_FILENO)) job.progress = [&progress](const jobs::VerifyProgress& p) { progress.Show(p); };
   try {
-    const jobs::AuditResult result = jobs::VerifyFiles(options.job);
+    const jobs::AuditResult result = jobs::VerifyFiles(job);
+    progress.Clear();
     std::cout << (options.format == "json" ? jobs::RenderAuditJson(result)
                                            : jobs::RenderAuditText(result, options.job.max_violations));
     return result.exit_code;
   } catch (const InputError& e) {
+    progress.Clear();
     std::cerr << "packoracle verify: " << e.what() << "\n";
     return 2;
   }
@@ -56,6 +101,11 @@ Runner AddVerifyCommand(CLI::App& app) {
                   "denominators and scopes) for `packoracle merge`");
   cmd->add_flag("--partial", job.partial,
                 "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
+  job.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("--jobs", job.jobs,
+                  "threads reading the dumps: parse ahead while the steps are checked, several files at once "
+                  "(default: the cores available; 1: one thread; the report is the same)")
+      ->check(CLI::Range(1, 256));
   cmd->add_flag("--decoder", job.decoder,
                 "also check packing_invariance: the tiny decoder on every row and every document alone (slow on "
                 "long rows)");

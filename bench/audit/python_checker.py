@@ -21,12 +21,13 @@ resolved as the kit writes it; stream-window policies are not supported and exit
   denominator  per step: every micro-batch's denominator is the count of its declared scope, loss =
   / loss       loss_sum / denominator, and the micro-batch losses combine into the declared objective
 
-  python3 python_checker.py FILE [--max-violations N]
+  python3 python_checker.py FILE... [--max-violations N]   (several files: one per rank, merged by step)
 
 Prints a verdict and MiB/s on stdout; exit 0 clean, 1 violations, 2 unusable input or unsupported policy.
 """
 import json
 import math
+import os
 import sys
 import time
 
@@ -40,8 +41,9 @@ def close(a, b):
 
 
 class Checker:
-    def __init__(self, path, max_violations):
-        self.path = path
+    def __init__(self, paths, max_violations):
+        self.paths = paths
+        self.path = paths[0]  # where whole-dump findings point
         self.max_violations = max_violations
         self.violations = []
         self.count = 0
@@ -60,52 +62,66 @@ class Checker:
     # ---- reading -----------------------------------------------------------------------------------------
 
     def run(self):
-        step, batch = None, []
-        with open(self.path, "rb") as f:
+        # Several files (one per rank): merged by step, as verify merges them; each file's documents are known
+        # once read, whichever file they are in.
+        sources = [self.microbatches(path) for path in self.paths]
+        heads = [next(s, None) for s in sources]
+        while any(heads):
+            step = min(h[1]["step"] for h in heads if h)
+            batch = []
+            for k, source in enumerate(sources):
+                while heads[k] and heads[k][1]["step"] == step:
+                    batch.append(heads[k])
+                    heads[k] = next(source, None)
+                if heads[k] and heads[k][1]["step"] < step:
+                    raise Unusable(f"{heads[k][0]}: step {heads[k][1]['step']} comes after step {step}")
+            self.check_step(step, batch)
+        self.check_tiling()
+
+    def microbatches(self, path):
+        """The micro-batch records of one file as ("path:line", record), in file order; its documents kept."""
+        seen_header = False
+        with open(path, "rb") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except ValueError as e:
-                    raise Unusable(f"{self.path}:{number}: not JSON ({e})")
+                    raise Unusable(f"{path}:{number}: not JSON ({e})")
                 kind = rec.get("record")
-                if self.policy is None:
+                if not seen_header:
                     if kind != "header":
-                        raise Unusable(f"{self.path}:{number}: the first record must be the header")
-                    self.header(rec, number)
+                        raise Unusable(f"{path}:{number}: the first record must be the header")
+                    self.header(rec, f"{path}:{number}")
+                    seen_header = True
                 elif kind == "document":
                     self.docs[rec["doc_uid"]] = (rec["tokens"], rec.get("supervised") or [1] * len(rec["tokens"]))
                 elif kind == "microbatch":
-                    if rec["step"] != step:
-                        if batch:
-                            self.check_step(step, batch)
-                        if step is not None and rec["step"] < step:
-                            raise Unusable(f"{self.path}:{number}: step {rec['step']} comes after step {step}")
-                        step, batch = rec["step"], []
-                    batch.append((number, rec))
+                    yield f"{path}:{number}", rec
                 elif kind in ("step",):
                     pass
                 elif kind == "header":
-                    raise Unusable(f"{self.path}:{number}: a second header")
+                    raise Unusable(f"{path}:{number}: a second header")
                 else:
-                    raise Unusable(f"{self.path}:{number}: unknown record type {kind!r}")
-        if batch:
-            self.check_step(step, batch)
-        self.check_tiling()
+                    raise Unusable(f"{path}:{number}: unknown record type {kind!r}")
+        if not seen_header:
+            raise Unusable(f"{path}: empty")
 
-    def header(self, rec, number):
+    def header(self, rec, where):
         if rec.get("schema") != "packed-batch" or rec.get("version") != 1:
-            raise Unusable(f"{self.path}:{number}: not a packed-batch version 1 header")
+            raise Unusable(f"{where}: not a packed-batch version 1 header")
         policy = rec.get("policy")
         keys = ("label_alignment", "ignore_index", "loss_mask", "boundary_source", "attention", "positions",
                 "position_base", "pad_positions", "split_positions", "boundary_target", "row_end_target",
                 "stream_stride", "padding", "pad_id", "pad_to", "overflow", "eos_id", "bos_id", "denominator",
                 "count_basis")
         if not isinstance(policy, dict) or any(k not in policy for k in keys):
-            raise Unusable(f"{self.path}:{number}: the header's policy must be fully resolved (every key of DESIGN §3)")
+            raise Unusable(f"{where}: the header's policy must be fully resolved (every key of DESIGN §3)")
         if policy["stream_stride"] is not None or policy["row_end_target"] == "next_in_stream":
-            raise Unusable(f"{self.path}: stream-window policies are not supported by this checker")
+            raise Unusable(f"{where}: stream-window policies are not supported by this checker")
+        if self.policy is not None and policy != self.policy:
+            raise Unusable(f"{where}: its header declares a different policy than {self.paths[0]}")
         self.policy = policy
         self.world = rec.get("dp_world_size", 1)
 
@@ -118,10 +134,10 @@ class Checker:
         L = max(len(row["input_ids"]) for _, mb in batch for row in mb["rows"])
         step_pieces = {}
         counts = []  # per micro-batch, under the policy's count basis
-        for number, mb in batch:
+        for loc, mb in batch:
             n_mb = 0
             for r, row in enumerate(mb["rows"]):
-                where = f"{self.path}:{number} step {step} micro_step {mb['micro_step']} rank {mb['rank']} row {r}"
+                where = f"{loc} step {step} micro_step {mb['micro_step']} rank {mb['rank']} row {r}"
                 self.rows += 1
                 weights = self.check_row(row, L, where, step_pieces)
                 if weights is None:
@@ -355,8 +371,8 @@ class Checker:
         for (_, mb), n in zip(batch, counts):
             per_rank[mb["rank"]] = per_rank.get(mb["rank"], 0) + n
         ok = True
-        for m, ((number, mb), t, n) in enumerate(zip(batch, producers, counts)):
-            where = f"{self.path}:{number} step {step} micro-batch {m}"
+        for m, ((loc, mb), t, n) in enumerate(zip(batch, producers, counts)):
+            where = f"{loc} step {step} micro-batch {m}"
             den, loss_sum, loss = t["denominator"], t["loss_sum"], t.get("loss")
             if not all(math.isfinite(x) for x in (den, loss_sum, loss if loss is not None else 0.0)):
                 self.violation("denominator", where, "a non-finite loss_sum, denominator or loss")
@@ -435,19 +451,18 @@ def main(argv):
         k = args.index("--max-violations")
         max_violations = int(args[k + 1])
         del args[k:k + 2]
-    if len(args) != 1:
-        print("usage: python_checker.py FILE [--max-violations N]", file=sys.stderr)
+    if not args:
+        print("usage: python_checker.py FILE... [--max-violations N]", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    checker = Checker(args[0], max_violations)
+    checker = Checker(args, max_violations)
     try:
         checker.run()
     except (Unusable, KeyError, TypeError, OSError) as e:
         print(f"python_checker: {args[0]}: unusable input: {e!r}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
-    with open(args[0], "rb") as f:
-        size = f.seek(0, 2)
+    size = sum(os.path.getsize(path) for path in args)
     for v in checker.violations:
         print(v)
     verdict = "clean" if checker.count == 0 else f"{checker.count} violation(s)"

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "line_parser.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::fastcheck {
@@ -261,7 +262,7 @@ bool Producer(od::value v, std::optional<ProducerTotals>& out) {
 
 }  // namespace
 
-struct FastBatchReader::Parser {
+struct LineParser::Simd {
   od::parser parser;
   // The storage of the record kind a line did not need, kept for the next line of that kind: documents and
   // micro-batches alternate in a dump, and each keeps its vectors' capacity this way.
@@ -378,14 +379,43 @@ struct FastBatchReader::Parser {
   }
 };
 
+LineParser::LineParser(std::string path, bool seen_header)
+    : path_(std::move(path)), seen_header_(seen_header), simd_(std::make_unique<Simd>()) {}
+
+LineParser::~LineParser() = default;
+
+bool LineParser::Parse(const char* data, std::size_t size, std::size_t capacity, std::int64_t line,
+                       PackedBatchRecord& record) {
+  std::size_t k = 0;
+  while (k < size && (data[k] == ' ' || data[k] == '\t' || data[k] == '\r')) ++k;
+  if (k == size) return false;  // blank line
+  if (seen_header_ && simd_->Parse(data, size, capacity, record)) {
+    if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line;
+    return true;
+  }
+  // The nlohmann reader's path, with PackedBatchReader::Next's messages.
+  ++fallbacks_;
+  const std::string where = path_ + ":" + std::to_string(line);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(data, data + size);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999 (fuzz finding)
+    throw InputError(where + ": not a JSON object (" + e.what() + ")");
+  }
+  record = ParsePackedBatchRecord(j, where, !seen_header_);
+  seen_header_ = true;
+  if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line;
+  return true;
+}
+
 FastBatchReader::FastBatchReader(std::string path)
-    : path_(std::move(path)), file_(std::fopen(path_.c_str(), "rb")), parser_(std::make_unique<Parser>()) {
+    : path_(std::move(path)), file_(std::fopen(path_.c_str(), "rb")), parser_(std::make_unique<LineParser>(path_, false)) {
   if (!file_) throw InputError(path_ + ": cannot open the file");
 }
 
 FastBatchReader::FastBatchReader(std::FILE* file, std::string name, std::size_t chunk)
     : path_(std::move(name)), chunk_(std::clamp<std::size_t>(chunk, 1, std::size_t{1} << 30)),
-      parser_(std::make_unique<Parser>()) {
+      parser_(std::make_unique<LineParser>(path_, false)) {
   file_ = file;  // taken only now: were the parser's allocation to throw, the caller still owns the stream
   if (!file_) throw InputError(path_ + ": no stream to read");
 }
@@ -439,31 +469,14 @@ bool FastBatchReader::Next(PackedBatchRecord& record) {
   while (NextLine(data, size)) {
     ++line_;
     bytes_ += static_cast<std::int64_t>(size) + 1;
-    std::size_t k = 0;
-    while (k < size && (data[k] == ' ' || data[k] == '\t' || data[k] == '\r')) ++k;
-    if (k == size) continue;  // blank line
     const std::size_t capacity = buffer_.size() - static_cast<std::size_t>(data - buffer_.data());
-    if (seen_header_ && parser_->Parse(data, size, capacity, record)) {
-      if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line_;
-      return true;
-    }
-    // The nlohmann reader's path, with PackedBatchReader::Next's messages.
-    ++fallbacks_;
-    const std::string where = path_ + ":" + std::to_string(line_);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(data, data + size);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999 (fuzz finding)
-      throw InputError(where + ": not a JSON object (" + e.what() + ")");
-    }
-    record = ParsePackedBatchRecord(j, where, !seen_header_);
-    seen_header_ = true;
-    if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line_;
-    return true;
+    if (parser_->Parse(data, size, capacity, line_, record)) return true;
   }
-  if (!seen_header_) throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
+  if (!parser_->seen_header()) throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
   return false;
 }
+
+std::int64_t FastBatchReader::fallbacks() const { return parser_->fallbacks(); }
 
 std::optional<PackedBatchRecord> FastBatchReader::Next() {
   PackedBatchRecord record;

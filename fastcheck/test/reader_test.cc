@@ -1,5 +1,7 @@
 // FastBatchReader against PackedBatchReader: the same records from the same files, and the same error (file,
-// line, record, field) from the same broken lines, including lines broken at random.
+// line, record, field) from the same broken lines, including lines broken at random. ParallelBatchReader
+// against both, on the same files, with blocks of a few lines and two workers (errors found ahead must come
+// after every record before them).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/fastcheck/parallel_reader.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
 #include "packoracle/properties/invariants.h"
@@ -56,21 +59,31 @@ Outcome ReadAll(const std::string& path) {
   return out;
 }
 
+// The parallel reader with blocks of about one line (64 bytes) and of a few (300): many blocks in flight at once.
+template <std::size_t kBlock>
+struct SmallBlocks {
+  explicit SmallBlocks(std::string path) : reader(std::move(path), 2, nullptr, kBlock) {}
+  std::optional<PackedBatchRecord> Next() { return reader.Next(); }
+  ParallelBatchReader reader;
+};
+
 void ExpectSameOutcome(const std::string& path) {
   const Outcome want = ReadAll<OracleBatchReader>(path);
-  const Outcome got = ReadAll<FastBatchReader>(path);
-  RC_ASSERT(got.error == want.error);
-  RC_ASSERT(got.records.size() == want.records.size());
-  for (std::size_t k = 0; k < want.records.size(); ++k) RC_ASSERT(Equal(got.records[k], want.records[k]));
+  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path)}) {
+    RC_ASSERT(got.error == want.error);
+    RC_ASSERT(got.records.size() == want.records.size());
+    for (std::size_t k = 0; k < want.records.size(); ++k) RC_ASSERT(Equal(got.records[k], want.records[k]));
+  }
 }
 
 // The same, as gtest expectations (outside a property).
 void ExpectReadersAgree(const std::string& path) {
   const Outcome want = ReadAll<OracleBatchReader>(path);
-  const Outcome got = ReadAll<FastBatchReader>(path);
-  EXPECT_EQ(got.error, want.error);
-  ASSERT_EQ(got.records.size(), want.records.size());
-  for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k])) << k;
+  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path)}) {
+    EXPECT_EQ(got.error, want.error);
+    ASSERT_EQ(got.records.size(), want.records.size());
+    for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k])) << k;
+  }
 }
 
 std::string TempPath(const std::string& name) {
@@ -250,6 +263,30 @@ TEST(FastBatchReader, SmallReadsGiveTheSameRecords) {
       for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k]));
     }
   }
+}
+
+// A reader left early (the audit stopped on an error elsewhere) stops and joins its workers: no hang, and the
+// budget it shared is whole again for the readers that remain.
+TEST(ParallelBatchReader, LeftEarlyJoinsItsWorkersAndReturnsItsBudget) {
+  auto budget = std::make_shared<ReadBudget>(1 << 10);
+  for (const auto& entry : std::filesystem::directory_iterator(PACKORACLE_EXAMPLE_DUMPS)) {
+    SCOPED_TRACE(entry.path().string());
+    ParallelBatchReader reader(entry.path().string(), 2, budget, 16);
+    ASSERT_TRUE(reader.Next().has_value());  // the header
+    reader.Next();
+  }
+  EXPECT_EQ(budget->claimed, 0);
+}
+
+// An empty file and one of blank lines: FastBatchReader's message, from the first Next().
+TEST(ParallelBatchReader, EmptyFileIsRefusedLikeTheFastReader) {
+  const std::string path = TempPath("empty.jsonl");
+  for (const std::vector<std::string>& lines : {std::vector<std::string>{}, std::vector<std::string>{"", "  ", ""}}) {
+    Write(path, lines);
+    EXPECT_EQ(ReadAll<SmallBlocks<64>>(path).error, ReadAll<FastBatchReader>(path).error);
+    EXPECT_NE(ReadAll<FastBatchReader>(path).error, "");
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 //
 // By default the dump is read with simdjson and each step checked by the fast verifier (fastcheck/); a step
 // it does not pass is re-run through CheckCase, which writes the report. --oracle uses CheckCase only.
-// Memory stays bounded: a document is kept only while pieces of it may still come.
+// Memory stays bounded: a document is kept only while pieces of it may still come, packed (DocumentStore),
+// and unpacked only for the step being checked.
 #include "packoracle/jobs/verify.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/fastcheck/parallel_reader.h"
 #include "packoracle/fastcheck/step_check.h"
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/interchange/policy_json.h"
@@ -67,6 +69,7 @@ class Verifier {
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
+  void Report() const;  // options_.progress
   AuditResult Result();
 
   const VerifyOptions& options_;
@@ -75,7 +78,8 @@ class Verifier {
   std::vector<std::string> names_;  // the sources' (file paths, or in-memory names)
   Policy declared_, policy_;
   std::vector<std::string> policy_differences_;
-  std::map<std::string, Document> documents_;
+  DocumentStore documents_;             // the documents held while pieces of them may still come
+  Document expanded_;                   // one held document unpacked, storage reused
   std::vector<AuditViolation> findings_;
   std::vector<StepSummary> steps_;
   DocumentPieces pieces_;
@@ -156,7 +160,7 @@ void Verifier::Advance(Source& s) {
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
       if (pieces_.Retired(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
-      if (documents_.insert_or_assign(d->document.uid, std::move(d->document)).second) ++documents_seen_;
+      if (documents_.Put(d->document)) ++documents_seen_;  // copied: the reader keeps its storage
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
       return;
@@ -174,10 +178,9 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
     // The step's known documents in uid order, as CheckCase receives them (request.documents).
     std::size_t k = 0;
     for (const auto& uid : uids) {
-      auto it = documents_.find(uid);
-      if (it == documents_.end()) continue;
+      if (!documents_.Expand(uid, expanded_)) continue;
       if (k == effective_.size()) effective_.emplace_back();
-      effective_[k++] = Effective(it->second, request.policy, Delimiters::kIncluded);
+      effective_[k++] = Effective(expanded_, request.policy, Delimiters::kIncluded);
     }
     effective_.resize(k);
   } catch (const InputError&) {
@@ -238,10 +241,8 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   // The fast verifier has no decoder and writes no per-rank summary: with --decoder or --summary every step
   // goes through CheckCase.
   if (!options_.oracle && !options_.decoder && !summary_ && CheckStepFast(request, uids, mbs, summary)) return;
-  for (const auto& uid : uids) {
-    auto it = documents_.find(uid);
-    if (it != documents_.end()) request.documents.push_back(it->second);
-  }
+  for (const auto& uid : uids)
+    if (documents_.Expand(uid, expanded_)) request.documents.push_back(expanded_);
   for (const auto& [m, file] : mbs) replay.microbatches.push_back(m.microbatch);
   CheckOptions check = DumpStepOptions();
   // The decoder costs O(L²) per row (about 18 ms at L = 2048): 25× slower audits, so it runs on request only.
@@ -319,12 +320,20 @@ AuditResult Verifier::Run() {
     }
     CheckStep(*step, mbs);
     pieces_.RetireFinished(mbs, documents_);
+    if (options_.progress) Report();
     for (auto& [m, file] : mbs)
       if (spare_.size() < 64) spare_.push_back(std::move(m));
   }
   pieces_.CheckTiling(documents_, policy_, options_.partial, FirstSource(), findings_);
   if (summary_) summary_->Write(options_.summary);
   return Result();
+}
+
+void Verifier::Report() const {
+  VerifyProgress p;
+  p.steps = static_cast<std::int64_t>(steps_.size());
+  for (const auto& s : sources_) p.bytes_read += s.reader->bytes_read();
+  options_.progress(p);
 }
 
 AuditResult Verifier::Result() {
@@ -375,11 +384,18 @@ std::map<std::string, int> AuditResult::ViolationsPerInvariant() const {
 
 AuditResult VerifyFiles(const VerifyOptions& options) {
   if (options.files.empty()) throw InputError("no file to verify");
+  if (options.jobs < 1) throw InputError("--jobs must be at least 1, got " + std::to_string(options.jobs));
   const bool oracle = options.oracle;
   const auto& files = options.files;
-  return Audit(options, {files.size(), [&files, oracle](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
+  // Several threads: every file parsed ahead, all of one audit's blocks within one budget (kParseAhead bytes
+  // of JSON, whatever the number of files, so that eight rank files take no more memory than one).
+  constexpr std::int64_t kParseAhead = std::int64_t{8} << 20;
+  const int per_file = std::max(1, options.jobs / static_cast<int>(files.size()));
+  auto budget = std::make_shared<fastcheck::ReadBudget>(kParseAhead);
+  return Audit(options, {files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
                            if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
-                           return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                           if (options.jobs == 1) return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                           return std::make_unique<fastcheck::ParallelBatchReader>(files[k], per_file, budget);
                          }});
 }
 

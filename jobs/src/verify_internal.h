@@ -13,6 +13,7 @@
 #include "packoracle/jobs/verify.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "verify_documents.h"
 
 namespace packoracle::jobs::verify_internal {
 
@@ -37,10 +38,10 @@ class DocumentPieces {
   // is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
   // known), so they are forgotten, from `documents` too. This keeps verify's memory to the documents still
   // in flight.
-  void RetireFinished(const StepMicrobatches& mbs, std::map<std::string, Document>& documents);
+  void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents);
   bool Retired(const std::string& uid) const { return retired_.count(uid) > 0; }
   // At the end of the dump: the coverage findings of every document still followed.
-  void CheckTiling(const std::map<std::string, Document>& documents, const Policy& policy, bool partial,
+  void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial,
                    const std::string& first_source, std::vector<AuditViolation>& findings);
 
  private:

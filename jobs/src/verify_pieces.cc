@@ -26,26 +26,25 @@ void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs) {
 
 // Every document's pieces over the whole dump tile its tokens exactly once. Order across rows and steps is
 // not required (samplers shuffle packs and windows); a gap is a dropped token, an overlap a repeated one.
-void DocumentPieces::CheckTiling(const std::map<std::string, Document>& documents, const Policy& policy,
+void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& policy,
                                  bool partial, const std::string& first_source,
                                  std::vector<AuditViolation>& findings) {
   // A document record whose document is in no row was dropped (unless the dump stops mid-run).
   const bool stream_drops_tail = policy.stream_stride != StreamStride::kNone && policy.padding == Padding::kNone;
   if (!partial && !stream_drops_tail) {
-    for (const auto& [uid, doc] : documents) {
-      if (pieces_.count(uid) || doc.tokens.empty()) continue;
+    documents.ForEach([&](const std::string& uid, std::int64_t size) {
+      if (pieces_.count(uid) || size == 0) return;
       Violation v;
       v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "' (" + std::to_string(doc.tokens.size()) + " token" +
-                   (doc.tokens.size() == 1 ? "" : "s") +
+      v.sentence = "document '" + uid + "' (" + std::to_string(size) + " token" + (size == 1 ? "" : "s") +
                    ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
       findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
-    }
+    });
   }
   for (auto& [uid, list] : pieces_) {
-    auto doc = documents.find(uid);
-    if (doc == documents.end()) continue;  // reported by the step's coverage check
-    TileDocument(uid, list, static_cast<std::int64_t>(doc->second.tokens.size()), policy, partial, findings);
+    const std::int64_t size = documents.Size(uid);
+    if (size < 0) continue;  // reported by the step's coverage check
+    TileDocument(uid, list, size, policy, partial, findings);
   }
 }
 
@@ -86,14 +85,13 @@ void DocumentPieces::TileDocument(const std::string& uid, std::vector<Piece>& li
   }
 }
 
-void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, std::map<std::string, Document>& documents) {
+void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents) {
   for (const auto& [m, file] : mbs) {
     for (const auto& row : m.microbatch.rows) {
       for (const auto& span : row.doc_spans) {
-        auto doc = documents.find(span.doc_uid);
+        const std::int64_t size = documents.Size(span.doc_uid);
         auto list = pieces_.find(span.doc_uid);
-        if (doc == documents.end() || list == pieces_.end()) continue;
-        const auto size = static_cast<std::int64_t>(doc->second.tokens.size());
+        if (size < 0 || list == pieces_.end()) continue;
         std::int64_t covered = 0;
         for (const Piece& p : list->second) covered += p.length;
         if (covered != size) continue;  // cheap test first; the sort below only when it may be complete
@@ -106,9 +104,9 @@ void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, std::map<std::s
           next = p.offset + p.length;
         }
         if (!exact) continue;  // left for CheckTiling at the end, which reports it
-        retired_.insert(doc->first);
+        retired_.insert(span.doc_uid);
         pieces_.erase(list);
-        documents.erase(doc);
+        documents.Erase(span.doc_uid);
       }
     }
   }

@@ -24,6 +24,8 @@
 
 namespace packoracle::fastcheck {
 
+class LineParser;  // line_parser.h (internal)
+
 // The interface verify reads through: either reader.
 class RecordReader {
  public:
@@ -32,6 +34,8 @@ class RecordReader {
   // The next record into `record`, reusing its storage where the reader can; false at the end.
   virtual bool Next(PackedBatchRecord& record) = 0;
   virtual const std::string& path() const = 0;
+  // Bytes of the source consumed so far (for progress), 0 when the reader cannot tell.
+  virtual std::int64_t bytes_read() const { return 0; }
 };
 
 class FastBatchReader final : public RecordReader {
@@ -48,11 +52,10 @@ class FastBatchReader final : public RecordReader {
   std::optional<PackedBatchRecord> Next() override;
   const std::string& path() const override { return path_; }
   std::int64_t line() const { return line_; }
-  std::int64_t bytes_read() const { return bytes_; }
-  std::int64_t fallbacks() const { return fallbacks_; }  // lines handed to the nlohmann reader
+  std::int64_t bytes_read() const override { return bytes_; }
+  std::int64_t fallbacks() const;  // lines handed to the nlohmann reader
 
  private:
-  struct Parser;
   bool NextLine(const char*& begin, std::size_t& size);
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -61,9 +64,8 @@ class FastBatchReader final : public RecordReader {
   std::size_t chunk_ = kDefaultChunk;  // bytes read from the file at a time, at most
   std::size_t scanned_ = 0;            // bytes from begin_ already searched for a newline
   bool eof_ = false;
-  std::int64_t line_ = 0, bytes_ = 0, fallbacks_ = 0;
-  bool seen_header_ = false;
-  std::unique_ptr<Parser> parser_;
+  std::int64_t line_ = 0, bytes_ = 0;
+  std::unique_ptr<LineParser> parser_;
 };
 
 // The existing nlohmann-json reader behind the same interface (verify --oracle).

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,12 @@
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle::jobs {
+
+// How far an audit is (VerifyOptions::progress).
+struct VerifyProgress {
+  std::int64_t bytes_read = 0;  // of all the files together (0 for readers that cannot tell)
+  std::int64_t steps = 0;       // checked so far
+};
 
 struct VerifyOptions {
   std::vector<std::string> files;  // packed-batch .jsonl files (VerifyFiles only)
@@ -37,7 +44,14 @@ struct VerifyOptions {
   bool decoder = false;         // also run packing_invariance (the tiny decoder: O(L²) per row, off for speed)
   bool oracle = false;          // the slow path only: nlohmann-json reader (files), CheckCase on every step
   std::string summary;          // write a per-rank summary (JSON) here, for `packoracle merge` (summary.h)
+  // Threads reading the files (VerifyFiles, not under `oracle`): 1 reads on the calling thread, as before;
+  // more parse ahead while the steps are checked (ParallelBatchReader: all of them on one file, one a file
+  // when there are several). The results are the same whatever the number.
+  int jobs = 1;
+  // Called after every step checked (on the calling thread): how far the audit is, for a progress display.
+  std::function<void(const VerifyProgress&)> progress;
 };
+
 
 // One violation, located in its source. Coverage findings of a whole document may lack a step (-1), a
 // micro-batch (micro_step and rank -1), a row or a slot (-1); a document record in no row has line 0.

@@ -1,0 +1,229 @@
+// ParallelBatchReader (parallel_reader.h): blocks of whole lines claimed in file order by the workers, parsed
+// outside the lock, handed out in order by the caller's Next().
+#include "packoracle/fastcheck/parallel_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <simdjson.h>
+
+#include "line_parser.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::fastcheck {
+
+ParallelBatchReader::ParallelBatchReader(std::string path, int workers, std::shared_ptr<ReadBudget> budget,
+                                         std::size_t block_bytes)
+    : path_(std::move(path)),
+      block_bytes_(std::max<std::size_t>(block_bytes, 1)),
+      budget_(std::move(budget)),
+      max_window_(static_cast<std::size_t>(std::max(workers, 1)) + 3),
+      worker_count_(std::max(workers, 1)) {
+  if (!budget_) budget_ = std::make_shared<ReadBudget>(static_cast<std::int64_t>(max_window_ * block_bytes_));
+  file_ = std::fopen(path_.c_str(), "rb");
+  if (!file_) throw InputError(path_ + ": cannot open the file");
+}
+
+ParallelBatchReader::~ParallelBatchReader() {
+  {
+    std::lock_guard lock(budget_->mutex);
+    stop_ = true;
+  }
+  budget_->changed.notify_all();
+  for (auto& worker : workers_) worker.join();
+  {
+    // The blocks still held go back to the readers sharing the budget.
+    std::lock_guard lock(budget_->mutex);
+    for (const auto& block : window_) budget_->claimed -= static_cast<std::int64_t>(block->size);
+    if (current_) budget_->claimed -= static_cast<std::int64_t>(current_->size);
+  }
+  budget_->changed.notify_all();
+  if (file_) std::fclose(file_);
+}
+
+// The next lines: at least `target` bytes, cut just after a newline (or at the end of the file); one line
+// when a line is longer. The caller holds budget_->mutex, or no worker runs yet.
+bool ParallelBatchReader::ReadBlock(Block& block, std::size_t target) {
+  std::vector<char>& text = block.text;
+  text.assign(carry_.begin(), carry_.end());
+  carry_.clear();
+  std::size_t scanned = 0, cut = 0;
+  for (;;) {
+    if (text.size() >= target) {
+      const std::size_t from = std::max(scanned, target - 1);
+      const void* nl = from < text.size() ? std::memchr(text.data() + from, '\n', text.size() - from) : nullptr;
+      if (nl) {
+        cut = static_cast<std::size_t>(static_cast<const char*>(nl) - text.data()) + 1;
+        break;
+      }
+      scanned = text.size();
+    }
+    if (file_ended_) {
+      cut = text.size();  // the last line, without its newline
+      break;
+    }
+    const std::size_t had = text.size();
+    text.resize(had + block_bytes_);
+    const std::size_t got = std::fread(text.data() + had, 1, block_bytes_, file_);
+    text.resize(had + got);
+    if (got == 0) file_ended_ = true;
+  }
+  if (cut == 0) return false;
+  carry_.assign(text.begin() + static_cast<std::ptrdiff_t>(cut), text.end());
+  block.size = cut;
+  text.resize(cut + simdjson::SIMDJSON_PADDING);
+  block.first_line = next_line_;
+  // Lines are long (a micro-batch is kilobytes to megabytes): memchr from newline to newline is far faster
+  // than a byte loop, and this runs under the lock.
+  for (const char* at = text.data(); (at = static_cast<const char*>(std::memchr(at, '\n', text.data() + cut - at)));) {
+    ++next_line_;
+    ++at;
+  }
+  return true;
+}
+
+// Every line of the block into its records; the first bad line's error kept, as FastBatchReader would throw it.
+void ParallelBatchReader::ParseBlock(Block& block, LineParser& parser) {
+  block.count = 0;
+  block.error = nullptr;
+  try {
+    std::size_t at = 0;
+    std::int64_t line = block.first_line;
+    while (at < block.size) {
+      const char* start = block.text.data() + at;
+      const void* nl = std::memchr(start, '\n', block.size - at);
+      const std::size_t length = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - start) : block.size - at;
+      if (block.count == block.records.size()) block.records.emplace_back();
+      if (parser.Parse(start, length, block.text.size() - at, line, block.records[block.count])) ++block.count;
+      at += length + 1;
+      ++line;
+    }
+  } catch (...) {
+    block.error = std::current_exception();
+  }
+}
+
+// The header first, on the caller's thread: its errors (an empty file too) are thrown by the first Next(),
+// as FastBatchReader throws them; the workers then parse knowing it was read.
+void ParallelBatchReader::ReadHeader() {
+  LineParser parser(path_, false);
+  Block block;
+  while (ReadBlock(block, 1)) {  // one line at a time, blank ones skipped
+    ParseBlock(block, parser);
+    if (block.error) std::rethrow_exception(block.error);
+    bytes_handed_ += static_cast<std::int64_t>(block.size);
+    if (block.count > 0) {
+      header_ = std::move(block.records[0]);
+      return;
+    }
+  }
+  throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
+}
+
+bool ParallelBatchReader::MayClaim() const {
+  if (window_.size() >= max_window_) return false;
+  if (window_.empty()) return true;  // one block always: a caller waiting on this file must not wait for others
+  return budget_->claimed + static_cast<std::int64_t>(block_bytes_) <= budget_->limit;
+}
+
+void ParallelBatchReader::Work() {
+  LineParser parser(path_, true);
+  std::unique_lock lock(budget_->mutex);
+  for (;;) {
+    budget_->changed.wait(lock, [&] { return stop_ || stop_claiming_ || MayClaim(); });
+    if (stop_ || stop_claiming_) return;
+    std::unique_ptr<Block> owned;
+    if (!spare_.empty()) {
+      owned = std::move(spare_.back());
+      spare_.pop_back();
+    } else {
+      owned = std::make_unique<Block>();
+    }
+    Block& block = *owned;
+    block.ready = block.end = false;
+    block.error = nullptr;
+    block.count = 0;
+    bool got = false;
+    try {
+      got = ReadBlock(block, block_bytes_);  // under the lock: blocks are cut in file order
+    } catch (...) {
+      block.error = std::current_exception();
+      block.size = 0;
+      got = true;
+    }
+    window_.push_back(std::move(owned));
+    if (!got || block.error) {
+      block.end = !got;
+      block.size = 0;
+      block.ready = true;
+      stop_claiming_ = true;
+      budget_->changed.notify_all();
+      continue;
+    }
+    budget_->claimed += static_cast<std::int64_t>(block.size);
+    lock.unlock();
+    ParseBlock(block, parser);
+    std::vector<char>().swap(block.text);  // the records hold what is needed: the JSON is let go at once
+    lock.lock();
+    block.ready = true;
+    if (block.error) stop_claiming_ = true;  // nothing after the first bad line is read
+    budget_->changed.notify_all();
+  }
+}
+
+void ParallelBatchReader::Release(std::unique_ptr<Block> block) {
+  {
+    std::lock_guard lock(budget_->mutex);
+    budget_->claimed -= static_cast<std::int64_t>(block->size);
+    block->size = 0;
+    if (spare_.size() <= max_window_) spare_.push_back(std::move(block));  // its storage serves the next block
+  }
+  budget_->changed.notify_all();
+}
+
+bool ParallelBatchReader::Next(PackedBatchRecord& record) {
+  if (!started_) {
+    started_ = true;
+    finished_ = true;  // until the header is read: a reader whose header was refused gives nothing more
+    ReadHeader();
+    finished_ = false;
+    record = std::move(*header_);
+    header_.reset();
+    for (int k = 0; k < worker_count_; ++k) workers_.emplace_back([this] { Work(); });
+    return true;
+  }
+  for (;;) {
+    if (current_) {
+      if (next_record_ < current_->count) {
+        // Moved out, nothing given back: storage swapped back into the blocks would pile up there (a block
+        // of a thousand document lines keeps a thousand documents' capacity), and memory must stay bounded.
+        record = std::move(current_->records[next_record_++]);
+        return true;
+      }
+      if (current_->error) {
+        finished_ = true;
+        std::rethrow_exception(std::exchange(current_->error, nullptr));
+      }
+      if (current_->end) finished_ = true;
+      Release(std::move(current_));
+    }
+    if (finished_) return false;
+    std::unique_lock lock(budget_->mutex);
+    budget_->changed.wait(lock, [&] { return !window_.empty() && window_.front()->ready; });
+    current_ = std::move(window_.front());
+    window_.pop_front();
+    next_record_ = 0;
+    bytes_handed_ += static_cast<std::int64_t>(current_->size);
+    lock.unlock();
+    budget_->changed.notify_all();  // room in the window
+  }
+}
+
+std::optional<PackedBatchRecord> ParallelBatchReader::Next() {
+  PackedBatchRecord record;
+  if (!Next(record)) return std::nullopt;
+  return record;
+}
+
+}  // namespace packoracle::fastcheck

@@ -1,0 +1,109 @@
+// DocumentStore (verify_documents.h): documents packed into one allocation each, unpacked on demand.
+#include "verify_documents.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::jobs::verify_internal {
+namespace {
+
+constexpr std::size_t Words(std::size_t bytes) { return (bytes + 7) / 8; }
+
+bool FitsInt32(const std::vector<Token>& tokens) {
+  return std::all_of(tokens.begin(), tokens.end(), [](Token t) {
+    return t >= std::numeric_limits<std::int32_t>::min() && t <= std::numeric_limits<std::int32_t>::max();
+  });
+}
+
+}  // namespace
+
+DocumentStore::Held DocumentStore::Pack(const Document& document) {
+  const auto& tokens = document.tokens;
+  const auto& supervised = document.supervised;
+  if (tokens.size() > std::numeric_limits<std::uint32_t>::max()) {
+    throw InputError("document '" + document.uid + "': " + std::to_string(tokens.size()) +
+                     " tokens, more than verify holds in one document (2^32 - 1)");
+  }
+  Held h;
+  h.size = static_cast<std::uint32_t>(tokens.size());
+  h.wide = !FitsInt32(tokens);
+  const bool flags = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 0 || s == 1; });
+  const bool all_ones = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 1; });
+  h.supervised = supervised.empty() ? Supervised::kAbsent
+                 : all_ones         ? Supervised::kAllOnes
+                 : flags            ? Supervised::kBits
+                                    : Supervised::kInts;
+  const std::size_t token_words = h.wide ? tokens.size() : Words(tokens.size() * 4);
+  const std::size_t flag_words = h.supervised == Supervised::kBits   ? (supervised.size() + 63) / 64
+                                 : h.supervised == Supervised::kInts ? Words(supervised.size() * sizeof(int))
+                                                                     : 0;
+  h.data = std::make_unique<std::uint64_t[]>(std::max<std::size_t>(1, token_words + flag_words));
+  if (h.wide) {
+    std::memcpy(h.data.get(), tokens.data(), tokens.size() * sizeof(Token));
+  } else {
+    auto* narrow = reinterpret_cast<std::int32_t*>(h.data.get());
+    for (std::size_t k = 0; k < tokens.size(); ++k) narrow[k] = static_cast<std::int32_t>(tokens[k]);
+  }
+  std::uint64_t* rest = h.data.get() + token_words;
+  if (h.supervised == Supervised::kBits) {
+    for (std::size_t k = 0; k < supervised.size(); ++k)
+      if (supervised[k]) rest[k / 64] |= std::uint64_t{1} << (k % 64);
+  } else if (h.supervised == Supervised::kInts) {
+    std::memcpy(rest, supervised.data(), supervised.size() * sizeof(int));
+  }
+  return h;
+}
+
+bool DocumentStore::Put(const Document& document) {
+  Held packed = Pack(document);
+  auto [it, inserted] = held_.try_emplace(document.uid);
+  if (!inserted) tokens_held_ -= it->second.size;
+  it->second = std::move(packed);
+  tokens_held_ += it->second.size;
+  return inserted;
+}
+
+std::int64_t DocumentStore::Size(const std::string& uid) const {
+  auto it = held_.find(uid);
+  return it == held_.end() ? -1 : static_cast<std::int64_t>(it->second.size);
+}
+
+bool DocumentStore::Expand(const std::string& uid, Document& out) const {
+  auto it = held_.find(uid);
+  if (it == held_.end()) return false;
+  const Held& h = it->second;
+  out.uid = uid;
+  out.tokens.resize(h.size);
+  if (h.wide) {
+    std::memcpy(out.tokens.data(), h.data.get(), h.size * sizeof(Token));
+  } else {
+    const auto* narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
+    std::copy(narrow, narrow + h.size, out.tokens.begin());
+  }
+  const std::uint64_t* rest = h.data.get() + (h.wide ? h.size : Words(std::size_t{h.size} * 4));
+  switch (h.supervised) {
+    case Supervised::kAbsent: out.supervised.clear(); break;
+    case Supervised::kAllOnes: out.supervised.assign(h.size, 1); break;
+    case Supervised::kBits:
+      out.supervised.resize(h.size);
+      for (std::size_t k = 0; k < h.size; ++k) out.supervised[k] = static_cast<int>((rest[k / 64] >> (k % 64)) & 1);
+      break;
+    case Supervised::kInts:
+      out.supervised.resize(h.size);
+      std::memcpy(out.supervised.data(), rest, h.size * sizeof(int));
+      break;
+  }
+  return true;
+}
+
+void DocumentStore::Erase(const std::string& uid) {
+  auto it = held_.find(uid);
+  if (it == held_.end()) return;
+  tokens_held_ -= it->second.size;
+  held_.erase(it);
+}
+
+}  // namespace packoracle::jobs::verify_internal

@@ -1,0 +1,50 @@
+// The documents an audit holds while pieces of them may still come (verify_internal.h), in about the size of
+// their tokens: a dump may write every document record before the first micro-batch (DESIGN §5 only asks
+// that documents precede the micro-batches using them), and then the whole dataset is held at once.
+//
+// A held document is one allocation: its tokens as int32 when every token fits (int64 otherwise), then its
+// `supervised` flags as bits (nothing when absent or all ones, ints when a value is neither 0 nor 1, so that
+// the oracle still sees and reports it). Expand gives the Document back exactly as it was read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "packoracle/oracle/document.h"
+
+namespace packoracle::jobs::verify_internal {
+
+class DocumentStore {
+ public:
+  // Holds `document` (copied: the caller's storage stays its own); a repeated uid replaces the held one.
+  // True when the uid was not held.
+  bool Put(const Document& document);
+  bool Contains(const std::string& uid) const { return held_.count(uid) > 0; }
+  // The held document's token count; -1 when it is not held.
+  std::int64_t Size(const std::string& uid) const;
+  // The held document into `out` (its storage reused), exactly as Put received it; false when not held.
+  bool Expand(const std::string& uid, Document& out) const;
+  void Erase(const std::string& uid);
+  std::int64_t tokens_held() const { return tokens_held_; }
+  // Every held document in uid order: fn(uid, token count).
+  template <class Fn>
+  void ForEach(Fn&& fn) const {
+    for (const auto& [uid, held] : held_) fn(uid, static_cast<std::int64_t>(held.size));
+  }
+
+ private:
+  enum class Supervised : std::uint8_t { kAbsent, kAllOnes, kBits, kInts };
+  struct Held {
+    std::unique_ptr<std::uint64_t[]> data;  // tokens, then the supervised flags (8-byte aligned)
+    std::uint32_t size = 0;                 // tokens
+    bool wide = false;                      // tokens as int64 (else int32)
+    Supervised supervised = Supervised::kAbsent;
+  };
+  static Held Pack(const Document& document);
+  std::map<std::string, Held> held_;  // ordered: the end-of-dump findings go in uid order
+  std::int64_t tokens_held_ = 0;
+};
+
+}  // namespace packoracle::jobs::verify_internal
