@@ -126,7 +126,7 @@ Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::op
           if (s.problem.empty()) s.problem = e.what();
         }
       }
-      const bool counted = !o.step || mb.step == *o.step;
+      const bool counted = o.line ? m->line == *o.line : !o.step || mb.step == *o.step;
       if (counted) {
         ++loaded.microbatches_counted;
         for (std::size_t r = 0; r < mb.rows.size(); ++r, ++index) {
@@ -143,10 +143,12 @@ Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::op
   }
   loaded.rows_counted = index;
   if (!loaded.microbatch) {
-    const std::string where = o.step ? " of step " + std::to_string(*o.step) : "";
+    const std::string where = o.line   ? " in the microbatch record of line " + std::to_string(*o.line)
+                              : o.step ? " of step " + std::to_string(*o.step)
+                                       : "";
     if (index == 0) {
       Unusable(loaded.file + ": --row " + std::to_string(o.row) + " is out of range: the file has no rows" + where +
-               (o.step ? "" : " (no microbatch record)"));
+               (o.step || o.line ? "" : " (no microbatch record)"));
     }
     Unusable(loaded.file + ": --row " + std::to_string(o.row) + " is out of range: the file has " + std::to_string(index) +
              " row" + (index == 1 ? "" : "s") + where + " in " + std::to_string(loaded.microbatches_counted) +

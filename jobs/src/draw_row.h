@@ -20,8 +20,6 @@ namespace packoracle::jobs::draw_internal {
 constexpr std::int64_t kMaxTableSlots = 128;  // longer rows: the table shows the slots around boundaries and
                                               // differences
 constexpr std::int64_t kMaxGridSlots = 64;    // the terminal attention grid; disagreeing cells beyond are listed
-constexpr std::int64_t kMaxSvgSlots = 4096;     // the SVG grid: longer rows are drawn for their first slots
-constexpr std::int64_t kMaxSvgCellSlots = 128;  // up to this, one <rect> per cell; beyond, one per run
 constexpr std::size_t kMaxListed = 12;        // cells or slots listed by coordinates
 
 constexpr const char* kPadColour = "#bdbdbd";
