@@ -6,6 +6,7 @@
 #include <string>
 
 #include "packoracle/jobs/verify.h"
+#include "packoracle/jobs/verify_html.h"
 #include "packoracle/oracle.h"
 
 namespace packoracle::cli {
@@ -14,6 +15,7 @@ namespace {
 struct VerifyCommandOptions {
   jobs::VerifyOptions job;
   std::string format = "text";
+  std::string html;  // --html OUT: also write the audit as one page
 };
 
 int RunVerify(const VerifyCommandOptions& options) {
@@ -21,6 +23,8 @@ int RunVerify(const VerifyCommandOptions& options) {
     const jobs::AuditResult result = jobs::VerifyFiles(options.job);
     std::cout << (options.format == "json" ? jobs::RenderAuditJson(result)
                                            : jobs::RenderAuditText(result, options.job.max_violations));
+    // The page comes after the report, which it leaves as it is; a page that cannot be written is exit 2.
+    if (!options.html.empty()) jobs::WriteAuditHtml(options.html, jobs::RenderAuditHtml(result));
     return result.exit_code;
   } catch (const InputError& e) {
     std::cerr << "packoracle verify: " << e.what() << "\n";
@@ -47,6 +51,9 @@ Runner AddVerifyCommand(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{1}, kMaxRowLength));
   cmd->add_option("--format", options->format, "text (for people) or json (the same facts for machines)")
       ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--html", options->html,
+                  "also write the audit as one self-contained HTML page: the step table, every violation with "
+                  "its drawn row and picture, linked both ways");
   cmd->add_option("--max-violations", job.max_violations, "violations printed in full (all are counted)");
   cmd->add_flag("--oracle", job.oracle,
                 "the slow path only: read with nlohmann-json and check every step with the oracle (CheckCase); by "
