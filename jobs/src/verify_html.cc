@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "packoracle/interchange/svg.h"
@@ -41,19 +42,33 @@ pre { font-family: DejaVu Sans Mono, monospace; font-size: 12px; background: #f7
 // Where each violation's row is drawn: the first violation of each (file, line, row) holds its picture.
 using RowKey = std::tuple<std::string, std::int64_t, std::int64_t>;
 
-std::string Picture(const AuditResult& result, const AuditViolation& v) {
-  DrawOptions o;
-  o.file = v.file;
-  o.line = v.line;
-  o.row = v.row;
-  o.policy = result.required_policy;
-  try {
-    const std::string svg = Draw(o).svg;
-    const auto root = svg.find("<svg");
-    return root == std::string::npos ? "" : svg.substr(root);  // inline: without the XML declaration
-  } catch (const std::exception& e) {
-    return "<p class=\"no-picture\">no picture: " + Esc(e.what()) + "</p>\n";
+// The pictures of the first `max_pictures` rows that have violations, each file read once: RowKey → the SVG
+// inline (without its XML declaration), or a paragraph saying why there is none.
+std::map<RowKey, std::string> DrawPictures(const AuditResult& result, int max_pictures) {
+  std::map<std::string, std::vector<RowAt>> wanted;  // per file, in violation order
+  std::map<RowKey, std::string> out;
+  for (const AuditViolation& v : result.violations) {
+    if (v.row < 0 || v.line <= 0 || static_cast<int>(out.size()) >= max_pictures) continue;
+    if (out.emplace(RowKey{v.file, v.line, v.row}, "").second) wanted[v.file].push_back({v.line, v.row});
   }
+  for (const auto& [file, rows] : wanted) {
+    DrawOptions o;
+    o.file = file;
+    o.policy = result.required_policy;
+    std::vector<DrawnRow> drawn;
+    try {
+      drawn = DrawRowsAt(o, rows);
+    } catch (const std::exception& e) {  // the file cannot be read (again): no picture, the audit stands
+      drawn.assign(rows.size(), DrawnRow{"", e.what()});
+    }
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::string& svg = drawn[k].svg;
+      const auto root = svg.find("<svg");
+      out[{file, rows[k].line, rows[k].row}] =
+          root != std::string::npos ? svg.substr(root) : "<p class=\"no-picture\">no picture: " + Esc(drawn[k].problem) + "</p>\n";
+    }
+  }
+  return out;
 }
 
 void RenderHead(const AuditResult& r, std::ostream& out) {
@@ -98,8 +113,8 @@ void RenderSteps(const AuditResult& r, std::ostream& out) {
   out << "</table>\n";
 }
 
-void RenderViolation(const AuditResult& r, std::size_t i, std::map<RowKey, std::size_t>& drawn, int& pictures,
-                     const AuditHtmlOptions& o, std::ostream& out) {
+void RenderViolation(const AuditResult& r, std::size_t i, const std::map<RowKey, std::string>& pictures,
+                     std::map<RowKey, std::size_t>& drawn, const AuditHtmlOptions& o, std::ostream& out) {
   const AuditViolation& v = r.violations[i];
   out << "<section class=\"violation\" id=\"violation-" << i << "\" data-invariant=\"" << Name(v.invariant) << "\">\n"
       << "<h3>#" << i << " " << Name(v.invariant) << "</h3>\n<p class=\"where\">" << Esc(v.file) << ":" << v.line << " ";
@@ -120,10 +135,9 @@ void RenderViolation(const AuditResult& r, std::size_t i, std::map<RowKey, std::
     if (auto it = drawn.find(key); it != drawn.end()) {
       out << "<p class=\"same-row\">the row is drawn under <a class=\"to-picture\" href=\"#violation-" << it->second
           << "\">#" << it->second << "</a></p>\n";
-    } else if (pictures < o.max_pictures) {
+    } else if (auto picture = pictures.find(key); picture != pictures.end()) {
       drawn[key] = i;
-      ++pictures;
-      out << "<div class=\"picture\">\n" << Picture(r, v) << "</div>\n";
+      out << "<div class=\"picture\">\n" << picture->second << "</div>\n";
     } else {
       out << "<p class=\"no-picture\">not drawn: the page draws the first " << o.max_pictures << " rows</p>\n";
     }
@@ -139,9 +153,9 @@ std::string RenderAuditHtml(const AuditResult& result, const AuditHtmlOptions& o
   RenderSteps(result, out);
   out << "<h2 id=\"violations\">Violations</h2>\n";
   if (result.clean()) out << "<p class=\"clean\">none: every step agrees with the policy</p>\n";
+  const std::map<RowKey, std::string> pictures = DrawPictures(result, options.max_pictures);
   std::map<RowKey, std::size_t> drawn;
-  int pictures = 0;
-  for (std::size_t i = 0; i < result.violations.size(); ++i) RenderViolation(result, i, drawn, pictures, options, out);
+  for (std::size_t i = 0; i < result.violations.size(); ++i) RenderViolation(result, i, pictures, drawn, options, out);
   out << "</body>\n</html>\n";
   return out.str();
 }

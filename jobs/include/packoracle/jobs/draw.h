@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
 #include "packoracle/oracle/policy.h"
@@ -65,9 +66,6 @@ struct DrawOptions {
   std::string file;                  // the packed-batch JSON Lines file (Draw only)
   std::int64_t row = 0;              // R: rows of the source in order, micro-batches flattened
   std::optional<std::int64_t> step;  // S: count rows of this step's micro-batches only
-  // The micro-batch record on this line of the file (an AuditViolation's `line`, verify.h): row then counts
-  // the rows of that micro-batch only, which is how verify locates a violation's row. Takes step's place.
-  std::optional<std::int64_t> line;
   std::string svg;                   // where the SVG goes; empty: DefaultSvgPath (Draw only)
   bool write_svg = true;             // false: the terminal drawing only (--no-svg; Draw only)
   // The policy to read the row under instead of the header's: a preset, a JSON policy file, or a Policy
@@ -93,6 +91,21 @@ std::string DefaultSvgPath(const std::string& file, std::int64_t row, std::optio
 DrawResult Draw(const DrawOptions& options);
 // Writes result.svg to result.svg_path; InputError when it cannot.
 void WriteSvg(const DrawResult& result);
+
+// A row located as verify locates a violation's (AuditViolation, verify.h): the micro-batch record's line in
+// the file and the row within that micro-batch.
+struct RowAt {
+  std::int64_t line = 0;
+  std::int64_t row = 0;
+};
+struct DrawnRow {
+  std::string svg;      // the row's SVG, or empty when it cannot be drawn
+  std::string problem;  // why not (the InputError's message)
+};
+// Draws each of `rows` of options.file as an SVG, reading the file once (verify --html's pictures), in the
+// order given. options.row, step, svg and write_svg play no part; the policy options do. A file that cannot be
+// read throws InputError; a row that cannot be drawn gets its problem instead.
+std::vector<DrawnRow> DrawRowsAt(const DrawOptions& options, const std::vector<RowAt>& rows);
 
 // Draws row options.row of any source (records built in memory: fastcheck::MemoryRecordReader), the text
 // and the SVG, writing nothing; options.file, svg and write_svg play no part. The source is read to its end.
