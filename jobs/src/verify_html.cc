@@ -33,9 +33,10 @@ table.steps { border-collapse: collapse; font-family: DejaVu Sans Mono, monospac
 table.steps th, table.steps td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 table.steps tr.has-violations td { background: #fde0e0; }
 tr:target, section:target { outline: 3px solid #1f77b4; }
-section.violation { border: 1px solid #ddd; border-left: 4px solid #d62728; padding: 10px 14px; margin: 14px 0; }
+section.violation { border: 1px solid #ddd; border-left: 4px solid #d62728; padding: 10px 14px; margin: 14px 0; width: max-content; min-width: 90%; }
 pre { font-family: DejaVu Sans Mono, monospace; font-size: 12px; background: #f7f7f7; padding: 8px; overflow-x: auto; }
-.picture { overflow-x: auto; margin: 8px 0; } .picture svg { display: block; }
+section.violation p { max-width: 120ch; overflow-wrap: anywhere; }  /* a 4,096-slot "expected" list wraps */
+.picture { margin: 8px 0; } .picture svg { display: block; }  /* the page widens: the whole picture on it */
 .where { font-family: DejaVu Sans Mono, monospace; font-size: 13px; }
 )";
 
@@ -113,6 +114,17 @@ void RenderSteps(const AuditResult& r, std::ostream& out) {
   out << "</table>\n";
 }
 
+// Expected vs actual; a long one (a whole row's positions) shortened, the full text folded under it.
+void RenderExpected(const AuditViolation& v, std::ostream& out) {
+  constexpr std::size_t kShown = 240;
+  auto shorten = [](const std::string& s) { return s.size() <= kShown ? s : s.substr(0, kShown) + " …"; };
+  out << "<p class=\"expected\">expected " << Esc(shorten(v.expected)) << ", actual " << Esc(shorten(v.actual)) << "</p>\n";
+  if (v.expected.size() > kShown || v.actual.size() > kShown) {
+    out << "<details class=\"expected-full\"><summary>expected and actual in full</summary><p>expected "
+        << Esc(v.expected) << "</p><p>actual " << Esc(v.actual) << "</p></details>\n";
+  }
+}
+
 void RenderViolation(const AuditResult& r, std::size_t i, const std::map<RowKey, std::string>& pictures,
                      std::map<RowKey, std::size_t>& drawn, const AuditHtmlOptions& o, std::ostream& out) {
   const AuditViolation& v = r.violations[i];
@@ -127,8 +139,7 @@ void RenderViolation(const AuditResult& r, std::size_t i, const std::map<RowKey,
   if (v.row >= 0) out << ", row " << v.row;
   if (v.slot >= 0) out << ", slot " << v.slot;
   out << "</p>\n<p class=\"message\">" << Esc(v.message) << "</p>\n";
-  if (!v.expected.empty() || !v.actual.empty())
-    out << "<p class=\"expected\">expected " << Esc(v.expected) << ", actual " << Esc(v.actual) << "</p>\n";
+  if (!v.expected.empty() || !v.actual.empty()) RenderExpected(v, out);
   if (!v.drawing.empty()) out << "<pre class=\"drawn-row\">" << Esc(v.drawing) << "</pre>\n";
   if (v.row >= 0 && v.line > 0) {
     const RowKey key{v.file, v.line, v.row};

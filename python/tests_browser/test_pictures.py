@@ -171,6 +171,17 @@ def test_verify_html_links_steps_and_violations(browser, out):
     assert browser.execute_script("return document.querySelector(':target').className") == "violation"
 
 
+def test_verify_html_draws_a_long_row_as_its_window(browser, out):
+    page = out / "long_row.html"
+    run("verify", "--partial", long_row.write(out / "long_row_verify.jsonl"), "--html", page, expect=(1,))
+    open_and_shoot(browser, page, "verify_long_row_html")
+    assert_visible(browser, "section.violation .picture svg")
+    note = assert_visible(browser, ".picture text.window-note")
+    assert "of 4,096" in note[0]["text"], note
+    assert_visible(browser, ".picture rect.overview-window")
+    assert_visible(browser, ".picture rect.position.disagree")
+
+
 def test_verify_html_of_a_clean_dump_has_no_violations(browser, out):
     page = out / "clean.html"
     run("verify", CLEAN, "--html", page)
