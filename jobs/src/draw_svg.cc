@@ -144,7 +144,7 @@ std::string DrawSvg(const RowDrawing& d) {
 
   const auto position_disagreements = std::count(flags.position.begin(), flags.position.end(), true);
   Canvas c(RootAttributes(d, frame, position_disagreements));
-  const std::vector<std::string> header = HeaderLines(d, frame);
+  const std::vector<std::string> header = HeaderLines(d, frame, flags);
   c.svg.Title(header[0] + ": " + header[2]);
   c.svg.Desc(
       "Top to bottom: the lanes, one cell per slot (tokens; documents, coloured; positions as dumped and as the "

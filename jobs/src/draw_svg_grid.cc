@@ -9,7 +9,7 @@
 
 namespace packoracle::jobs::draw_internal {
 
-std::vector<std::string> HeaderLines(const RowDrawing& d, const SvgFrame& f) {
+std::vector<std::string> HeaderLines(const RowDrawing& d, const SvgFrame& f, const SlotFlags& flags) {
   const CandidateMicrobatch& mb = *d.loaded->microbatch;
   double decoded = 0, oracle = 0;
   for (const auto& t : d.decoded) decoded += t.weight;
@@ -19,7 +19,7 @@ std::vector<std::string> HeaderLines(const RowDrawing& d, const SvgFrame& f) {
                             ", rank " + std::to_string(mb.rank) + ")";
   auto plural = [](std::int64_t k, const std::string& one) { return std::to_string(k) + " " + one + (k == 1 ? "" : "s"); };
   std::int64_t positions = 0;
-  for (bool b : FlagDisagreements(d).position) positions += b ? 1 : 0;
+  for (bool b : flags.position) positions += b ? 1 : 0;
   std::vector<std::string> lines = {
       "packoracle draw · " + where,
       "policy: " + PolicyLabel(d.policy) + " (" + d.loaded->policy_source + ")",

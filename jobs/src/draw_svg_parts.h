@@ -71,7 +71,7 @@ class Canvas {
 
 // The parts, top to bottom; each takes the y it starts at and returns the y under it.
 // The title, the policy, the counts and, for a window, which slots it holds ("slots 1,020–1,083 of 4,096").
-std::vector<std::string> HeaderLines(const RowDrawing& d, const SvgFrame& f);
+std::vector<std::string> HeaderLines(const RowDrawing& d, const SvgFrame& f, const SlotFlags& flags);
 double DrawHeader(Canvas& c, const std::vector<std::string>& lines, double y);
 double DrawOverview(Canvas& c, const RowDrawing& d, const SvgFrame& f, const SlotFlags& flags, double y);
 double DrawLanes(Canvas& c, const RowDrawing& d, const SvgFrame& f, const SlotFlags& flags, double y);
