@@ -44,7 +44,9 @@ Runner AddDrawCommand(CLI::App& app) {
       "draw",
       "Draw one row of a packed-batch file as the lesson does: documents, tokens, positions, the targets its labels "
       "decode to against the oracle's, the attention grid (the oracle's rule, ! where the row's boundary encoding "
-      "implies otherwise) and the denominators; on the terminal and as an SVG file (exit 0 drawn, 2 unusable input)");
+      "implies otherwise) and the denominators; on the terminal and as an SVG file (lanes per slot, red where the row "
+      "disagrees with the policy; rows over 64 slots as a window around the first disagreement under an overview) "
+      "(exit 0 drawn, 2 unusable input)");
   draw->add_option("FILE", s->options.file, "a packed-batch JSON Lines file (DESIGN §5)")->required();
   draw->add_option("--row", s->options.row, "the row to draw: rows of the file in order, micro-batches flattened")
       ->check(CLI::NonNegativeNumber)

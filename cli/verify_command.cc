@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "packoracle/jobs/verify.h"
+#include "packoracle/jobs/verify_html.h"
 #include "packoracle/oracle.h"
 
 namespace packoracle::cli {
@@ -20,6 +21,7 @@ namespace {
 struct VerifyCommandOptions {
   jobs::VerifyOptions job;
   std::string format = "text";
+  std::string html;  // --html OUT: also write the audit as one page
 };
 
 // Progress for people watching a long audit: MiB read, steps, MiB/s on one stderr line, redrawn a few times
@@ -65,6 +67,8 @@ int RunVerify(const VerifyCommandOptions& options) {
     progress.Clear();
     std::cout << (options.format == "json" ? jobs::RenderAuditJson(result)
                                            : jobs::RenderAuditText(result, options.job.max_violations));
+    // The page comes after the report, which it leaves as it is; a page that cannot be written is exit 2.
+    if (!options.html.empty()) jobs::WriteAuditHtml(options.html, jobs::RenderAuditHtml(result));
     return result.exit_code;
   } catch (const InputError& e) {
     progress.Clear();
@@ -92,6 +96,9 @@ Runner AddVerifyCommand(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{1}, kMaxRowLength));
   cmd->add_option("--format", options->format, "text (for people) or json (the same facts for machines)")
       ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--html", options->html,
+                  "also write the audit as one self-contained HTML page: the step table, every violation with "
+                  "its drawn row and picture, linked both ways");
   cmd->add_option("--max-violations", job.max_violations, "violations printed in full (all are counted)");
   cmd->add_flag("--oracle", job.oracle,
                 "the slow path only: read with nlohmann-json and check every step with the oracle (CheckCase); by "

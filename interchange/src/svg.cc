@@ -34,16 +34,30 @@ std::string SvgNumber(double value) {
   return out;
 }
 
-SvgWriter::SvgWriter(double width, double height, const SvgAttributes& root) {
-  out_ = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+double SvgTextWidth(std::string_view text, double font_size) {
+  std::size_t points = 0;
+  for (char c : text) points += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;  // not a continuation
+  return static_cast<double>(points) * font_size * kSvgCharEm;
+}
+
+SvgWriter::SvgWriter(double width, double height, const SvgAttributes& root)
+    : root_(root), width_(width), height_(height) {}
+
+SvgWriter::SvgWriter(const SvgAttributes& root) : root_(root) {}
+
+std::string SvgWriter::Root(double width, double height) const {
   const std::string w = SvgNumber(width), h = SvgNumber(height);
-  SvgAttributes leading = {{"xmlns", "http://www.w3.org/2000/svg"},
+  const SvgAttributes leading = {{"xmlns", "http://www.w3.org/2000/svg"},
                            {"width", w},
                            {"height", h},
                            {"viewBox", "0 0 " + w + " " + h},
-                           {"font-family", "monospace"},
+                           {"font-family", kSvgFontFamily},
                            {"font-size", "11"}};
-  Element("svg", leading, root, {}, Form::kOpen);  // closed by Finish
+  std::string out = "<svg";
+  for (const auto* list : {&leading, &root_}) {
+    for (const auto& [key, value] : *list) out += " " + key + "=\"" + SvgEscape(value) + "\"";
+  }
+  return out + ">\n";
 }
 
 void SvgWriter::Element(std::string_view name, const SvgAttributes& leading, const SvgAttributes& attributes,
@@ -105,10 +119,12 @@ void SvgWriter::CloseGroup() {
   --open_groups_;
 }
 
-std::string SvgWriter::Finish() {
+std::string SvgWriter::Finish() { return Finish(width_, height_); }
+
+std::string SvgWriter::Finish(double width, double height) {
   if (!finished_) {
     while (open_groups_ > 0) CloseGroup();
-    out_ += "</svg>\n";
+    out_ = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + Root(width, height) + out_ + "</svg>\n";
     finished_ = true;
   }
   return out_;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "draw_row.h"
@@ -52,6 +53,30 @@ DrawResult Draw(const DrawOptions& o) {
   DrawResult result = Render(source, o, given, o.write_svg);
   if (o.write_svg) result.svg_path = o.svg.empty() ? DefaultSvgPath(o.file, o.row, o.step) : o.svg;
   return result;
+}
+
+std::vector<DrawnRow> DrawRowsAt(const DrawOptions& o, const std::vector<RowAt>& rows) {
+  if (o.file.empty()) Unusable("no FILE given (a packed-batch JSON Lines file)");
+  CheckOptions(o, o.file);
+  const std::optional<Policy> given = GivenPolicy(o);
+  std::set<std::int64_t> lines;
+  for (const RowAt& at : rows) lines.insert(at.line);
+  fastcheck::OracleBatchReader source(o.file);
+  Loaded loaded = Load(source, o, given, &lines);
+  std::vector<DrawnRow> out;
+  for (const RowAt& at : rows) {
+    DrawnRow drawn;
+    try {
+      SelectRowAt(loaded, at.line, at.row);
+      DrawOptions one = o;
+      one.row = at.row;
+      drawn.svg = DrawSvg(Analyse(loaded, one));
+    } catch (const InputError& e) {
+      drawn.problem = e.what();
+    }
+    out.push_back(std::move(drawn));
+  }
+  return out;
 }
 
 void WriteSvg(const DrawResult& result) {

@@ -92,7 +92,8 @@ std::optional<Policy> GivenPolicy(const DrawOptions& o) {
   return PolicyFromJson(j, o.policy_file);
 }
 
-Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::optional<Policy>& given) {
+Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::optional<Policy>& given,
+            const std::set<std::int64_t>* at_lines) {
   Loaded loaded;
   loaded.file = reader.path();
   if (given) {
@@ -126,7 +127,8 @@ Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::op
           if (s.problem.empty()) s.problem = e.what();
         }
       }
-      const bool counted = !o.step || mb.step == *o.step;
+      if (at_lines && at_lines->count(m->line)) loaded.at_line[m->line] = {mb, loaded.summaries.size()};
+      const bool counted = !at_lines && (!o.step || mb.step == *o.step);
       if (counted) {
         ++loaded.microbatches_counted;
         for (std::size_t r = 0; r < mb.rows.size(); ++r, ++index) {
@@ -142,7 +144,7 @@ Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::op
     }
   }
   loaded.rows_counted = index;
-  if (!loaded.microbatch) {
+  if (!loaded.microbatch && !at_lines) {
     const std::string where = o.step ? " of step " + std::to_string(*o.step) : "";
     if (index == 0) {
       Unusable(loaded.file + ": --row " + std::to_string(o.row) + " is out of range: the file has no rows" + where +
@@ -154,6 +156,20 @@ Loaded Load(fastcheck::RecordReader& reader, const DrawOptions& o, const std::op
              std::to_string(index - 1) + ", micro-batches flattened in file order)");
   }
   return loaded;
+}
+
+void SelectRowAt(Loaded& loaded, std::int64_t line, std::int64_t row) {
+  const auto it = loaded.at_line.find(line);
+  if (it == loaded.at_line.end()) Unusable(loaded.file + ":" + std::to_string(line) + ": no microbatch record on this line");
+  const CandidateMicrobatch& mb = it->second.first;
+  if (row < 0 || row >= static_cast<std::int64_t>(mb.rows.size())) {
+    Unusable(loaded.file + ":" + std::to_string(line) + ": microbatch record: row " + std::to_string(row) +
+             " is out of range (" + std::to_string(mb.rows.size()) + " rows)");
+  }
+  loaded.microbatch = mb;
+  loaded.summary_index = it->second.second;
+  loaded.row_in_microbatch = static_cast<std::size_t>(row);
+  loaded.line = line;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,8 +21,6 @@ namespace packoracle::jobs::draw_internal {
 constexpr std::int64_t kMaxTableSlots = 128;  // longer rows: the table shows the slots around boundaries and
                                               // differences
 constexpr std::int64_t kMaxGridSlots = 64;    // the terminal attention grid; disagreeing cells beyond are listed
-constexpr std::int64_t kMaxSvgSlots = 4096;     // the SVG grid: longer rows are drawn for their first slots
-constexpr std::int64_t kMaxSvgCellSlots = 128;  // up to this, one <rect> per cell; beyond, one per run
 constexpr std::size_t kMaxListed = 12;        // cells or slots listed by coordinates
 
 constexpr const char* kPadColour = "#bdbdbd";
@@ -63,6 +62,8 @@ struct Loaded {
   std::int64_t line = 0;
   std::int64_t rows_counted = 0;        // rows R could index
   std::int64_t microbatches_counted = 0;
+  // Load with at_lines: the micro-batch record of each line asked for, and its index in summaries.
+  std::map<std::int64_t, std::pair<CandidateMicrobatch, std::size_t>> at_line;
 };
 
 // ---- the row, its oracle and its encodings --------------------------------------------------------------
@@ -134,8 +135,12 @@ std::vector<std::int64_t> RealStarts(const SegmentStarts& starts, const RowDrawi
 
 // The policy options give in place of the header's (a preset, a policy file or a Policy), if any.
 std::optional<Policy> GivenPolicy(const DrawOptions& o);
-// Reads the source once, keeping the row options.row (of options.step) and what the denominators need.
-Loaded Load(fastcheck::RecordReader& source, const DrawOptions& o, const std::optional<Policy>& given);
+// Reads the source once, keeping the row options.row (of options.step) and what the denominators need; with
+// at_lines, the micro-batch records on those lines instead (Loaded::at_line), any of whose rows SelectRowAt
+// then makes the row to draw: several rows drawn for one read of the file.
+Loaded Load(fastcheck::RecordReader& source, const DrawOptions& o, const std::optional<Policy>& given,
+            const std::set<std::int64_t>* at_lines = nullptr);
+void SelectRowAt(Loaded& loaded, std::int64_t line, std::int64_t row);  // InputError when there is no such row
 // The row against its oracle: targets, documents, encodings, attention.
 RowDrawing Analyse(const Loaded& loaded, const DrawOptions& o);
 

@@ -190,8 +190,8 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       os << text << "\n";
     }
   } else {
-    os << "  (" << d.n << " x " << d.n << " cells: too many for the terminal; the SVG draws "
-       << (d.n <= kMaxSvgSlots ? "them all" : "the first " + std::to_string(kMaxSvgSlots) + " slots") << ")\n";
+    os << "  (" << d.n << " x " << d.n << " cells: too many for the terminal; the SVG draws the 64 slots around "
+       << "the first disagreement, under an overview of the whole row)\n";
   }
   os << "  allowed cells: " << d.allowed << " (the oracle)";
   if (d.encoding_compared) {

@@ -33,11 +33,23 @@ std::string SvgEscape(std::string_view text);
 // `value` as SVG coordinates are written here (promise 3). Non-finite values print as "0".
 std::string SvgNumber(double value);
 
+// The width `text` takes at `font_size` in the drawings' monospace font, over-estimated on purpose: a
+// drawing sized from it never cuts its text. DejaVu Sans Mono (and most monospace faces) advance 0.60 em per
+// character; 0.62 em leaves room for a fallback face. Counts UTF-8 code points, not bytes.
+inline constexpr double kSvgCharEm = 0.62;
+double SvgTextWidth(std::string_view text, double font_size);
+
+// The monospace face the drawings ask for (the root's font-family), first the one widths are measured for.
+inline constexpr const char* kSvgFontFamily = "DejaVu Sans Mono, Menlo, Consolas, monospace";
+
 class SvgWriter {
  public:
   // Starts the document: the XML declaration and an <svg> root of the given size (user units = pixels)
   // with a matching viewBox, monospace text, and `root` attributes after those.
   SvgWriter(double width, double height, const SvgAttributes& root = {});
+  // The same, sized at the end: Finish(width, height) writes the root once everything drawn is known, so a
+  // drawing can take the size of its content.
+  explicit SvgWriter(const SvgAttributes& root);
 
   void Title(std::string_view text);  // <title>: what a viewer shows as the drawing's name
   void Desc(std::string_view text);   // <desc>: a longer description
@@ -49,12 +61,16 @@ class SvgWriter {
 
   // Closes any open groups and the root; returns the whole document. Writing after Finish is ignored.
   std::string Finish();
+  std::string Finish(double width, double height);  // for the size-at-the-end constructor
 
  private:
   enum class Form { kSelfClosing, kWithText, kOpen };
   void Element(std::string_view name, const SvgAttributes& leading, const SvgAttributes& attributes,
                std::string_view text, Form form);
-  std::string out_;
+  std::string Root(double width, double height) const;
+  SvgAttributes root_;
+  double width_ = 0, height_ = 0;
+  std::string out_;  // the body; the declaration and the root are put in front by Finish
   int open_groups_ = 0;
   bool finished_ = false;
 };

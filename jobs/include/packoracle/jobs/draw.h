@@ -18,26 +18,33 @@
 // producer totals of its micro-batch against the count its declared denominator calls for.
 //
 // The SVG (FILE with its extension replaced by .row<R>.svg, or .step<S>.row<R>.svg with --step; or --svg
-// PATH): an L×L grid, one <rect> per cell, allowed cells filled in the colour of the query's document
-// (padding grey), masked cells empty, cells where the encoding disagrees outlined red; under it one target
-// mark per slot (valid, excluded, padding; outlined red where the row's target differs from the oracle's);
-// axis labels with the tokens; a title with the policy and the counts. Every element a test or script needs
-// carries machine-readable attributes (one element per line, see packoracle/interchange/svg.h):
-//   <svg ... data-row="R" data-slots="L" data-valid-targets="7" data-oracle-targets="7" data-allowed="21"
-//        data-disagree="0" data-target-disagree="0">
-//   <rect class="cell allowed" data-q="3" data-k="0" data-doc="b" .../>      (or "cell masked"; plus
-//                                                                             " disagree" where the row's
-//                                                                             encoding implies the opposite)
-//   <rect class="doc" data-axis="q" data-slot="3" data-doc="b" .../>         (document strips, "doc pad")
+// PATH), sized to its content (text measured by SvgTextWidth, so the title is never cut): a header (the
+// title, the policy, the counts of what disagrees), then one lane per line of the terminal's table, a cell per
+// slot (tokens, documents, positions as dumped and as the policy wants, labels, loss_mask, targets as decoded
+// and as the oracle wants, the segment starts of the spans and of every boundary encoding the row carries),
+// then the attention grid (allowed cells filled in the colour of the query's document, padding grey, masked
+// cells empty) and a legend. Everything that disagrees with the policy is outlined red. Every element a test
+// or script needs carries machine-readable attributes (one element per line, see packoracle/interchange/svg.h):
+//   <svg ... data-row="R" data-slots="L" data-drawn-slots="64" data-first-slot="0" data-window="all"
+//        data-valid-targets="7" data-oracle-targets="7" data-allowed="21" data-disagree="0"
+//        data-target-disagree="0" data-position-disagree="0">
+//   <g class="lane" data-lane="position">  (lanes: slot, input, document, position, position-policy, label,
+//                                           loss-mask, target, target-policy, boundaries:spans,
+//                                           boundaries:<encoding>)
+//   <rect class="position disagree" data-slot="4" data-value="4" .../>    (position-policy likewise)
+//   <rect class="boundary" data-encoding="doc_ids" data-slot="3" .../>     ("boundary missing disagree" where
+//                                                                            the encoding misses a start)
 //   <rect class="target valid" data-slot="3" data-target="22" data-weight="1" data-expected="22" .../>
 //                                                                            (or "target excluded",
 //                                                                             "target padding"; + " disagree")
-// Long rows: beyond 128 slots the grid is drawn as runs along each query row, one
-//   <rect class="run allowed" data-q="300" data-k="85" data-k-last="299" .../>   (masked runs that agree are
-// left empty; the root says data-cells="run"; document strips become runs with data-length), and beyond 4096
-// slots only the first 4096 are drawn (data-drawn-slots, and the title says so). The terminal prints the
-// attention grid up to 64 slots, and for longer rows the per-slot table around document starts, differences
-// and the row's ends; disagreeing cells are always summed up by (query document, key document).
+//   <rect class="cell allowed" data-q="3" data-k="0" data-doc="b" .../>      (or "cell masked"; + " disagree")
+//   <rect class="doc" data-axis="q" data-slot="3" data-doc="b" .../>         (the grid's document strips)
+// Long rows: beyond 64 slots the lanes and the grid show a window of 64 slots starting a quarter window before
+// the first disagreement (data-window="window", data-first-slot), under an overview of the whole row
+// (<rect class="overview-bar">, "overview-disagree", "overview-window"); the header's fourth line says which
+// slots ("slots 1,014–1,077 of 4,096 drawn slot by slot ..."). The terminal prints the attention grid up to 64
+// slots, and for longer rows the per-slot table around document starts, differences and the row's ends;
+// disagreeing cells are always summed up by (query document, key document).
 //
 // Drawn whatever the row's verdict (draw shows, `packoracle verify` judges). Unusable input (a file that cannot
 // be read or is not a packed-batch file, a row out of range, spans that describe no layout of the documents,
@@ -48,6 +55,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
 #include "packoracle/oracle/policy.h"
@@ -83,6 +91,21 @@ std::string DefaultSvgPath(const std::string& file, std::int64_t row, std::optio
 DrawResult Draw(const DrawOptions& options);
 // Writes result.svg to result.svg_path; InputError when it cannot.
 void WriteSvg(const DrawResult& result);
+
+// A row located as verify locates a violation's (AuditViolation, verify.h): the micro-batch record's line in
+// the file and the row within that micro-batch.
+struct RowAt {
+  std::int64_t line = 0;
+  std::int64_t row = 0;
+};
+struct DrawnRow {
+  std::string svg;      // the row's SVG, or empty when it cannot be drawn
+  std::string problem;  // why not (the InputError's message)
+};
+// Draws each of `rows` of options.file as an SVG, reading the file once (verify --html's pictures), in the
+// order given. options.row, step, svg and write_svg play no part; the policy options do. A file that cannot be
+// read throws InputError; a row that cannot be drawn gets its problem instead.
+std::vector<DrawnRow> DrawRowsAt(const DrawOptions& options, const std::vector<RowAt>& rows);
 
 // Draws row options.row of any source (records built in memory: fastcheck::MemoryRecordReader), the text
 // and the SVG, writing nothing; options.file, svg and write_svg play no part. The source is read to its end.
