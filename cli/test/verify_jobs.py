@@ -5,7 +5,7 @@
   verify_jobs.py --packoracle BIN --make-dump BIN --source-dir DIR --dir DIR
 
 1. Every dump of the repository (examples/dumps, the fuzz corpus of packed-batch files, broken ones included):
-   stdout, stderr and exit status of --jobs 1 and --jobs 2 (text and --format json), and of --jobs 3 on a few.
+   stdout, stderr and exit status of --jobs 1 against --jobs 2, 3 and 8 (text and --format json).
 2. Several files at once: generated dumps of four rank files, interleaved and documents-first; the corpus
    files two by two (their policies differ: the same refusal); a rank file with a line broken in the middle.
 3. Progress: with stderr not a terminal nothing is added (stderr empty on a clean dump); with stderr a pty the
@@ -28,7 +28,7 @@ def run(argv, env=None):
 
 def same(bin_, files, extra=()):
     base = run([bin_, "verify", *files, "--jobs", "1", *extra])
-    for jobs in ("2", "3"):
+    for jobs in ("2", "3", "8"):  # 8: four rank files parsed ahead at once (fewer jobs than files: one thread)
         got = run([bin_, "verify", *files, "--jobs", jobs, *extra])
         if got != base:
             failures.append(f"--jobs {jobs} differs from --jobs 1 on {' '.join(files)} {' '.join(extra)}: "

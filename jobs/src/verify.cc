@@ -394,7 +394,11 @@ AuditResult VerifyFiles(const VerifyOptions& options) {
   auto budget = std::make_shared<fastcheck::ReadBudget>(kParseAhead);
   return Audit(options, {files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
                            if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
-                           if (options.jobs == 1) return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                           // More files than threads: a worker per file oversubscribes the cores, and on 2 cores
+                           // eight rank files parsed ahead ran at 0.67x one thread (bench/audit/shapes.sh), so
+                           // they are read on the checking thread, one after another as the steps need them.
+                           if (options.jobs == 1 || static_cast<int>(files.size()) > options.jobs)
+                             return std::make_unique<fastcheck::FastBatchReader>(files[k]);
                            return std::make_unique<fastcheck::ParallelBatchReader>(files[k], per_file, budget);
                          }});
 }
