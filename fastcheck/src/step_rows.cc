@@ -230,17 +230,8 @@ void FastStepChecker::Impl::Rows() {
       }
       if (isolates) Add(Invariant::kAttention, R);
     } else {
-      bool present = true;
-      switch (policy.boundary_source) {
-        case BoundarySource::kCuSeqlens: present = row.cu_seqlens.has_value(); break;
-        case BoundarySource::kSeqLens: present = row.seq_lens.has_value(); break;
-        case BoundarySource::kDocIds: present = row.doc_ids.has_value(); break;
-        case BoundarySource::kPositionReset:
-        case BoundarySource::kPositionStep: present = row.position_ids.has_value(); break;
-        default: break;
-      }
       // Read as one causal sequence: a violation only where that changes a context set (encoding_notes.h).
-      if (!present) {
+      if (!HasRequiredBoundaryField(row, policy.boundary_source)) {
         const auto piece_of = [&](std::int64_t i) { return sd[i] < 0 ? std::int64_t{-1} : std::int64_t{sp[i]}; };
         if (RowCausalChangesContexts(static_cast<std::int64_t>(n), piece_of, policy))
           Add(Invariant::kAttention, R);

@@ -18,6 +18,7 @@
 
 #include "draw_row.h"
 #include "packoracle/interchange/policy_json.h"
+#include "packoracle/properties/encoding_notes.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle::jobs::draw_internal {
@@ -214,12 +215,8 @@ std::vector<EncodingView> Encodings(const CandidateRow& row, const Policy& polic
 }  // namespace
 
 const char* DeclaredEncodingName(BoundarySource source) {
+  if (const char* field = RequiredBoundaryField(source); *field) return field;  // a field of the row
   switch (source) {
-    case BoundarySource::kCuSeqlens: return "cu_seqlens";
-    case BoundarySource::kSeqLens: return "seq_lens";
-    case BoundarySource::kDocIds: return "doc_ids";
-    case BoundarySource::kPositionReset:
-    case BoundarySource::kPositionStep: return "position_ids";
     case BoundarySource::kEodCloses: return "EOD tokens";
     case BoundarySource::kBosOpens: return "BOS tokens";
     default: return nullptr;

@@ -107,10 +107,8 @@ DenseMask BackendAttention(const CandidateRow& row, const Policy& policy) {
 }
 
 DenseMask BackendAttentionAsFed(const CandidateRow& row, const Policy& policy) {
-  const std::string field = RequiredBoundaryField(policy.boundary_source);
-  const bool lacks = (field == "cu_seqlens" && !row.cu_seqlens) || (field == "seq_lens" && !row.seq_lens) ||
-                     (field == "doc_ids" && !row.doc_ids) || (field == "position_ids" && !row.position_ids);
-  if (!lacks || policy.attention == Attention::kRowCausal) return BackendAttention(row, policy);
+  if (HasRequiredBoundaryField(row, policy.boundary_source) || policy.attention == Attention::kRowCausal)
+    return BackendAttention(row, policy);
   Policy one_sequence = policy;
   one_sequence.attention = Attention::kRowCausal;  // no segment encoding read: the whole row before i
   return BackendAttention(row, one_sequence);

@@ -553,17 +553,7 @@ void Checker::CheckBoundaryEncodingPresent() {
   }
   const std::string field = RequiredBoundaryField(policy_.boundary_source);
   for (std::size_t r = 0; r < rows_.size(); ++r) {
-    const CandidateRow& row = *rows_[r].row;
-    bool present = true;
-    switch (policy_.boundary_source) {
-      case BoundarySource::kCuSeqlens: present = row.cu_seqlens.has_value(); break;
-      case BoundarySource::kSeqLens: present = row.seq_lens.has_value(); break;
-      case BoundarySource::kDocIds: present = row.doc_ids.has_value(); break;
-      case BoundarySource::kPositionReset:
-      case BoundarySource::kPositionStep: present = row.position_ids.has_value(); break;
-      default: break;
-    }
-    if (present) continue;
+    if (HasRequiredBoundaryField(*rows_[r].row, policy_.boundary_source)) continue;
     // A backend without the encoding reads the row as one causal sequence: a violation only where that
     // changes a context set (encoding_notes.h).
     const OracleRow& truth = result_.oracle->rows[r];

@@ -3,7 +3,7 @@
 
 namespace packoracle {
 
-std::string RequiredBoundaryField(BoundarySource source) {
+const char* RequiredBoundaryField(BoundarySource source) {
   switch (source) {
     case BoundarySource::kCuSeqlens: return "cu_seqlens";
     case BoundarySource::kSeqLens: return "seq_lens";
@@ -11,6 +11,17 @@ std::string RequiredBoundaryField(BoundarySource source) {
     case BoundarySource::kPositionReset:
     case BoundarySource::kPositionStep: return "position_ids";
     default: return "";
+  }
+}
+
+bool HasRequiredBoundaryField(const CandidateRow& row, BoundarySource source) {
+  switch (source) {
+    case BoundarySource::kCuSeqlens: return row.cu_seqlens.has_value();
+    case BoundarySource::kSeqLens: return row.seq_lens.has_value();
+    case BoundarySource::kDocIds: return row.doc_ids.has_value();
+    case BoundarySource::kPositionReset:
+    case BoundarySource::kPositionStep: return row.position_ids.has_value();
+    default: return true;
   }
 }
 

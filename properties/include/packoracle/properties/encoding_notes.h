@@ -18,6 +18,7 @@
 #include <string>
 
 #include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
 
 namespace packoracle {
 
@@ -45,7 +46,10 @@ bool RowCausalChangesContexts(std::int64_t n, PieceOf piece_of, const Policy& po
 
 // The boundary encoding a row needs under its policy's boundary_source ("cu_seqlens", "seq_lens", "doc_ids",
 // "position_ids"), or "" when the source is read from the tokens or the spans themselves.
-std::string RequiredBoundaryField(BoundarySource source);
+const char* RequiredBoundaryField(BoundarySource source);
+
+// Whether the row carries the field RequiredBoundaryField names (true when the source needs none).
+bool HasRequiredBoundaryField(const CandidateRow& row, BoundarySource source);
 
 // The note for rows that lack `field` (RequiredBoundaryField) where that changes no context set.
 std::string MissingBoundaryEncodingNote(const std::string& field);
