@@ -100,32 +100,57 @@ class PythonReducer final : public LossReducerRole, Driven {
 
 };
 
+// The driver returns a C-contiguous uint8 n × n array per row (it converted whatever the consumer gave).
+DenseMask MaskFromDriver(nb::handle value) {
+  auto mask = nb::cast<nb::ndarray<const std::uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(value);
+  DenseMask out(mask.shape(0), std::vector<std::uint8_t>(mask.shape(1)));
+  for (std::size_t i = 0; i < mask.shape(0); ++i)
+    for (std::size_t j = 0; j < mask.shape(1); ++j) out[i][j] = mask(i, j) != 0;
+  return out;
+}
+
+// A per-row consumer (`consumer=f`, driven row by row) or a micro-batch consumer (`microbatch_consumer=g`, one
+// call per micro-batch with every row, as a backend gets the batch tensor: DESIGN §12).
 class PythonConsumer final : public AttentionConsumerRole, Driven {
  public:
-  using Driven::Driven;
+  PythonConsumer(nb::object driver, std::shared_ptr<CallState> state, bool whole_microbatch)
+      : Driven(std::move(driver), std::move(state)), whole_microbatch_(whole_microbatch) {}
+
   DenseMask Consume(const CandidateRow& row, const Policy& policy) override {
+    if (whole_microbatch_) {
+      CandidateMicrobatch one;
+      one.rows.push_back(row);
+      return ConsumeMicrobatch(one, policy).at(0);
+    }
     nb::gil_scoped_acquire gil;
     Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
     if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-    // The driver returns a C-contiguous uint8 n × n array (it converted whatever the consumer gave).
-    auto mask = nb::cast<nb::ndarray<const std::uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(a.value);
-    DenseMask out(mask.shape(0), std::vector<std::uint8_t>(mask.shape(1)));
-    for (std::size_t i = 0; i < mask.shape(0); ++i)
-      for (std::size_t j = 0; j < mask.shape(1); ++j) out[i][j] = mask(i, j) != 0;
+    return MaskFromDriver(a.value);
+  }
+
+  std::vector<DenseMask> ConsumeMicrobatch(const CandidateMicrobatch& microbatch, const Policy& policy) override {
+    if (!whole_microbatch_) return AttentionConsumerRole::ConsumeMicrobatch(microbatch, policy);
+    nb::gil_scoped_acquire gil;
+    Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy));
+    if (a.kind != "ok") throw std::runtime_error(Text(a.value));
+    std::vector<DenseMask> out;
+    for (nb::handle mask : nb::borrow<nb::list>(a.value)) out.push_back(MaskFromDriver(mask));
     return out;
   }
 
+ private:
+  bool whole_microbatch_;
 };
 
 }  // namespace
 
 Candidate CallableCandidate(const std::string& name, nb::object packer, nb::object reducer, nb::object consumer,
-                            std::shared_ptr<CallState> state) {
+                            bool microbatch_consumer, std::shared_ptr<CallState> state) {
   Candidate c;
   c.name = name;
   if (!packer.is_none()) c.packer = std::make_shared<PythonPacker>(std::move(packer), state);
   if (!reducer.is_none()) c.reducer = std::make_shared<PythonReducer>(std::move(reducer), state);
-  if (!consumer.is_none()) c.consumer = std::make_shared<PythonConsumer>(std::move(consumer), state);
+  if (!consumer.is_none()) c.consumer = std::make_shared<PythonConsumer>(std::move(consumer), state, microbatch_consumer);
   return c;
 }
 

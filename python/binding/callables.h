@@ -4,7 +4,8 @@
 //
 // The Python side (packoracle/_fuzz.py) passes each user callable through a driver that catches what the
 // callable raises and normalizes what it returns; the driver returns (kind, value):
-//   ("ok", value)      the answer, already in canonical form (micro-batch dicts of 1-D arrays; totals; masks)
+//   ("ok", value)      the answer, already in canonical form (micro-batch dicts of 1-D arrays; totals; a uint8
+//                      n × n mask per row, a list of them for a micro-batch consumer)
 //   ("refuse", text)   the packer raised packoracle.Refuse(text)
 //   ("fault", text)    the callable raised (text: its traceback) or returned something that is not an answer
 // A fault is the failure of that case and is shrunk like any other. KeyboardInterrupt and SystemExit pass
@@ -29,7 +30,8 @@ struct CallState {
 };
 
 // Builds a candidate from the drivers (None for a role not given); `state` must outlive the candidate's use.
+// `microbatch_consumer`: the consumer's driver takes a whole micro-batch and answers one mask per row.
 Candidate CallableCandidate(const std::string& name, nb::object packer, nb::object reducer, nb::object consumer,
-                            std::shared_ptr<CallState> state);
+                            bool microbatch_consumer, std::shared_ptr<CallState> state);
 
 }  // namespace packoracle::python

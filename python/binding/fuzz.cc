@@ -36,11 +36,12 @@ struct FuzzArgs {
   bool decoder = true;
   std::optional<std::string> save_regressions;
   bool sft_masks = true;
+  bool microbatch_consumer = false;
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
   auto state = std::make_shared<CallState>();
-  Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, state);
+  Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, a.microbatch_consumer, state);
   jobs::FuzzOptions options;
   options.policy = PolicyFromPython(a.policy, "policy");
   options.cases = a.cases.value_or(jobs::kDefaultFuzzCases);
@@ -97,14 +98,16 @@ void BindFuzz(nb::module_& m) {
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
          std::optional<int> cases, std::uint64_t seed, double time, std::optional<std::string> reproduce,
-         std::int64_t max_row_length, bool decoder, std::optional<std::string> save_regressions, bool sft_masks) {
+         std::int64_t max_row_length, bool decoder, std::optional<std::string> save_regressions, bool sft_masks,
+         bool microbatch_consumer) {
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
                         cases, seed, time, std::move(reproduce), max_row_length, decoder, std::move(save_regressions),
-                        sft_masks});
+                        sft_masks, microbatch_consumer});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("cases").none(), nb::arg("seed"), nb::arg("time"), nb::arg("reproduce").none(), nb::arg("max_row_length"),
       nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
+      nb::arg("microbatch_consumer") = false,
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function).");
 }
 

@@ -11,8 +11,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _core
-from ._arrays import as_array
+from ._arrays import is_tensor
 from ._batch import Microbatches, scalar
+from ._masks import ConsumerAnswerError, densify
 from ._policy import PolicyLike, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
@@ -90,23 +91,51 @@ def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
 
 
 def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
+    """The per-row form: ``consumer(row, policy)`` answers one row."""
     def drive(row: dict, policy: dict) -> tuple:
         try:
-            mask = consumer(row, policy)
+            answer = consumer(row, policy)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:
             return ("fault", "the attention consumer raised an exception:\n" + traceback.format_exc())
         try:
-            array = as_array(mask, "the consumer's mask", "mask")
-        except ValueError as e:
+            return ("ok", densify(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
+        except ConsumerAnswerError as e:
             return ("fault", str(e))
-        n = len(row["input_ids"])
-        if array.shape != (n, n):
-            return ("fault", f"the attention consumer returned a mask of shape {tuple(array.shape)} for a row of {n} "
-                             f"slots (expected {n} × {n}, 1 where query i may attend key j)")
-        return ("ok", np.ascontiguousarray(array != 0, dtype=np.uint8))
     return drive
+
+
+def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
+    """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order."""
+    def drive(microbatch: dict, policy: dict) -> tuple:
+        rows = microbatch["rows"]
+        try:
+            answer = consumer(microbatch, policy)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
+        if _is_single_mask_source(answer):
+            answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
+        if not isinstance(answer, Sequence) and not (is_tensor(answer) or isinstance(answer, np.ndarray)):
+            return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
+                             f"rows × n × n array), got {type(answer).__name__}")
+        if len(answer) != len(rows):
+            return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a micro-batch "
+                             f"of {len(rows)} rows")
+        try:
+            return ("ok", [densify(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
+                                                                f"for row {r}")
+                           for r, (a, row) in enumerate(zip(answer, rows))])
+        except ConsumerAnswerError as e:
+            return ("fault", str(e))
+    return drive
+
+
+def _is_single_mask_source(answer: Any) -> bool:
+    return type(answer).__name__ == "BlockMask" or (callable(answer) and not is_tensor(answer)
+                                                     and not isinstance(answer, np.ndarray))
 
 
 def _name_of(obj: Any) -> str:
@@ -117,7 +146,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          seed: Optional[int] = None, time: Optional[float] = None, reducer: Optional[Callable[[dict], Any]] = None,
          consumer: Optional[Callable[[dict, dict], Any]] = None, reproduce: Optional[str] = None,
          max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
-         name: Optional[str] = None, sft_masks: bool = True) -> FuzzResult:
+         name: Optional[str] = None, sft_masks: bool = True,
+         microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -130,7 +160,17 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
     "microbatches", "slot_losses"} and returns one {"loss_sum", "denominator", "denominator_scope", "loss"}
-    per micro-batch (any non-empty subset, with the scope exactly when a denominator is given); ``consumer(row, policy)`` returns the n × n mask its backend uses (1: may attend).
+    per micro-batch (any non-empty subset, with the scope exactly when a denominator is given).
+
+    ``microbatch_consumer(microbatch, policy)`` is an attention consumer (the code that turns a packed batch into
+    attention: a model's mask construction, an attention path): it gets a whole micro-batch (the ``microbatch``
+    record of §5: ``rows``, each a dict of 1-D arrays in the producer's field names, with ``micro_step`` and
+    ``rank``) and returns, per row, what that row really attends with: an n × n mask (1: query i may attend
+    key j), n per-slot segment ids (causal within a segment, as a varlen kernel reads them), a mask function
+    ``(q, k)`` or FlexAttention ``mask_mod(b, h, q, k)``, or a torch ``BlockMask`` (one for the whole batch
+    may be returned alone). ``consumer(row, policy)`` is the per-row shorthand. Without a packer the kit's
+    reference packer produces the rows. A consumer that raises, or answers with a wrong shape or a NaN, fails
+    that case, named in the report.
 
     Runs ``cases`` cases (default 1000), or as many as fit in ``time`` seconds, in batches of 32 exactly as
     ``packoracle fuzz --cases N --seed S`` does (each batch with its own derived seed and fuzzing profile);
@@ -140,9 +180,12 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
     documents whose every token is supervised, for packers that take no per-token supervision (pretraining
     datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``."""
-    if packer is None and reducer is None and consumer is None:
+    if packer is None and reducer is None and consumer is None and microbatch_consumer is None:
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
-    for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer)):
+    if consumer is not None and microbatch_consumer is not None:
+        raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
+    for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer),
+                     ("microbatch_consumer", microbatch_consumer)):
         if f is not None and not callable(f):
             raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
     if cases is not None and (not isinstance(cases, int) or cases < 1):
@@ -150,14 +193,18 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     if time is not None and not time > 0:
         raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
     resolved = resolve(policy)
-    label = name or "+".join(_name_of(f) for f in (packer, reducer, consumer) if f is not None)
-    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder, sft_masks)
+    roles = (packer, reducer, consumer, microbatch_consumer)
+    label = name or "+".join(_name_of(f) for f in roles if f is not None)
+    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder, sft_masks,
+                          microbatch_consumer)
+    consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
+                       else _consumer_driver(consumer) if consumer is not None else None)
     drivers = (_packer_driver(packer) if packer is not None else None,
-               _reducer_driver(reducer) if reducer is not None else None,
-               _consumer_driver(consumer) if consumer is not None else None)
+               _reducer_driver(reducer) if reducer is not None else None, consumer_driver)
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
-                        reproduce, max_row_length, decoder, save_regressions, sft_masks)
+                        reproduce, max_row_length, decoder, save_regressions, sft_masks,
+                        microbatch_consumer is not None)
     if not result["passed"]:
         raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
                              invariant=result["invariant"], reproduce=result["reproduce"],
@@ -171,11 +218,11 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
 
 def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
-                 decoder: bool, sft_masks: bool = True) -> str:
+                 decoder: bool, sft_masks: bool = True, microbatch_consumer=None) -> str:
     """The call that replays a failing case ("{}" stands for its reproduce string): the same roles, policy and
     the options the reproduce string depends on."""
     args = [_name_of(packer) if packer is not None else "None", repr(policy) if isinstance(policy, str) else repr(resolved)]
-    for key, role in (("reducer", reducer), ("consumer", consumer)):
+    for key, role in (("reducer", reducer), ("consumer", consumer), ("microbatch_consumer", microbatch_consumer)):
         if role is not None:
             args.append(f"{key}={_name_of(role)}")
     if max_row_length != 16:

@@ -1,0 +1,220 @@
+"""huggingface/transformers models as attention consumers: what a real model attends with, for a packed batch.
+
+A tiny random-init model of each family (built from its config class: nothing is downloaded) is fed one
+micro-batch of the kit in one producer configuration (a *feed*: position_ids only, with cu_seq_lens_*, with
+seq_idx, with an all-ones or a 0/1 padding attention_mask), called as a training loop calls it
+(``model(**batch)``, with ``use_cache`` as the model defaults it or as the Trainer sets it), and read back at one
+of two levels:
+
+- *forward* (the truth, for every path: attention, sliding or chunked overlays, linear-attention convolutions
+  and recurrences): which inputs each position's output really depends on, read from the gradients of the
+  model's outputs with respect to its input embeddings (one batched backward). A masked key has a gradient of
+  exactly zero; a key the model reads through any layer does not.
+- *mask* (fast): the attention mask the model hands its attention layers, caught on the way in (a forward
+  pre-hook on each attention module): a 4-D bool or additive mask, a FlexAttention BlockMask, or None, which
+  the sdpa, eager and flex paths all run as plain causal attention.
+
+Nothing of the library is re-implemented: the model builds its own masks and runs its own attention; this
+module only builds the feed from the kit's row (as a collator would) and reads what came out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+WRITTEN_FOR = "5.24.0"
+
+FAMILIES = ("llama", "qwen3", "mistral", "llama4", "qwen3_5")
+ATTENTION = ("eager", "sdpa", "flex_attention")
+FEEDS = ("position_ids", "cu_seq_lens", "seq_idx", "ones_mask", "padding_mask", "cu_seq_lens_alone")
+# use_cache as a plain loop gets it (None: the model's default, config.use_cache = True) and as the Trainer
+# sets it (False, from TrainingArguments).
+CACHE = {"model default": None, "Trainer": False}
+
+_COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+               num_key_value_heads=2, head_dim=16, use_cache=True)
+
+
+def _config(family: str):
+    """The family's config class with tiny sizes. Windows and chunks are smaller than a document can be, so
+    that the sliding and chunked paths really cut."""
+    if family == "llama":
+        from transformers import LlamaConfig
+        return LlamaConfig(**_COMMON)
+    if family == "qwen3":
+        from transformers import Qwen3Config
+        return Qwen3Config(**_COMMON)
+    if family == "mistral":
+        from transformers import MistralConfig
+        return MistralConfig(**_COMMON, sliding_window=4096)
+    if family == "llama4":
+        from transformers import Llama4TextConfig
+        return Llama4TextConfig(**_COMMON, attention_chunk_size=8192, intermediate_size_mlp=64, num_local_experts=1,
+                                num_experts_per_tok=1, interleave_moe_layer_step=1, no_rope_layers=[1, 1])
+    if family == "qwen3_5":
+        from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+        return Qwen3_5TextConfig(**_COMMON, layer_types=["linear_attention", "full_attention"],
+                                 linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8,
+                                 linear_value_head_dim=8)
+    raise ValueError(f"family: one of {', '.join(FAMILIES)}, got {family!r}")
+
+
+_MODELS: dict = {}
+
+
+def tiny_model(family: str, attention: str):
+    """A random-init model of the family (seeded, eval mode, float32), built once per (family, attention)."""
+    key = (family, attention)
+    if key not in _MODELS:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if attention not in ATTENTION:
+            raise ValueError(f"attention: one of {', '.join(ATTENTION)}, got {attention!r}")
+        torch.manual_seed(0)
+        _MODELS[key] = AutoModelForCausalLM.from_config(_config(family), attn_implementation=attention).eval()
+    return _MODELS[key]
+
+
+# ---- the feed: the kit's rows as a producer of each configuration hands them to the model -----------------
+
+def _segments(doc_ids: np.ndarray) -> np.ndarray:
+    """Runs of equal doc id (padding, -1, one run per pad slot: a collator pads with one-token sequences)."""
+    starts = np.ones(len(doc_ids), dtype=bool)
+    starts[1:] = (doc_ids[1:] != doc_ids[:-1]) | (doc_ids[1:] < 0)
+    return np.cumsum(starts) - 1
+
+
+def build_feed(microbatch: dict, feed: str) -> dict:
+    """The model's keyword arguments for one micro-batch (rows stacked: the kit pads every row to its length)."""
+    import torch
+
+    if feed not in FEEDS:
+        raise ValueError(f"feed: one of {', '.join(FEEDS)}, got {feed!r}")
+    rows = microbatch["rows"]
+    ids = torch.as_tensor(np.stack([np.asarray(r["input_ids"], dtype=np.int64) for r in rows]))
+    pos = torch.as_tensor(np.stack([np.asarray(r["position_ids"], dtype=np.int64) for r in rows]))
+    doc = np.stack([np.asarray(r["doc_ids"], dtype=np.int64) for r in rows])
+    out: dict[str, Any] = {"input_ids": ids, "position_ids": pos}
+    if feed in ("cu_seq_lens", "cu_seq_lens_alone"):
+        seg = np.concatenate([_segments(d) + k * (len(d) + 1) for k, d in enumerate(doc)])  # flattened batch
+        lengths = np.bincount(np.unique(seg, return_inverse=True)[1])
+        cu = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int32)
+        out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+        if feed == "cu_seq_lens":
+            out.update(max_length_q=int(lengths.max()), max_length_k=int(lengths.max()))
+    elif feed == "seq_idx":
+        seg = np.concatenate([_segments(d) for d in doc]).reshape(doc.shape)
+        out["seq_idx"] = torch.as_tensor(seg, dtype=torch.int32)
+    elif feed == "ones_mask":
+        out["attention_mask"] = torch.ones_like(ids)
+    elif feed == "padding_mask":
+        out["attention_mask"] = torch.as_tensor((doc >= 0).astype(np.int64))
+    return out
+
+
+# ---- reading back what the model attends with -------------------------------------------------------------
+
+def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
+    """rows × n × n: (b, i, j) true when the output at slot i of row b depends on the input at slot j (the
+    gradient of a random projection of the logits at i with respect to the input embedding at j is nonzero)."""
+    import torch
+
+    ids = feed["input_ids"]
+    rows, n = ids.shape
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    kwargs = {k: v for k, v in feed.items() if k != "input_ids"}
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    logits = model(inputs_embeds=embeds, **kwargs).logits  # rows × n × vocab
+    probe = torch.randn(logits.shape[-1], generator=torch.Generator().manual_seed(0))
+    grad_outputs = torch.zeros((n,) + tuple(logits.shape))
+    grad_outputs[torch.arange(n), :, torch.arange(n), :] = probe  # query i: its slot in every row
+    try:
+        (grads,) = torch.autograd.grad(logits, embeds, grad_outputs=grad_outputs, is_grads_batched=True)
+    except RuntimeError:  # an op of the backward without a batching rule: one backward per query
+        grads = torch.stack([torch.autograd.grad(logits, embeds, grad_outputs=g, retain_graph=True)[0]
+                             for g in grad_outputs])
+    # grads: query i × row b × key j × hidden
+    return (grads.abs().sum(-1) != 0).permute(1, 0, 2).numpy()
+
+
+class _CaughtMasks:
+    """The attention_mask argument each attention module receives, caught by forward pre-hooks."""
+
+    def __init__(self, model):
+        self.masks: list = []
+        self.handles = [m.register_forward_pre_hook(self._hook, with_kwargs=True)
+                        for name, m in model.named_modules() if name.endswith("self_attn")]
+
+    def _hook(self, module, args, kwargs):
+        self.masks.append(kwargs.get("attention_mask"))
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
+    """One layer's mask as the per-row answers the kit reads: None is plain causal (is_causal) on every path."""
+    if mask is None:
+        return [np.tril(np.ones((n, n), dtype=bool))] * rows
+    if type(mask).__name__ == "BlockMask":
+        return [mask] * rows
+    m = mask.detach()
+    if m.dtype.is_floating_point:  # eager's additive mask: 0 where attended, the dtype's minimum elsewhere
+        m = m == 0
+    m = m.numpy()
+    return [m[min(b, m.shape[0] - 1), 0, :n, -n:] for b in range(rows)]
+
+
+def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
+    """Per row, the masks of every attention layer (None for a layer whose module takes no mask argument)."""
+    import torch
+
+    catcher = _CaughtMasks(model)
+    kwargs = dict(feed)
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    finally:
+        catcher.close()
+    rows, n = feed["input_ids"].shape
+    return [_dense_from_layer_mask(m, rows, n) for m in catcher.masks]
+
+
+@dataclass(frozen=True)
+class ModelConsumer:
+    """One cell of the consumer column: a family, an attention implementation, a feed, a use_cache setting
+    and a level. ``consumer()`` is the micro-batch consumer ``packoracle.fuzz(microbatch_consumer=...)``
+    drives."""
+
+    family: str
+    attention: str
+    feed: str
+    use_cache: Optional[bool] = None
+    level: str = "forward"
+
+    @property
+    def name(self) -> str:
+        cache = "Trainer use_cache=False" if self.use_cache is False else "use_cache default"
+        return f"transformers/{self.family}/{self.attention}/{self.feed}/{cache}/{self.level}"
+
+    def consumer(self) -> Callable[[dict, dict], list]:
+        model = tiny_model(self.family, self.attention)
+        if self.level == "forward":
+            def consume(microbatch: dict, policy: dict) -> list:
+                return list(dependency_masks(model, build_feed(microbatch, self.feed), self.use_cache))
+        elif self.level == "mask":
+            def consume(microbatch: dict, policy: dict) -> list:
+                layers = caught_masks(model, build_feed(microbatch, self.feed), self.use_cache)
+                return layers[0] if layers else []
+        else:
+            raise ValueError(f"level: 'forward' or 'mask', got {self.level!r}")
+        consume.__qualname__ = self.name
+        return consume
