@@ -9,7 +9,8 @@ of two levels:
 - *forward* (the truth, for every path: attention, sliding or chunked overlays, linear-attention convolutions
   and recurrences): which inputs each position's output really depends on, read from the gradients of the
   model's outputs with respect to its input embeddings (one batched backward). A masked key has a gradient of
-  exactly zero; a key the model reads through any layer does not.
+  exactly zero; a key the model reads through any layer does not. FlexAttention has no backward on the CPU:
+  there, one forward per slot with that slot's input changed says which outputs read it.
 - *mask* (fast): the attention mask the model hands its attention layers, caught on the way in (a forward
   pre-hook on each attention module): a 4-D bool or additive mask, a FlexAttention BlockMask, or None, which
   the sdpa, eager and flex paths all run as plain causal attention.
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
+
+from ._base import Finding
 
 WRITTEN_FOR = "5.24.0"
 
@@ -142,6 +145,30 @@ def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray
     return (grads.abs().sum(-1) != 0).permute(1, 0, 2).numpy()
 
 
+def perturbation_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
+    """As dependency_masks, without gradients (FlexAttention has no backward on the CPU): one forward per slot j
+    with the input embedding at j (in every row) replaced; (b, i, j) true where the output at i changed. A
+    forward is deterministic, so an output that does not read slot j comes back bit for bit the same."""
+    import torch
+
+    ids = feed["input_ids"]
+    rows, n = ids.shape
+    kwargs = {k: v for k, v in feed.items() if k != "input_ids"}
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    with torch.no_grad():
+        embeds = model.get_input_embeddings()(ids)
+        base = model(inputs_embeds=embeds, **kwargs).logits
+        noise = torch.randn(embeds.shape[-1], generator=torch.Generator().manual_seed(0))
+        out = np.zeros((rows, n, n), dtype=bool)
+        for j in range(n):
+            changed = embeds.clone()
+            changed[:, j] += noise
+            logits = model(inputs_embeds=changed, **kwargs).logits
+            out[:, :, j] = (logits != base).any(-1).numpy()
+    return out
+
+
 class _CaughtMasks:
     """The attention_mask argument each attention module receives, caught by forward pre-hooks."""
 
@@ -188,6 +215,34 @@ def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
     return [_dense_from_layer_mask(m, rows, n) for m in catcher.masks]
 
 
+# ---- what the matrix finds, examined -------------------------------------------------------------------
+
+# masking_utils._preprocess_mask_arguments looks for packed sequences in position_ids only "if position_ids is not
+# None and attention_mask is None and cache is None"; the models' forward makes a DynamicCache whenever use_cache
+# is true, and config.use_cache defaults to True.
+USE_CACHE_LEAK = Finding(
+    "attention", "bug",
+    "called as a plain training loop calls it, `model(**batch)`, the model keeps its default use_cache=True and "
+    "builds a DynamicCache before its mask; masking_utils looks for packed sequences in position_ids only when "
+    "there is neither an attention_mask nor a cache, so the documents of a packed row attend to each other "
+    "(plain causal attention over the row). The HF Trainer sets use_cache=False and hides it; accelerate, a "
+    "custom loop or a research script trains across documents, silently. Pass use_cache=False in training",
+    "not reported")
+MASK_DISABLES_PACKING = Finding(
+    "attention", "bug",
+    "a 2-D attention_mask (all ones, as many collators add, or a 0/1 padding mask) turns the packed-sequence "
+    "detection of masking_utils off: it runs only when attention_mask is None. The mask then says only which "
+    "slots are padding, and every document attends to the documents before it in the row",
+    "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
+LINEAR_ATTENTION_LEAK = Finding(
+    "attention", "bug",
+    "Qwen3.5's linear-attention layers (GatedDeltaNet: a causal 1-D convolution and the gated delta rule "
+    "recurrence) keep documents apart only through cu_seq_lens / seq_idx, which their CPU fallbacks refuse; "
+    "given position_ids alone they run the convolution and the recurrence across the documents of the row "
+    "while the full-attention layers are masked",
+    "huggingface/transformers #46851, #46093, #44717; modelscope/ms-swift #9618")
+
+
 @dataclass(frozen=True)
 class ModelConsumer:
     """One cell of the consumer column: a family, an attention implementation, a feed, a use_cache setting
@@ -205,11 +260,31 @@ class ModelConsumer:
         cache = "Trainer use_cache=False" if self.use_cache is False else "use_cache default"
         return f"transformers/{self.family}/{self.attention}/{self.feed}/{cache}/{self.level}"
 
+    @property
+    def finding(self) -> Optional[Finding]:
+        """The examined cause of this cell's failure, where the examination expects one (the matrix reports a
+        failure without one, or one that no longer fails, as unexplained)."""
+        if self.family == "qwen3_5" and self.feed not in ("cu_seq_lens", "seq_idx", "cu_seq_lens_alone"):
+            return LINEAR_ATTENTION_LEAK
+        if self.feed in ("ones_mask", "padding_mask"):
+            return MASK_DISABLES_PACKING
+        if self.use_cache is None:
+            return USE_CACHE_LEAK
+        return None
+
+    def replay(self, reproduce: str) -> str:
+        """The Python that replays one of this cell's cases."""
+        return (f"from packoracle.adapters.transformers_models import ModelConsumer; packoracle.fuzz(None, "
+                f"\"reference\", microbatch_consumer=ModelConsumer({self.family!r}, {self.attention!r}, "
+                f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), reproduce=\"{reproduce}\")")
+
     def consumer(self) -> Callable[[dict, dict], list]:
         model = tiny_model(self.family, self.attention)
         if self.level == "forward":
+            read = perturbation_masks if self.attention == "flex_attention" else dependency_masks
+
             def consume(microbatch: dict, policy: dict) -> list:
-                return list(dependency_masks(model, build_feed(microbatch, self.feed), self.use_cache))
+                return list(read(model, build_feed(microbatch, self.feed), self.use_cache))
         elif self.level == "mask":
             def consume(microbatch: dict, policy: dict) -> list:
                 layers = caught_masks(model, build_feed(microbatch, self.feed), self.use_cache)

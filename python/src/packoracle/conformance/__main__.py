@@ -11,6 +11,8 @@ from typing import Optional
 
 from .. import adapters as _adapters
 from . import DEFAULT_CASES, DEFAULT_SEED, run
+from ._consumers import DEFAULT_CONSUMER_CASES, README_BEGIN, README_END, consumer_table, consumers_section, \
+    run_consumers, unexplained_cells
 from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained
 
 
@@ -22,8 +24,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "failure nobody explained, a finding no longer seen, or a file that differs; 2 bad arguments.")
     parser.add_argument("--cases", type=int, default=DEFAULT_CASES, help=f"generated cases per role (default {DEFAULT_CASES})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"the fuzz seed (default {DEFAULT_SEED})")
+    parser.add_argument("--consumer-cases", type=int, default=DEFAULT_CONSUMER_CASES,
+                        help=f"generated cases per cell of the consumer column (default {DEFAULT_CONSUMER_CASES})")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
-                        help="an adapter (transformers/flatten) or a system (trl); repeatable")
+                        help="an adapter (transformers/flatten), a system (trl), 'consumers' (the whole consumer "
+                             "column) or a prefix of consumer cells (transformers/llama/sdpa); repeatable")
     parser.add_argument("--markdown", metavar="FILE", help="write the page with every counterexample here")
     parser.add_argument("--readme", metavar="FILE", help="replace the table between the conformance markers of this file")
     parser.add_argument("--json", metavar="FILE", help="write the matrix as JSON here ('-': standard output)")
@@ -31,19 +36,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the adapters and whether each can run here, then exit")
     args = parser.parse_args(argv)
     if args.cases < 1:
-        parser.error("--cases must be a positive integer")
+        parser.error(f"--cases must be a positive integer, got {args.cases}")
+    if args.consumer_cases < 1:
+        parser.error(f"--consumer-cases must be a positive integer, got {args.consumer_cases}")
     if args.list:
         for a in _adapters.all_adapters():
             why = a.unavailable()
             print(f"{a.name:40s} {a.installed_version() or '-':10s} {'can run' if why is None else 'cannot run: ' + why}")
         return 0
     started = time.perf_counter()
+    progress = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    consumer_names = [n for n in args.only if n == "consumers" or n.count("/") >= 2 or
+                      (n.startswith("transformers/") and n.split("/")[1] in _families())]
+    adapter_names = [n for n in args.only if n not in consumer_names]
     try:
-        rows = run(args.cases, args.seed, args.only, progress=lambda s: print(s, file=sys.stderr, flush=True))
+        rows = run(args.cases, args.seed, adapter_names, progress=progress) if adapter_names or not args.only else []
     except KeyError as e:
         parser.error(str(e.args[0]))
+    cells = []
+    if consumer_names or not args.only:
+        chosen = lambda name: not consumer_names or "consumers" in consumer_names or any(  # noqa: E731
+            name.startswith(n.rstrip("/") + "/") for n in consumer_names)
+        cells = run_consumers(args.consumer_cases, args.seed, chosen, progress=progress)
     table = matrix_table(rows)
-    page = counterexamples_page(rows, args.cases, args.seed)
+    consumers = consumer_table(cells)
+    page = counterexamples_page(rows, args.cases, args.seed) + "\n" + consumers_section(
+        cells, args.consumer_cases, args.seed)
     status = 0
     if args.json:
         text = json.dumps(to_json(rows), indent=1) + "\n"
@@ -51,20 +69,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.check:
         status |= _compare(args.check, page)
         if args.readme:
-            status |= _compare(args.readme, splice_readme(open(args.readme).read(), table))
+            status |= _compare(args.readme, _readme(args.readme, table, consumers))
     else:
         if args.markdown:
             open(args.markdown, "w").write(page)
         if args.readme:
-            readme = open(args.readme).read()
-            open(args.readme, "w").write(splice_readme(readme, table))
+            text = _readme(args.readme, table, consumers)
+            open(args.readme, "w").write(text)
         if not args.markdown and not args.readme and not args.json:
-            sys.stdout.write(table)
-    for line in unexplained(rows):
+            sys.stdout.write(table + "\n" + consumers)
+    for line in unexplained(rows) + unexplained_cells(cells):
         print(f"conformance: {line}", file=sys.stderr)
         status = 1
-    print(f"conformance: {len(rows)} adapters in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    print(f"conformance: {len(rows)} adapters and {len(cells)} consumer cells in "
+          f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     return status
+
+
+def _families() -> tuple:
+    from ..adapters.transformers_models import FAMILIES
+
+    return FAMILIES
+
+
+def _readme(path: str, table: str, consumers: str) -> str:
+    return splice_readme(splice_readme(open(path).read(), table), consumers, (README_BEGIN, README_END))
 
 
 def _compare(path: str, expected: str) -> int:

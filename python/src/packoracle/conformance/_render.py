@@ -151,10 +151,11 @@ def unexplained(rows: Sequence["Row"]) -> list[str]:
             for state in [row.explanation(role)[0]] if state in ("unexplained", "stale")]
 
 
-def splice_readme(readme: str, table: str) -> str:
-    """The README with the table between the conformance markers replaced."""
-    begin, end = readme.find(README_BEGIN), readme.find(README_END)
+def splice_readme(readme: str, table: str, markers: tuple[str, str] = (README_BEGIN, README_END)) -> str:
+    """The README with the table between the markers (by default the conformance markers) replaced."""
+    first, last = markers
+    begin, end = readme.find(first), readme.find(last)
     if begin < 0 or end < begin:
-        raise ValueError(f"the README has no conformance section: put the lines {README_BEGIN!r} and "
-                         f"{README_END!r} where the table goes")
-    return readme[:begin + len(README_BEGIN)] + "\n" + table + readme[end:]
+        raise ValueError(f"the README has no section for this table: put the lines {first!r} and "
+                         f"{last!r} where the table goes")
+    return readme[:begin + len(first)] + "\n" + table + readme[end:]

@@ -1,0 +1,205 @@
+"""The matrix's consumer column: real models as attention consumers (packoracle.adapters.transformers_models),
+every family × attention implementation × feed × use_cache setting, each fuzzed at the forward level (what each
+output really reads) against the reference packer's rows under document isolation.
+
+A cell is "holds", "leaks" (the minimal counterexample; explained by the cell's examined finding or reported
+as unexplained), "refuses" (the model raised on packed input: loud, which is what a user needs), "cannot run"
+(the model has no such attention implementation, or the library is missing) or "needs CUDA" (kernels this
+machine cannot run: bench/gpu/consumers.sh runs them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .._fuzz import Counterexample, fuzz
+
+DEFAULT_CONSUMER_CASES = 100
+POLICY = "reference"
+CUDA_ONLY = ("flash_attention_2", "flash_attention_3", "sdpa on CUDA", "flex_attention on CUDA")
+_RAISED = "the micro-batch attention consumer raised an exception:"
+
+
+@dataclass
+class Cell:
+    consumer: object                  # a ModelConsumer
+    verdict: str                      # holds | leaks | refuses | cannot run
+    detail: str = ""                  # the refusal's message, or why it cannot run
+    counterexample: str = ""
+    reproduce: str = ""
+    seconds: float = 0.0
+    cases: int = 0
+
+    @property
+    def explanation(self) -> str:
+        """"explained", "unexplained" (a leak without a finding) or "stale" (a finding that no longer fails)."""
+        finding = self.consumer.finding
+        if self.verdict == "leaks":
+            return "explained" if finding is not None and finding.invariant == "attention" else "unexplained"
+        if self.verdict == "holds" and finding is not None:
+            return "stale"
+        return ""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.split(":")[0].endswith(("Error", "Exception"))]
+    return (errors or lines or [""])[-1]
+
+
+def run_cell(consumer, cases: int, seed: int) -> Cell:
+    from . import portable
+
+    try:
+        drive = consumer.consumer()
+    except Exception as e:  # the model cannot be built with this attention implementation
+        return Cell(consumer, "cannot run", f"{type(e).__name__}: {str(e).splitlines()[0]}")
+    start = time.perf_counter()
+    try:
+        result = fuzz(None, POLICY, microbatch_consumer=drive, cases=cases, seed=seed, name=consumer.name)
+    except Counterexample as e:
+        text = str(e)
+        seconds = time.perf_counter() - start
+        if _RAISED in text:
+            return Cell(consumer, "refuses", portable(_last_line(text[text.index(_RAISED):text.find("=== ")])),
+                        seconds=seconds)
+        text = text[:text.rfind("Replay:")] if "Replay:" in text else text
+        return Cell(consumer, "leaks", counterexample=portable(text).rstrip() + "\n", reproduce=e.reproduce,
+                    seconds=seconds)
+    return Cell(consumer, "holds", seconds=time.perf_counter() - start, cases=result.cases)
+
+
+def all_consumers(level: str = "forward") -> list:
+    from ..adapters.transformers_models import ATTENTION, CACHE, FAMILIES, FEEDS, ModelConsumer
+
+    return [ModelConsumer(f, a, feed, cache, level)
+            for f, a, feed, cache in itertools.product(FAMILIES, ATTENTION, FEEDS, CACHE.values())]
+
+
+def run_consumers(cases: int, seed: int, selected: Callable[[str], bool] = lambda name: True,
+                  progress: Optional[Callable[[str], None]] = None) -> list[Cell]:
+    """Every cell whose consumer name `selected` accepts; [] when transformers or torch is missing."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return []
+    cells = []
+    for consumer in all_consumers():
+        if not selected(consumer.name):
+            continue
+        cell = run_cell(consumer, cases, seed)
+        cells.append(cell)
+        if progress:
+            rate = f", {cell.cases / cell.seconds:.0f} cases/s" if cell.cases and cell.seconds > 0 else ""
+            progress(f"{consumer.name}: {cell.verdict} [{cell.seconds:.1f} s{rate}]")
+    return cells
+
+
+def unexplained_cells(cells: list[Cell]) -> list[str]:
+    return [f"{c.consumer.name}: {c.explanation}" for c in cells if c.explanation in ("unexplained", "stale")]
+
+
+@dataclass
+class _Findings:
+    """The findings in order of first appearance, each with a short label and the first cell it explains."""
+
+    order: list = field(default_factory=list)
+    first: dict = field(default_factory=dict)
+
+    def add(self, cell: Cell) -> str:
+        finding = cell.consumer.finding
+        if finding not in self.first:
+            self.order.append(finding)
+            self.first[finding] = cell
+        return f"F{self.order.index(finding) + 1}"
+
+
+# ---- the column as text (nothing machine-dependent: CI compares it with the committed page) -----------------
+
+README_BEGIN = "<!-- consumers:begin (generated by `packoracle conformance`; do not edit) -->"
+README_END = "<!-- consumers:end -->"
+
+
+def _anchor(label: str) -> str:
+    return f"consumer-{label.lower()}"
+
+
+def _cell_text(cell: Optional[Cell], findings: _Findings, page: str) -> str:
+    if cell is None:
+        return "—"
+    if cell.verdict == "leaks":
+        if cell.explanation != "explained":
+            return "**leaks** (UNEXPLAINED)"
+        label = findings.add(cell)
+        return f"**leaks** [{label}]({page}#{_anchor(label)})"
+    if cell.verdict == "holds" and cell.explanation == "stale":
+        return "holds (the examined finding is gone)"
+    return cell.verdict
+
+
+def _grouped(cells: list[Cell]) -> dict:
+    """(family, attention) → feed → {use_cache: cell}, in the cells' order."""
+    out: dict = {}
+    for c in cells:
+        k = c.consumer
+        out.setdefault((k.family, k.attention), {}).setdefault(k.feed, {})[k.use_cache] = c
+    return out
+
+
+def consumer_table(cells: list[Cell], page: str = "docs/conformance.md", findings: Optional[_Findings] = None) -> str:
+    """One line per model family × attention implementation, one column per feed; each cell says what happens
+    with use_cache as the model defaults it (a plain loop) · as the Trainer sets it (False)."""
+    from ..adapters.transformers_models import FEEDS
+
+    findings = findings if findings is not None else _Findings()
+    if not cells:
+        return "(transformers and torch are not installed: the consumer column was not run)\n"
+    out = ["| model / attention | " + " | ".join(f"`{f}`" for f in FEEDS) + " |",
+           "|---|" + "---|" * len(FEEDS)]
+    for (family, attention), feeds in _grouped(cells).items():
+        whole = [c for per in feeds.values() for c in per.values()]
+        if all(c.verdict == "cannot run" for c in whole):
+            out.append(f"| {family} / {attention} | cannot run: {whole[0].detail} |" + " |" * (len(FEEDS) - 1))
+            continue
+        texts = [" · ".join(_cell_text(feeds.get(f, {}).get(u), findings, page) for u in (None, False))
+                 for f in FEEDS]
+        out.append(f"| {family} / {attention} | " + " | ".join(texts) + " |")
+    out.append("")
+    out.append("Each cell: `use_cache` as the model defaults it (a plain loop calling `model(**batch)`) · as the "
+               "Trainer sets it (`False`). " + ", ".join(CUDA_ONLY) + ": **needs CUDA** (`bench/gpu/consumers.sh`), "
+               "not run here.")
+    return "\n".join(out) + "\n"
+
+
+def consumers_section(cells: list[Cell], cases: int, seed: int) -> str:
+    """The page's section: the table, the refusals, and each finding with one minimal counterexample."""
+    findings = _Findings()
+    table = consumer_table(cells, page="", findings=findings)
+    out = ["## Attention consumers: transformers models", "",
+           f"Each cell fuzzes a tiny random-init model of the family ({cases} generated cases, seed {seed}, the "
+           f"reference packer's rows under `{POLICY}`) at the forward level: which inputs each position's output "
+           "really reads (gradients of the outputs with respect to the input embeddings; one forward per changed "
+           "slot under FlexAttention, which has no backward on the CPU), compared with the document mask. Feeds: "
+           "`position_ids` only; with `cu_seq_lens_q/k` and `max_length_q/k`; with `seq_idx`; with an all-ones "
+           "`attention_mask`; with a 0/1 padding mask; `cu_seq_lens` without `max_length`. Micro-batches hold one "
+           "or more rows, as the kit generates them.", "", table]
+    refusals = sorted({c.detail for c in cells if c.verdict == "refuses"})
+    if refusals:
+        out += ["Refusals (the model raises on packed input instead of mixing documents):", ""]
+        out += [f"- `{r}`" for r in refusals] + [""]
+    for k, finding in enumerate(findings.order, 1):
+        cell = findings.first[finding]
+        explained = [c for c in cells if c.verdict == "leaks" and c.consumer.finding == finding]
+        out += [f'<a id="{_anchor(f"F{k}")}"></a>', f"### F{k}: `{finding.invariant}` ({finding.kind})", "",
+                f"{finding.explanation}. Upstream: {finding.upstream}.", "",
+                f"{len(explained)} cells. The minimal counterexample of `{cell.consumer.name}`:", "",
+                f"Replay: `{cell.consumer.replay(cell.reproduce)}`", "", "```", cell.counterexample.rstrip(), "```",
+                ""]
+    unexplained = [c for c in cells if c.explanation == "unexplained"]
+    for cell in unexplained:
+        out += [f"### {cell.consumer.name}: not examined yet", "", "```", cell.counterexample.rstrip(), "```", ""]
+    return "\n".join(out).rstrip() + "\n"
