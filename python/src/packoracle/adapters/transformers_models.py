@@ -11,8 +11,8 @@ of two levels:
   model's outputs with respect to its input embeddings (one batched backward). A masked key has a gradient of
   exactly zero; a key the model reads through any layer does not. FlexAttention has no backward on the CPU:
   there, one forward per slot with that slot's input changed says which outputs read it.
-- *mask* (fast): the attention mask the model hands its attention layers, caught on the way in (a forward
-  pre-hook on each attention module): a 4-D bool or additive mask, a FlexAttention BlockMask, or None, which
+- *mask* (fast): the attention mask the model hands its first attention layer, caught on the way in (a forward
+  pre-hook that stops the forward there): a 4-D bool or additive mask, a FlexAttention BlockMask, or None, which
   the sdpa, eager and flex paths all run as plain causal attention.
 
 Nothing of the library is re-implemented: the model builds its own masks and runs its own attention; this
@@ -169,22 +169,6 @@ def perturbation_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarr
     return out
 
 
-class _CaughtMasks:
-    """The attention_mask argument each attention module receives, caught by forward pre-hooks."""
-
-    def __init__(self, model):
-        self.masks: list = []
-        self.handles = [m.register_forward_pre_hook(self._hook, with_kwargs=True)
-                        for name, m in model.named_modules() if name.endswith("self_attn")]
-
-    def _hook(self, module, args, kwargs):
-        self.masks.append(kwargs.get("attention_mask"))
-
-    def close(self):
-        for h in self.handles:
-            h.remove()
-
-
 def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
     """One layer's mask as the per-row answers the kit reads: None is plain causal (is_causal) on every path."""
     if mask is None:
@@ -198,21 +182,53 @@ def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
     return [m[min(b, m.shape[0] - 1), 0, :n, -n:] for b in range(rows)]
 
 
+class _Caught(Exception):
+    """Raised by the pre-hook of the first attention module: its mask is all the mask level needs."""
+
+    def __init__(self, mask: Any):
+        super().__init__("mask caught")
+        self.mask = mask
+
+
 def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
-    """Per row, the masks of every attention layer (None for a layer whose module takes no mask argument)."""
+    """Per row, the mask the model hands its first attention module (``*.self_attn``), caught on the way in;
+    the forward stops there, so a large model costs its embedding and first layer norm, not a forward."""
     import torch
 
-    catcher = _CaughtMasks(model)
+    attention = [m for name, m in model.named_modules() if name.endswith("self_attn")]
+    if not attention:
+        raise ValueError(f"{type(model).__name__} has no module named *.self_attn: no attention mask to read")
+
+    def catch(module, args, kwargs):
+        raise _Caught(kwargs.get("attention_mask"))
+
+    handle = attention[0].register_forward_pre_hook(catch, with_kwargs=True)
     kwargs = dict(feed)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
     try:
         with torch.no_grad():
             model(**kwargs)
+    except _Caught as caught:
+        rows, n = feed["input_ids"].shape
+        return _dense_from_layer_mask(caught.mask, rows, n)
     finally:
-        catcher.close()
-    rows, n = feed["input_ids"].shape
-    return [_dense_from_layer_mask(m, rows, n) for m in catcher.masks]
+        handle.remove()
+    raise ValueError(f"{type(model).__name__}'s forward never reached its first attention module")
+
+
+def mask_consumer(model, feed: str, use_cache: Optional[bool]) -> Callable[[dict, dict], list]:
+    """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
+    micro-batch consumer answering the mask the model's attention layers receive."""
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+
+    def consume(microbatch: dict, policy: dict) -> list:
+        kwargs = build_feed(microbatch, feed)
+        if vocab:
+            kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the model's vocabulary
+        return caught_masks(model, kwargs, use_cache)
+
+    return consume
 
 
 # ---- what the matrix finds, examined -------------------------------------------------------------------
@@ -283,12 +299,14 @@ class ModelConsumer:
         if self.level == "forward":
             read = perturbation_masks if self.attention == "flex_attention" else dependency_masks
 
+            vocab = model.config.vocab_size
+
             def consume(microbatch: dict, policy: dict) -> list:
-                return list(read(model, build_feed(microbatch, self.feed), self.use_cache))
+                feed = build_feed(microbatch, self.feed)
+                feed["input_ids"] = feed["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
+                return list(read(model, feed, self.use_cache))
         elif self.level == "mask":
-            def consume(microbatch: dict, policy: dict) -> list:
-                layers = caught_masks(model, build_feed(microbatch, self.feed), self.use_cache)
-                return layers[0] if layers else []
+            consume = mask_consumer(model, self.feed, self.use_cache)
         else:
             raise ValueError(f"level: 'forward' or 'mask', got {self.level!r}")
         consume.__qualname__ = self.name
