@@ -118,7 +118,8 @@ def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callab
             return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
         if _is_single_mask_source(answer):
             answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
-        if not isinstance(answer, Sequence) and not (is_tensor(answer) or isinstance(answer, np.ndarray)):
+        if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
+                is_tensor(answer) or isinstance(answer, np.ndarray)):
             return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
                              f"rows × n × n array), got {type(answer).__name__}")
         if len(answer) != len(rows):

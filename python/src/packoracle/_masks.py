@@ -40,7 +40,8 @@ def _arity(fn: Any) -> int:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return 4
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    # The parameters a caller must give: a default binds a loop variable (lambda q, k, d=ids: ...), not an index.
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
 
 def _from_mask_function(fn: Any, n: int, row: int, where: str) -> np.ndarray:
@@ -100,6 +101,8 @@ def densify(answer: Any, n: int, row: int, where: str) -> np.ndarray:
     """The consumer's answer for one row of n slots (row index `row` in its micro-batch) as a C-contiguous uint8
     n × n matrix, 1 where query i may attend key j. Raises ConsumerAnswerError naming `where` for anything
     else (a wrong shape, a NaN, a value that is no mask)."""
+    if isinstance(answer, (str, bytes)):
+        raise ConsumerAnswerError(f"{where}: the consumer returned a string ({answer[:40]!r}), not a mask")
     if answer is None:
         raise ConsumerAnswerError(f"{where}: the consumer returned None for a row of {n} slots (return a mask, "
                                   f"segment ids, a mask function or a BlockMask)")

@@ -1,0 +1,123 @@
+"""Real transformers models as attention consumers (packoracle.adapters.transformers_models), the consumer
+column of the matrix and guard.check_model, against the installed transformers and torch. Nothing skips."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import packoracle
+from packoracle import guard
+from packoracle.adapters import transformers_models as tm
+from packoracle.conformance import _consumers
+
+
+def _fuzz(consumer: tm.ModelConsumer, cases: int = 100):
+    return packoracle.fuzz(None, "reference", microbatch_consumer=consumer.consumer(), cases=cases, seed=11)
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_the_use_cache_default_leaks_across_documents_with_a_minimal_counterexample(attention):
+    with pytest.raises(packoracle.Counterexample) as caught:
+        _fuzz(tm.ModelConsumer("llama", attention, "position_ids", None))
+    e = caught.value
+    assert e.invariant == "attention"
+    text = str(e)
+    assert "may attend key" in text and "Minimal counterexample" in text
+    docs = [line for line in text.splitlines() if line.startswith("docs")][0]
+    assert docs.split("(")[0].split() == ["docs", "d0=[11]", "d1=[21]"], docs  # two one-token documents
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "mistral", "llama4"])
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_the_trainer_setting_holds_for_every_full_attention_family(family, attention):
+    result = _fuzz(tm.ModelConsumer(family, attention, "position_ids", False), cases=60)
+    assert "attention" in result.checked and result.cases == 60
+
+
+def test_an_all_ones_attention_mask_turns_packing_detection_off_even_under_the_trainer():
+    with pytest.raises(packoracle.Counterexample) as caught:
+        _fuzz(tm.ModelConsumer("llama", "sdpa", "ones_mask", False))
+    assert caught.value.invariant == "attention"
+
+
+@pytest.mark.parametrize("feed,use_cache", [("position_ids", None), ("position_ids", False), ("ones_mask", False),
+                                            ("padding_mask", False), ("cu_seq_lens", False)])
+def test_the_mask_level_agrees_with_the_forward_level_on_full_attention(feed, use_cache):
+    verdicts = []
+    for level in ("forward", "mask"):
+        try:
+            _fuzz(tm.ModelConsumer("llama", "sdpa", feed, use_cache, level), cases=60)
+            verdicts.append("holds")
+        except packoracle.Counterexample as e:
+            verdicts.append(e.invariant)
+    assert verdicts[0] == verdicts[1], verdicts
+
+
+def test_linear_attention_leaks_where_the_mask_level_sees_nothing():
+    # Qwen3.5's GatedDeltaNet layers have no attention mask: the full-attention layers' masks are right, the
+    # convolution and the recurrence still read across documents. Only the forward level sees it.
+    mask_level = _fuzz(tm.ModelConsumer("qwen3_5", "sdpa", "position_ids", False, "mask"), cases=40)
+    assert mask_level.cases == 40
+    with pytest.raises(packoracle.Counterexample) as caught:
+        _fuzz(tm.ModelConsumer("qwen3_5", "sdpa", "position_ids", False, "forward"))
+    assert caught.value.invariant == "attention"
+
+
+def test_linear_attention_refuses_cu_seq_lens_without_its_kernels_and_the_matrix_says_refuses():
+    cell = _consumers.run_cell(tm.ModelConsumer("qwen3_5", "eager", "cu_seq_lens", False), 20, 3)
+    assert cell.verdict == "refuses"
+    assert "ValueError" in cell.detail and "packed" in cell.detail
+
+
+def test_a_family_without_an_attention_implementation_cannot_run():
+    cell = _consumers.run_cell(tm.ModelConsumer("qwen3_5", "flex_attention", "position_ids", False), 20, 3)
+    assert cell.verdict == "cannot run" and "flex" in cell.detail
+
+
+def test_the_matrix_explains_its_leaks_and_renders_them():
+    cells = [_consumers.run_cell(tm.ModelConsumer("llama", "sdpa", feed, cache), 40, 5)
+             for feed in ("position_ids", "ones_mask") for cache in (None, False)]
+    assert [c.verdict for c in cells] == ["leaks", "holds", "leaks", "leaks"]
+    assert _consumers.unexplained_cells(cells) == []
+    table = _consumers.consumer_table(cells)
+    assert "**leaks** [F1]" in table and "· holds" in table
+    section = _consumers.consumers_section(cells, 40, 5)
+    assert "use_cache" in section and "Replay: `" in section and "PR #46634" in section
+
+
+def _collated():
+    from transformers import DataCollatorWithFlattening
+
+    return DataCollatorWithFlattening()([{"input_ids": [5, 6, 7, 8, 9]}, {"input_ids": [10, 11, 12]}],
+                                        return_tensors="pt")
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=2))
+
+
+def test_guard_check_model_stops_a_custom_loop_at_step_zero():
+    with pytest.raises(guard.GuardViolation) as caught:
+        guard.check_model(_llama(), _collated())
+    assert "use_cache=True" in str(caught.value) and "Minimal counterexample" in str(caught.value)
+
+
+def test_guard_check_model_passes_the_trainers_setting():
+    result = guard.check_model(_llama(), _collated(), use_cache=False, cases=50)
+    assert result.cases == 50 and "attention" in result.checked
+
+
+def test_guard_feed_follows_the_batch_keys():
+    batch = _collated()
+    assert guard._model.feed_of(batch) == "position_ids"
+    assert guard._model.feed_of(dict(batch, attention_mask=torch.ones(1, 8))) == "ones_mask"
+    assert guard._model.feed_of(dict(batch, seq_idx=torch.zeros(1, 8))) == "seq_idx"
+    with pytest.raises(TypeError, match="batch must be a dict"):
+        guard.check_model(_llama(), [1, 2, 3])
+    with pytest.raises(ValueError, match="cases must be a positive integer"):
+        guard.check_model(_llama(), batch, cases=0)
