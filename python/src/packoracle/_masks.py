@@ -44,17 +44,18 @@ def _arity(fn: Any) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
 
-def _from_mask_function(fn: Any, n: int, row: int, where: str) -> np.ndarray:
+def _from_mask_function(fn: Any, n: int, row: int, where: str, device: Any = None) -> np.ndarray:
     if _arity(fn) == 2:
         q, k = np.arange(n)[:, None], np.arange(n)[None, :]
         out = fn(q, k)
     else:
         import torch
 
-        q = torch.arange(n).view(n, 1)
-        k = torch.arange(n).view(1, n)
-        zero = torch.zeros((), dtype=torch.long)
-        out = fn(torch.full((), row, dtype=torch.long), zero, q, k)
+        q = torch.arange(n, device=device).view(n, 1)
+        k = torch.arange(n, device=device).view(1, n)
+        zero = torch.zeros((), dtype=torch.long, device=device)
+        out = fn(torch.full((), row, dtype=torch.long, device=device), zero, q, k)
+        out = out.cpu() if is_tensor(out) else out
     array = as_array(out, where, "mask function")
     if array.ndim == 0:
         raise ConsumerAnswerError(f"{where}: the mask function returned one value for all {n} × {n} pairs: it must "
@@ -84,7 +85,8 @@ def _from_block_mask(bm: Any, n: int, row: int, where: str) -> np.ndarray:
         return np.repeat(np.repeat(blocks, q_block, axis=0), kv_block, axis=1)[:n, :n]
 
     partial = expand(_block_level(bm.kv_num_blocks, bm.kv_indices, row, n_q, n_kv))
-    dense = partial & (_from_mask_function(bm.mask_mod, n, row, where) != 0)
+    # The mask function runs where the block mask lives (its closure may hold tensors on a GPU).
+    dense = partial & (_from_mask_function(bm.mask_mod, n, row, where, bm.kv_num_blocks.device) != 0)
     if bm.full_kv_num_blocks is not None:
         dense |= expand(_block_level(bm.full_kv_num_blocks, bm.full_kv_indices, row, n_q, n_kv))
     return dense

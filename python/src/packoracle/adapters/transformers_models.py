@@ -32,6 +32,8 @@ WRITTEN_FOR = "5.24.0"
 
 FAMILIES = ("llama", "qwen3", "mistral", "llama4", "qwen3_5")
 ATTENTION = ("eager", "sdpa", "flex_attention")
+# Kernels that run only on a GPU (bench/gpu/consumers.sh runs them there, with device="cuda").
+CUDA_ATTENTION = ("flash_attention_2", "flash_attention_3")
 FEEDS = ("position_ids", "cu_seq_lens", "seq_idx", "ones_mask", "padding_mask", "cu_seq_lens_alone")
 # use_cache as a plain loop gets it (None: the model's default, config.use_cache = True) and as the Trainer
 # sets it (False, from TrainingArguments).
@@ -68,17 +70,20 @@ def _config(family: str):
 _MODELS: dict = {}
 
 
-def tiny_model(family: str, attention: str):
-    """A random-init model of the family (seeded, eval mode, float32), built once per (family, attention)."""
-    key = (family, attention)
+def tiny_model(family: str, attention: str, device: str = "cpu"):
+    """A random-init model of the family (seeded, eval mode; float32, bfloat16 for the flash kernels, which take
+    no float32), built once per (family, attention, device)."""
+    key = (family, attention, device)
     if key not in _MODELS:
         import torch
         from transformers import AutoModelForCausalLM
 
-        if attention not in ATTENTION:
-            raise ValueError(f"attention: one of {', '.join(ATTENTION)}, got {attention!r}")
+        if attention not in ATTENTION + CUDA_ATTENTION:
+            raise ValueError(f"attention: one of {', '.join(ATTENTION + CUDA_ATTENTION)}, got {attention!r}")
         torch.manual_seed(0)
-        _MODELS[key] = AutoModelForCausalLM.from_config(_config(family), attn_implementation=attention).eval()
+        dtype = torch.bfloat16 if attention in CUDA_ATTENTION else torch.float32
+        model = AutoModelForCausalLM.from_config(_config(family), attn_implementation=attention, dtype=dtype)
+        _MODELS[key] = model.to(device).eval()
     return _MODELS[key]
 
 
@@ -91,8 +96,13 @@ def _segments(doc_ids: np.ndarray) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
-def build_feed(microbatch: dict, feed: str) -> dict:
+def build_feed(microbatch: dict, feed: str, device: str = "cpu") -> dict:
     """The model's keyword arguments for one micro-batch (rows stacked: the kit pads every row to its length)."""
+    out = _feed_on_cpu(microbatch, feed)
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in out.items()}
+
+
+def _feed_on_cpu(microbatch: dict, feed: str) -> dict:
     import torch
 
     if feed not in FEEDS:
@@ -134,7 +144,8 @@ def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray
         kwargs["use_cache"] = use_cache
     logits = model(inputs_embeds=embeds, **kwargs).logits  # rows × n × vocab
     probe = torch.randn(logits.shape[-1], generator=torch.Generator().manual_seed(0))
-    grad_outputs = torch.zeros((n,) + tuple(logits.shape))
+    probe = probe.to(logits.device, logits.dtype)
+    grad_outputs = torch.zeros((n,) + tuple(logits.shape), device=logits.device, dtype=logits.dtype)
     grad_outputs[torch.arange(n), :, torch.arange(n), :] = probe  # query i: its slot in every row
     try:
         (grads,) = torch.autograd.grad(logits, embeds, grad_outputs=grad_outputs, is_grads_batched=True)
@@ -142,7 +153,7 @@ def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray
         grads = torch.stack([torch.autograd.grad(logits, embeds, grad_outputs=g, retain_graph=True)[0]
                              for g in grad_outputs])
     # grads: query i × row b × key j × hidden
-    return (grads.abs().sum(-1) != 0).permute(1, 0, 2).numpy()
+    return (grads.abs().sum(-1) != 0).permute(1, 0, 2).cpu().numpy()
 
 
 def perturbation_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
@@ -159,13 +170,14 @@ def perturbation_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarr
     with torch.no_grad():
         embeds = model.get_input_embeddings()(ids)
         base = model(inputs_embeds=embeds, **kwargs).logits
-        noise = torch.randn(embeds.shape[-1], generator=torch.Generator().manual_seed(0))
+        noise = torch.randn(embeds.shape[-1], generator=torch.Generator().manual_seed(0)).to(embeds.device,
+                                                                                           embeds.dtype)
         out = np.zeros((rows, n, n), dtype=bool)
         for j in range(n):
             changed = embeds.clone()
             changed[:, j] += noise
             logits = model(inputs_embeds=changed, **kwargs).logits
-            out[:, :, j] = (logits != base).any(-1).numpy()
+            out[:, :, j] = (logits != base).any(-1).cpu().numpy()
     return out
 
 
@@ -175,7 +187,7 @@ def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
         return [np.tril(np.ones((n, n), dtype=bool))] * rows
     if type(mask).__name__ == "BlockMask":
         return [mask] * rows
-    m = mask.detach()
+    m = mask.detach().cpu()
     if m.dtype.is_floating_point:  # eager's additive mask: 0 where attended, the dtype's minimum elsewhere
         m = m == 0
     m = m.numpy()
@@ -217,13 +229,13 @@ def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
     raise ValueError(f"{type(model).__name__}'s forward never reached its first attention module")
 
 
-def mask_consumer(model, feed: str, use_cache: Optional[bool]) -> Callable[[dict, dict], list]:
+def mask_consumer(model, feed: str, use_cache: Optional[bool], device: str = "cpu") -> Callable[[dict, dict], list]:
     """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
     micro-batch consumer answering the mask the model's attention layers receive."""
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
 
     def consume(microbatch: dict, policy: dict) -> list:
-        kwargs = build_feed(microbatch, feed)
+        kwargs = build_feed(microbatch, feed, device)
         if vocab:
             kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the model's vocabulary
         return caught_masks(model, kwargs, use_cache)
@@ -238,7 +250,7 @@ def mask_consumer(model, feed: str, use_cache: Optional[bool]) -> Callable[[dict
 # is true, and config.use_cache defaults to True.
 USE_CACHE_LEAK = Finding(
     "attention", "bug",
-    "called as a plain training loop calls it, `model(**batch)`, the model keeps its default use_cache=True and "
+    "Called as a plain training loop calls it, `model(**batch)`, the model keeps its default use_cache=True and "
     "builds a DynamicCache before its mask; masking_utils looks for packed sequences in position_ids only when "
     "there is neither an attention_mask nor a cache, so the documents of a packed row attend to each other "
     "(plain causal attention over the row). The HF Trainer sets use_cache=False and hides it; accelerate, a "
@@ -246,7 +258,7 @@ USE_CACHE_LEAK = Finding(
     "not reported")
 MASK_DISABLES_PACKING = Finding(
     "attention", "bug",
-    "a 2-D attention_mask (all ones, as many collators add, or a 0/1 padding mask) turns the packed-sequence "
+    "A 2-D attention_mask (all ones, as many collators add, or a 0/1 padding mask) turns the packed-sequence "
     "detection of masking_utils off: it runs only when attention_mask is None. The mask then says only which "
     "slots are padding, and every document attends to the documents before it in the row",
     "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
@@ -270,6 +282,7 @@ class ModelConsumer:
     feed: str
     use_cache: Optional[bool] = None
     level: str = "forward"
+    device: str = "cpu"
 
     @property
     def name(self) -> str:
@@ -295,18 +308,18 @@ class ModelConsumer:
                 f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), reproduce=\"{reproduce}\")")
 
     def consumer(self) -> Callable[[dict, dict], list]:
-        model = tiny_model(self.family, self.attention)
+        model = tiny_model(self.family, self.attention, self.device)
         if self.level == "forward":
             read = perturbation_masks if self.attention == "flex_attention" else dependency_masks
 
             vocab = model.config.vocab_size
 
             def consume(microbatch: dict, policy: dict) -> list:
-                feed = build_feed(microbatch, self.feed)
+                feed = build_feed(microbatch, self.feed, self.device)
                 feed["input_ids"] = feed["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
                 return list(read(model, feed, self.use_cache))
         elif self.level == "mask":
-            consume = mask_consumer(model, self.feed, self.use_cache)
+            consume = mask_consumer(model, self.feed, self.use_cache, self.device)
         else:
             raise ValueError(f"level: 'forward' or 'mask', got {self.level!r}")
         consume.__qualname__ = self.name

@@ -56,7 +56,7 @@ def run_cell(consumer, cases: int, seed: int) -> Cell:
     try:
         drive = consumer.consumer()
     except Exception as e:  # the model cannot be built with this attention implementation
-        return Cell(consumer, "cannot run", f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        return Cell(consumer, "cannot run", f"{type(e).__name__}: {str(e).splitlines()[0].split('. ')[0]}")
     start = time.perf_counter()
     try:
         result = fuzz(None, POLICY, microbatch_consumer=drive, cases=cases, seed=seed, name=consumer.name)
