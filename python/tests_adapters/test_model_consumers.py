@@ -121,3 +121,55 @@ def test_guard_feed_follows_the_batch_keys():
         guard.check_model(_llama(), [1, 2, 3])
     with pytest.raises(ValueError, match="cases must be a positive integer"):
         guard.check_model(_llama(), batch, cases=0)
+
+
+@pytest.mark.parametrize("name", [b.name for b in __import__("packoracle.adapters.mask_builders",
+                                                               fromlist=["BUILDERS"]).BUILDERS])
+def test_library_mask_builders_hold_under_their_declared_policies(name):
+    from packoracle.adapters import mask_builders
+
+    b = mask_builders.get(name)
+    result = packoracle.fuzz(None, b.policy, microbatch_consumer=b.consumer(), cases=60, seed=4)
+    assert result.cases == 60 and "attention" in result.checked
+
+
+def test_megatron_mask_without_reset_attention_mask_breaks_document_isolation():
+    from packoracle.adapters import mask_builders
+
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, "megatron-gpt-docmask", microbatch_consumer=mask_builders.megatron_ltor(False),
+                        cases=100, seed=4)
+    assert caught.value.invariant == "attention"
+
+
+def test_torchtitan_flex_mask_without_its_document_part_is_caught():
+    from torch.nn.attention.flex_attention import and_masks
+
+    from packoracle.adapters import mask_builders
+
+    causal_only = lambda microbatch, policy: and_masks(mask_builders.titan_attention().get_causal_mask_mod())  # noqa
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, "reference", microbatch_consumer=causal_only, cases=100, seed=4)
+    assert caught.value.invariant == "attention"
+
+
+def test_mask_builders_have_unique_names_and_a_missing_one_is_a_key_error():
+    from packoracle.adapters import mask_builders
+
+    names = [b.name for b in mask_builders.BUILDERS]
+    assert len(names) == len(set(names))
+    with pytest.raises(KeyError, match="torchtitan/varlen"):
+        mask_builders.get("nope")
+
+
+def test_a_kernel_numerically_off_on_its_own_is_reported_as_that_not_as_a_leak():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class OffKernel(tm.ModelConsumer):
+        def kernel_control(self) -> float:
+            return 0.5
+
+    cell = _consumers.run_cell(OffKernel("llama", "sdpa", "position_ids", None), 20, 3)
+    assert cell.verdict == "kernel off" and "0.5" in cell.detail
+    assert tm.ModelConsumer("llama", "sdpa", "position_ids", False).kernel_control() < 1e-5

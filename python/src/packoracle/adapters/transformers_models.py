@@ -307,6 +307,21 @@ class ModelConsumer:
                 f"\"reference\", microbatch_consumer=ModelConsumer({self.family!r}, {self.attention!r}, "
                 f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), reproduce=\"{reproduce}\")")
 
+    def kernel_control(self) -> float:
+        """The kernel control: one document alone (positions from 3, as a piece in the middle of a row has them)
+        under this attention implementation against eager, same weights: the largest |Δ logit|. A kernel that is
+        numerically off on its own is reported as that, not as a leak."""
+        import torch
+
+        if self.attention == "eager":
+            return 0.0
+        feed = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 10]]), "position_ids": torch.arange(3, 9)[None]}
+        feed = {k: v.to(self.device) for k, v in feed.items()}
+        with torch.no_grad():
+            mine = tiny_model(self.family, self.attention, self.device)(**feed, use_cache=False).logits
+            eager = tiny_model(self.family, "eager", self.device)(**feed, use_cache=False).logits
+        return float((mine.float() - eager.float()).abs().max())
+
     def consumer(self) -> Callable[[dict, dict], list]:
         model = tiny_model(self.family, self.attention, self.device)
         if self.level == "forward":

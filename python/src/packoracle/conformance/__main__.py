@@ -12,7 +12,7 @@ from typing import Optional
 from .. import adapters as _adapters
 from . import DEFAULT_CASES, DEFAULT_SEED, run
 from ._consumers import DEFAULT_CONSUMER_CASES, README_BEGIN, README_END, consumer_table, consumers_section, \
-    run_consumers, unexplained_cells
+    builders_table, run_builders, run_consumers, unexplained_cells
 from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained
 
 
@@ -46,22 +46,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     started = time.perf_counter()
     progress = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    consumer_names = [n for n in args.only if n == "consumers" or n.count("/") >= 2 or
+    consumer_names = [n for n in args.only if n == "consumers" or n.count("/") >= 2 or n in _builders() or
                       (n.startswith("transformers/") and n.split("/")[1] in _families())]
     adapter_names = [n for n in args.only if n not in consumer_names]
     try:
         rows = run(args.cases, args.seed, adapter_names, progress=progress) if adapter_names or not args.only else []
     except KeyError as e:
         parser.error(str(e.args[0]))
-    cells = []
+    cells, builders = [], []
     if consumer_names or not args.only:
         chosen = lambda name: not consumer_names or "consumers" in consumer_names or any(  # noqa: E731
-            name.startswith(n.rstrip("/") + "/") for n in consumer_names)
+            name.startswith(n.rstrip("/") + "/") or name == n for n in consumer_names)
         cells = run_consumers(args.consumer_cases, args.seed, chosen, progress=progress)
+        builders = run_builders(args.consumer_cases, args.seed, chosen, progress=progress)
     table = matrix_table(rows)
-    consumers = consumer_table(cells)
+    consumers = consumer_table(cells) + ("\n" + builders_table(builders) if builders else "")
     page = counterexamples_page(rows, args.cases, args.seed) + "\n" + consumers_section(
-        cells, args.consumer_cases, args.seed)
+        cells, args.consumer_cases, args.seed, builders)
     status = 0
     if args.json:
         text = json.dumps(to_json(rows), indent=1) + "\n"
@@ -78,10 +79,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             open(args.readme, "w").write(text)
         if not args.markdown and not args.readme and not args.json:
             sys.stdout.write(table + "\n" + consumers)
-    for line in unexplained(rows) + unexplained_cells(cells):
+    for line in unexplained(rows) + unexplained_cells(cells + builders):
         print(f"conformance: {line}", file=sys.stderr)
         status = 1
-    print(f"conformance: {len(rows)} adapters and {len(cells)} consumer cells in "
+    print(f"conformance: {len(rows)} adapters, {len(cells)} consumer cells and {len(builders)} mask builders in "
           f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     return status
 
@@ -90,6 +91,12 @@ def _families() -> tuple:
     from ..adapters.transformers_models import FAMILIES
 
     return FAMILIES
+
+
+def _builders() -> tuple:
+    from ..adapters.mask_builders import BUILDERS
+
+    return tuple(b.name for b in BUILDERS)
 
 
 def _readme(path: str, table: str, consumers: str) -> str:

@@ -2,8 +2,10 @@
 every family × attention implementation × feed × use_cache setting, each fuzzed at the forward level (what each
 output really reads) against the reference packer's rows under document isolation.
 
-A cell is "holds", "leaks" (the minimal counterexample; explained by the cell's examined finding or reported
-as unexplained), "refuses" (the model raised on packed input: loud, which is what a user needs), "cannot run"
+Each cell starts with a kernel control (one document alone under the implementation against eager, same
+weights): a kernel numerically off on its own is "kernel off", never a leak. Then a cell is "holds", "leaks"
+(the minimal counterexample; explained by the cell's examined finding or reported as unexplained), "refuses"
+(the model raised on packed input: loud, which is what a user needs), "cannot run"
 (the model has no such attention implementation, or the library is missing) or "needs CUDA" (kernels this
 machine cannot run: bench/gpu/consumers.sh runs them).
 """
@@ -21,12 +23,15 @@ DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
 CUDA_ONLY = ("flash_attention_2", "flash_attention_3", "sdpa on CUDA", "flex_attention on CUDA")
 _RAISED = "the micro-batch attention consumer raised an exception:"
+# The kernel control's bound on |Δ logit| between one document under an implementation and under eager (float32
+# kernels differ in summation order: 1e-6 or so; bfloat16 flash kernels: 1e-2).
+KERNEL_TOLERANCE = 5e-2
 
 
 @dataclass
 class Cell:
     consumer: object                  # a ModelConsumer
-    verdict: str                      # holds | leaks | refuses | cannot run
+    verdict: str                      # holds | leaks | refuses | cannot run | kernel off
     detail: str = ""                  # the refusal's message, or why it cannot run
     counterexample: str = ""
     reproduce: str = ""
@@ -55,11 +60,16 @@ def run_cell(consumer, cases: int, seed: int) -> Cell:
 
     try:
         drive = consumer.consumer()
+        control = consumer.kernel_control() if hasattr(consumer, "kernel_control") else 0.0
     except Exception as e:  # the model cannot be built with this attention implementation
         return Cell(consumer, "cannot run", f"{type(e).__name__}: {str(e).splitlines()[0].split('. ')[0]}")
+    if not control <= KERNEL_TOLERANCE:
+        return Cell(consumer, "kernel off", f"one document alone differs from eager by {control:.2g} (a kernel "
+                                            f"that is numerically off on its own: not a leak)")
     start = time.perf_counter()
     try:
-        result = fuzz(None, POLICY, microbatch_consumer=drive, cases=cases, seed=seed, name=consumer.name)
+        result = fuzz(None, getattr(consumer, "policy", POLICY), microbatch_consumer=drive, cases=cases, seed=seed,
+                      name=consumer.name)
     except Counterexample as e:
         text = str(e)
         seconds = time.perf_counter() - start
@@ -100,6 +110,33 @@ def run_consumers(cases: int, seed: int, selected: Callable[[str], bool] = lambd
             rate = f", {cell.cases / cell.seconds:.0f} cases/s" if cell.cases and cell.seconds > 0 else ""
             progress(f"{consumer.name}: {cell.verdict} [{cell.seconds:.1f} s{rate}]")
     return cells
+
+
+def run_builders(cases: int, seed: int, selected: Callable[[str], bool] = lambda name: True,
+                 progress: Optional[Callable[[str], None]] = None) -> list[Cell]:
+    """The other libraries' mask builders (packoracle.adapters.mask_builders), each under its declared policy."""
+    from ..adapters.mask_builders import BUILDERS
+
+    cells = []
+    for builder in BUILDERS:
+        if not selected(builder.name):
+            continue
+        cells.append(run_cell(builder, cases, seed))
+        if progress:
+            c = cells[-1]
+            progress(f"{builder.name}: {c.verdict} [{c.seconds:.1f} s]")
+    return cells
+
+
+def builders_table(cells: list[Cell], page: str = "docs/conformance.md", findings: Optional[_Findings] = None) -> str:
+    """One line per mask builder: its call, the policy it declares, the verdict."""
+    findings = findings if findings is not None else _Findings()
+    out = ["| mask builder | call | declared policy | verdict |", "|---|---|---|---|"]
+    for c in cells:
+        b = c.consumer
+        verdict = _cell_text(c, findings, page) + (f": {c.detail}" if c.detail else "")
+        out.append(f"| {b.name} {b.written_for} | `{b.call}` | `{b.policy}` | {verdict.replace('|', '/')} |")
+    return "\n".join(out) + "\n"
 
 
 def unexplained_cells(cells: list[Cell]) -> list[str]:
@@ -178,10 +215,15 @@ def consumer_table(cells: list[Cell], page: str = "docs/conformance.md", finding
     return "\n".join(out) + "\n"
 
 
-def consumers_section(cells: list[Cell], cases: int, seed: int) -> str:
-    """The page's section: the table, the refusals, and each finding with one minimal counterexample."""
+def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Optional[list] = None) -> str:
+    """The page's section: the tables, the refusals, and each finding with one minimal counterexample."""
     findings = _Findings()
     table = consumer_table(cells, page="", findings=findings)
+    if builders:
+        table += ("\nOther libraries' mask builders, at the mask level (each called as the library's model or "
+                  "dataset calls it, on the reference packer's rows under the policy it declares):\n\n" +
+                  builders_table(builders, page="", findings=findings))
+    cells = cells + list(builders or [])
     out = ["## Attention consumers: transformers models", "",
            f"Each cell fuzzes a tiny random-init model of the family ({cases} generated cases, seed {seed}, the "
            f"reference packer's rows under `{POLICY}`) at the forward level: which inputs each position's output "
@@ -190,7 +232,9 @@ def consumers_section(cells: list[Cell], cases: int, seed: int) -> str:
            "its CPU kernel is compiled by inductor, tens of seconds a shape). Feeds: "
            "`position_ids` only; with `cu_seq_lens_q/k` and `max_length_q/k`; with `seq_idx`; with an all-ones "
            "`attention_mask`; with a 0/1 padding mask; `cu_seq_lens` without `max_length`. Micro-batches hold one "
-           "or more rows, as the kit generates them.", "", table]
+           "or more rows, as the kit generates them. A kernel control runs first (one document alone under the "
+           f"implementation against eager, same weights; bound {KERNEL_TOLERANCE:g}): a kernel numerically off on "
+           "its own would read \"kernel off\", never \"leaks\".", "", table]
     refusals = sorted({c.detail for c in cells if c.verdict == "refuses"})
     if refusals:
         out += ["Refusals (the model raises on packed input instead of mixing documents):", ""]
