@@ -173,3 +173,32 @@ def test_a_kernel_numerically_off_on_its_own_is_reported_as_that_not_as_a_leak()
     cell = _consumers.run_cell(OffKernel("llama", "sdpa", "position_ids", None), 20, 3)
     assert cell.verdict == "kernel off" and "0.5" in cell.detail
     assert tm.ModelConsumer("llama", "sdpa", "position_ids", False).kernel_control() < 1e-5
+
+
+@pytest.mark.parametrize("use_cache", [None, False])
+def test_the_flash_path_holds_with_all_four_varlen_kwargs(use_cache):
+    result = _fuzz(tm.ModelConsumer("llama", "flash_double", "cu_seq_lens", use_cache), cases=60)
+    assert result.cases == 60
+
+
+def test_the_flash_path_detects_packing_only_in_a_batch_of_one_row():
+    with pytest.raises(packoracle.Counterexample) as caught:
+        _fuzz(tm.ModelConsumer("llama", "flash_double", "position_ids", False))
+    assert caught.value.invariant == "attention"
+    assert "micro_batch_rows 2" in str(caught.value)  # PI-01, live: one row alone would hold
+
+
+def test_the_flash_double_is_causal_within_each_sequence_it_is_handed():
+    from packoracle.adapters import flash_double
+
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(7, 2, 4) for _ in range(3))
+    cu = torch.tensor([0, 3, 7], dtype=torch.int32)
+    out = flash_double.flash_attn_varlen_func(q, k, v, cu, cu, 4, 4, causal=True)
+    first = torch.nn.functional.scaled_dot_product_attention(
+        q[:3].transpose(0, 1), k[:3].transpose(0, 1), v[:3].transpose(0, 1), is_causal=True).transpose(0, 1)
+    assert torch.allclose(out[:3], first)
+    changed = v.clone()
+    changed[:3] += 1.0  # the first sequence's values do not reach the second's outputs
+    again = flash_double.flash_attn_varlen_func(q, k, changed, cu, cu, 4, 4, causal=True)
+    assert torch.equal(again[3:], out[3:]) and not torch.equal(again[:3], out[:3])

@@ -31,7 +31,8 @@ from ._base import Finding
 WRITTEN_FOR = "5.24.0"
 
 FAMILIES = ("llama", "qwen3", "mistral", "llama4", "qwen3_5")
-ATTENTION = ("eager", "sdpa", "flex_attention")
+# "flash_double": transformers' flash-attention 2 path with a CPU kernel double (adapters/flash_double.py).
+ATTENTION = ("eager", "sdpa", "flex_attention", "flash_double")
 # Kernels that run only on a GPU (bench/gpu/consumers.sh runs them there, with device="cuda").
 CUDA_ATTENTION = ("flash_attention_2", "flash_attention_3")
 FEEDS = ("position_ids", "cu_seq_lens", "seq_idx", "ones_mask", "padding_mask", "cu_seq_lens_alone")
@@ -82,7 +83,12 @@ def tiny_model(family: str, attention: str, device: str = "cpu"):
             raise ValueError(f"attention: one of {', '.join(ATTENTION + CUDA_ATTENTION)}, got {attention!r}")
         torch.manual_seed(0)
         dtype = torch.bfloat16 if attention in CUDA_ATTENTION else torch.float32
-        model = AutoModelForCausalLM.from_config(_config(family), attn_implementation=attention, dtype=dtype)
+        built_with = "sdpa" if attention == "flash_double" else attention
+        model = AutoModelForCausalLM.from_config(_config(family), attn_implementation=built_with, dtype=dtype)
+        if attention == "flash_double":
+            from .flash_double import on_flash_path
+
+            on_flash_path(model)
         _MODELS[key] = model.to(device).eval()
     return _MODELS[key]
 
@@ -271,6 +277,24 @@ LINEAR_ATTENTION_LEAK = Finding(
     "huggingface/transformers #46851, #46093, #44717; modelscope/ms-swift #9618")
 
 
+FLASH_BATCH_OF_ONE = Finding(
+    "attention", "bug",
+    "On the flash-attention path, _flash_attention_forward finds the documents of a padding-free batch from "
+    "position_ids only when the batch has one row (_is_packed_sequence returns False whenever batch_size != 1); "
+    "a micro-batch of several packed rows runs flash_attn_func, plain causal over each row, across its "
+    "documents. cu_seq_lens_q/k without max_length_q/k are not used at all (the varlen branch needs all four), "
+    "so they fall back to the same detection; seq_idx is not read by attention. Whatever use_cache",
+    "the batch-of-one rule: axolotl-ai-cloud/axolotl #1375 (bugzoo PI-01); cu_seq_lens without max_length: "
+    "huggingface/transformers PR #47170 (review)")
+FLASH_MASK_UNPADS = Finding(
+    "attention", "bug",
+    "On the flash-attention path a 2-D attention_mask takes precedence over everything else: "
+    "_flash_attention_forward unpads by the mask (_upad_input) and runs the varlen kernel with one sequence per "
+    "row, so the documents of a packed row attend to each other (an all-ones mask, as many collators add, and a "
+    "0/1 padding mask alike)",
+    "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
+
+
 @dataclass(frozen=True)
 class ModelConsumer:
     """One cell of the consumer column: a family, an attention implementation, a feed, a use_cache setting
@@ -295,6 +319,10 @@ class ModelConsumer:
         failure without one, or one that no longer fails, as unexplained)."""
         if self.family == "qwen3_5" and self.feed not in ("cu_seq_lens", "seq_idx", "cu_seq_lens_alone"):
             return LINEAR_ATTENTION_LEAK
+        if self.attention == "flash_double":
+            if self.feed in ("ones_mask", "padding_mask"):
+                return FLASH_MASK_UNPADS
+            return None if self.feed == "cu_seq_lens" else FLASH_BATCH_OF_ONE
         if self.feed in ("ones_mask", "padding_mask"):
             return MASK_DISABLES_PACKING
         if self.use_cache is None:

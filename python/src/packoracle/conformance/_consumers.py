@@ -21,7 +21,7 @@ from .._fuzz import Counterexample, fuzz
 
 DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
-CUDA_ONLY = ("flash_attention_2", "flash_attention_3", "sdpa on CUDA", "flex_attention on CUDA")
+CUDA_ONLY = ("the flash-attention 2/3 kernels", "sdpa on CUDA", "flex_attention on CUDA")
 _RAISED = "the micro-batch attention consumer raised an exception:"
 # The kernel control's bound on |Δ logit| between one document under an implementation and under eager (float32
 # kernels differ in summation order: 1e-6 or so; bfloat16 flash kernels: 1e-2).
@@ -231,7 +231,10 @@ def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Option
            "mask; FlexAttention cells read the BlockMask the model hands its attention layers (the mask level: "
            "its CPU kernel is compiled by inductor, tens of seconds a shape). Feeds: "
            "`position_ids` only; with `cu_seq_lens_q/k` and `max_length_q/k`; with `seq_idx`; with an all-ones "
-           "`attention_mask`; with a 0/1 padding mask; `cu_seq_lens` without `max_length`. Micro-batches hold one "
+           "`attention_mask`; with a 0/1 padding mask; `cu_seq_lens` without `max_length`. `flash_double` is "
+           "transformers' flash-attention 2 path (its own branch choices, unpadding and boundaries) with a CPU "
+           "kernel double that computes what flash-attn documents (causal within each sequence it is handed); the "
+           "real kernels are the device lane's. Micro-batches hold one "
            "or more rows, as the kit generates them. A kernel control runs first (one document alone under the "
            f"implementation against eager, same weights; bound {KERNEL_TOLERANCE:g}): a kernel numerically off on "
            "its own would read \"kernel off\", never \"leaks\".", "", table]
