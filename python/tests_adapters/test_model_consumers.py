@@ -202,3 +202,43 @@ def test_the_flash_double_is_causal_within_each_sequence_it_is_handed():
     changed[:3] += 1.0  # the first sequence's values do not reach the second's outputs
     again = flash_double.flash_attn_varlen_func(q, k, changed, cu, cu, 4, 4, causal=True)
     assert torch.equal(again[3:], out[3:]) and not torch.equal(again[:3], out[:3])
+
+
+def _train_one_step(check_model_every: int, use_cache: bool):
+    import tempfile
+
+    from transformers import DataCollatorWithFlattening, Trainer, TrainingArguments
+
+    model = _llama()
+    args = TrainingArguments(output_dir=tempfile.mkdtemp(prefix="packoracle-check-model-"), use_cpu=True,
+                             per_device_train_batch_size=2, max_steps=2, report_to=[], save_strategy="no",
+                             logging_strategy="no", disable_tqdm=True, use_cache=use_cache)
+    docs = [{"input_ids": [5, 6, 7, 8, 9]}, {"input_ids": [10, 11, 12]}, {"input_ids": [13, 14]}, {"input_ids": [15]}]
+    collator = guard.wrap_collator(DataCollatorWithFlattening(), {"preset": "hf-flatten",
+                                                                 "boundary_source": "position_reset"})
+    trainer = Trainer(model=model, args=args, train_dataset=docs, data_collator=collator)
+    watch = guard.attach(trainer, check_model_every=check_model_every)
+    trainer.train()
+    return watch
+
+
+def test_attach_checks_the_model_the_trainer_calls_and_it_holds_under_the_trainers_use_cache():
+    watch = _train_one_step(check_model_every=1, use_cache=False)
+    assert watch.model_checked_at is not None and watch.verdicts
+
+
+def test_attach_stops_a_trainer_told_to_use_the_cache_at_its_first_batch():
+    with pytest.raises(guard.GuardViolation, match="use_cache=True"):
+        _train_one_step(check_model_every=1, use_cache=True)
+
+
+def test_attach_refuses_a_bad_check_model_every():
+    with pytest.raises(ValueError, match="check_model_every"):
+        guard.attach(object(), "reference", check_model_every=-1)
+
+
+def test_flex_attention_at_the_mask_level_reads_the_block_mask_the_model_builds():
+    result = _fuzz(tm.ModelConsumer("llama", "flex_attention", "position_ids", False, "mask"), cases=40)
+    assert result.cases == 40
+    with pytest.raises(packoracle.Counterexample):
+        _fuzz(tm.ModelConsumer("llama", "flex_attention", "position_ids", None, "mask"), cases=40)

@@ -108,15 +108,32 @@ def build_feed(microbatch: dict, feed: str, device: str = "cpu") -> dict:
     return {k: v.to(device) if hasattr(v, "to") else v for k, v in out.items()}
 
 
+def row_lengths(microbatch: dict) -> list[int]:
+    return [len(r["input_ids"]) for r in microbatch["rows"]]
+
+
+def _stacked(rows: list, key: str, fill: int) -> np.ndarray:
+    """One field of every row as rows × slots; rows of an unpadded policy are right-padded to the longest (a
+    padded slot is a future key of every real query, so a causal model's answer for the real slots is the same)."""
+    n = max(len(r["input_ids"]) for r in rows)
+    return np.stack([np.pad(np.asarray(r[key], dtype=np.int64), (0, n - len(r[key])), constant_values=fill)
+                     for r in rows])
+
+
+def cropped(masks: Any, lengths: list[int]) -> list:
+    """Each row's answer cut to its own length (see _stacked)."""
+    return [m[:k, :k] if isinstance(m, np.ndarray) else m for m, k in zip(masks, lengths)]  # a BlockMask: as is
+
+
 def _feed_on_cpu(microbatch: dict, feed: str) -> dict:
     import torch
 
     if feed not in FEEDS:
         raise ValueError(f"feed: one of {', '.join(FEEDS)}, got {feed!r}")
     rows = microbatch["rows"]
-    ids = torch.as_tensor(np.stack([np.asarray(r["input_ids"], dtype=np.int64) for r in rows]))
-    pos = torch.as_tensor(np.stack([np.asarray(r["position_ids"], dtype=np.int64) for r in rows]))
-    doc = np.stack([np.asarray(r["doc_ids"], dtype=np.int64) for r in rows])
+    ids = torch.as_tensor(_stacked(rows, "input_ids", 0))
+    pos = torch.as_tensor(_stacked(rows, "position_ids", 0))
+    doc = _stacked(rows, "doc_ids", -1)
     out: dict[str, Any] = {"input_ids": ids, "position_ids": pos}
     if feed in ("cu_seq_lens", "cu_seq_lens_alone"):
         seg = np.concatenate([_segments(d) + k * (len(d) + 1) for k, d in enumerate(doc)])  # flattened batch
@@ -244,7 +261,7 @@ def mask_consumer(model, feed: str, use_cache: Optional[bool], device: str = "cp
         kwargs = build_feed(microbatch, feed, device)
         if vocab:
             kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the model's vocabulary
-        return caught_masks(model, kwargs, use_cache)
+        return cropped(caught_masks(model, kwargs, use_cache), row_lengths(microbatch))
 
     return consume
 
@@ -360,7 +377,7 @@ class ModelConsumer:
             def consume(microbatch: dict, policy: dict) -> list:
                 feed = build_feed(microbatch, self.feed, self.device)
                 feed["input_ids"] = feed["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
-                return list(read(model, feed, self.use_cache))
+                return cropped(read(model, feed, self.use_cache), row_lengths(microbatch))
         elif self.level == "mask":
             consume = mask_consumer(model, self.feed, self.use_cache, self.device)
         else:
