@@ -93,7 +93,8 @@ def test_guard_segments_are_the_cores_on_every_generated_row(preset):
     packoracle.fuzz(None, preset, cases=CASES, microbatch_consumer=recorder, decoder=False)
     rows = multi = 0
     for microbatch in recorder.microbatches:
-        guard_spans = [spans for batch in _as_batches(microbatch) for spans in documents_from_segments(batch, policy)[1]]
+        guard_spans = [spans for batch in _as_batches(microbatch)
+                       for spans in documents_from_segments(batch, policy)[1]]
         assert len(guard_spans) == len(microbatch["rows"])
         for row, spans in zip(microbatch["rows"], guard_spans):
             piece = _pieces(row)

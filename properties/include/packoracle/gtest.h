@@ -82,7 +82,8 @@ inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
                                                      "the number of generated cases per property"));
   }
   if (const char* seed = std::getenv("PACKORACLE_SEED")) {
-    base.seed = EnvironmentInteger("PACKORACLE_SEED", seed, 0, std::numeric_limits<std::uint64_t>::max(), "the run's seed");
+    base.seed = EnvironmentInteger("PACKORACLE_SEED", seed, 0, std::numeric_limits<std::uint64_t>::max(),
+                                   "the run's seed");
   }
   if (const char* reproduce = std::getenv("PACKORACLE_REPRODUCE")) {
     base.reproduce = EnvironmentText("PACKORACLE_REPRODUCE", reproduce, "a reproduce string v1:...");
@@ -104,7 +105,8 @@ inline std::string ReproduceCommand(const std::string& reproduce) {
 inline std::string MaybeSaveRegression(const std::string& candidate, const VerifyReport& report) {
   const char* dir = std::getenv("PACKORACLE_REGRESSIONS");
   if (dir == nullptr || report.passed) return "";
-  return "saved as " + SaveRegression(EnvironmentText("PACKORACLE_REGRESSIONS", dir, "a directory"), candidate, report) + "\n";
+  const std::string directory = EnvironmentText("PACKORACLE_REGRESSIONS", dir, "a directory");
+  return "saved as " + SaveRegression(directory, candidate, report) + "\n";
 }
 
 inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOptions options = OptionsFromEnvironment()) {
