@@ -32,7 +32,7 @@ std::vector<bool> PaddingOf(const CandidateRow& row) {
   return pad;
 }
 
-SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy, const std::vector<bool>& pad) {
+SegmentStarts SegmentsOf(const CandidateRow& row, const Policy& policy, const std::vector<bool>& pad) {
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   auto need = [&](bool present, const char* what) {
     if (!present) {
@@ -79,13 +79,22 @@ SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy, co
 
 }  // namespace
 
+SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy) {
+  return SegmentsOf(row, policy, PaddingOf(row));
+}
+
+SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& policy) {
+  if (HasRequiredBoundaryField(row, policy.boundary_source)) return DeclaredSegments(row, policy);
+  return row.input_ids.empty() ? SegmentStarts{} : SegmentStarts{0};  // read as one sequence
+}
+
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy) {
   const std::size_t n = row.input_ids.size();
   const auto pad = PaddingOf(row);
   // seg(i): the segment ordinal of slot i; under row_causal every slot is in segment 0 (no encoding is read).
   std::vector<std::int64_t> seg(n, 0);
   if (policy.attention == Attention::kDocCausal) {
-    seg = SegmentIds(DeclaredSegments(row, policy, pad), static_cast<std::int64_t>(n));
+    seg = SegmentIds(SegmentsOf(row, policy, pad), static_cast<std::int64_t>(n));
   }
   DenseMask mask(n, std::vector<std::uint8_t>(n, 0));
   std::size_t run_start = 0;  // first slot of the padding run holding i (when i is padding)

@@ -77,6 +77,31 @@ TEST(BackendAttention, TakesPaddingFromTheTwoDimensionalMaskWhenThereIsOne) {
   EXPECT_EQ(mask[6][4], 0);
 }
 
+// DeclaredSegments is the one reading of a row's encoding under a policy (what packoracle._core.segments
+// binds): llm.c's BOS opens a document, position_reset reads a reset to the base, position_step a step
+// other than 1; a row without the declared field is one sequence only as fed.
+TEST(DeclaredSegments, ReadsEachEncodingAsItsBackendDoes) {
+  CandidateRow llmc_row;
+  llmc_row.input_ids = {0, 5, 6, 0, 7, 8, 9, 0};
+  llmc_row.labels = llmc_row.input_ids;
+  EXPECT_EQ(DeclaredSegments(llmc_row, FindPreset("llmc").policy), (SegmentStarts{0, 3, 7}));
+
+  CandidateRow row = TwoDocuments();
+  row.position_ids = std::vector<std::int64_t>{1, 2, 3, 1, 2, 1};
+  Policy reset = FindPreset("trl-padding-free").policy;
+  reset.position_base = 1;
+  EXPECT_EQ(DeclaredSegments(row, reset), (SegmentStarts{0, 3, 5}));
+  row.position_ids = std::vector<std::int64_t>{0, 1, 2, 5, 6, 9};  // no reset to the base 0, but steps other than 1
+  reset.position_base = 0;
+  EXPECT_EQ(DeclaredSegments(row, reset), (SegmentStarts{0}));
+  reset.boundary_source = BoundarySource::kPositionStep;
+  EXPECT_EQ(DeclaredSegments(row, reset), (SegmentStarts{0, 3, 5}));
+
+  row.position_ids.reset();
+  EXPECT_THROW(DeclaredSegments(row, reset), InputError);
+  EXPECT_EQ(DeclaredSegmentsAsFed(row, reset), (SegmentStarts{0}));  // read as one sequence
+}
+
 // A consumer with only the micro-batch form: the kit hands it whole micro-batches, and its per-row form is the
 // row as a micro-batch of one.
 struct CountsRows {

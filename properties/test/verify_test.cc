@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
 
 #include "packoracle/gtest.h"
 #include "packoracle/oracle.h"
@@ -171,6 +175,57 @@ TEST(Verify, ADocIdNamingTwoSegmentsOfARowBreaksSegments) {
   // Two documents, ids 0 and 1: distinct, clean.
   request.documents.pop_back();
   EXPECT_TRUE(CheckCase(c, request, CheckOptions{}).passed());
+}
+
+// gtest.h reads the PACKORACLE_* variables strictly: a value it cannot read is an error naming the variable and
+// the value (PACKORACLE_CASES=abc used to run 0 cases and pass).
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = std::string(old);
+    ::setenv(name, value, 1);
+  }
+  ~ScopedVariable() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string EnvironmentError(const char* name, const char* value) {
+  ScopedVariable variable(name, value);
+  try {
+    OptionsFromEnvironment();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(GtestEnvironment, RefusesValuesItCannotRead) {
+  for (const char* bad : {"abc", "", "0", "-1", "+5", " 5", "5 ", "12x", "1e3", "99999999999"}) {
+    const std::string error = EnvironmentError("PACKORACLE_CASES", bad);
+    EXPECT_NE(error.find(std::string("PACKORACLE_CASES='") + bad + "'"), std::string::npos) << bad << ": " << error;
+  }
+  for (const char* bad : {"abc", "-1", "18446744073709551616", ""}) {
+    const std::string error = EnvironmentError("PACKORACLE_SEED", bad);
+    EXPECT_NE(error.find(std::string("PACKORACLE_SEED='") + bad + "'"), std::string::npos) << bad << ": " << error;
+  }
+  EXPECT_NE(EnvironmentError("PACKORACLE_PROFILE", "").find("PACKORACLE_PROFILE is set but empty"), std::string::npos);
+  EXPECT_NE(EnvironmentError("PACKORACLE_REPRODUCE", "").find("PACKORACLE_REPRODUCE"), std::string::npos);
+}
+
+TEST(GtestEnvironment, ReadsWellFormedValues) {
+  ScopedVariable cases("PACKORACLE_CASES", "0300");
+  ScopedVariable seed("PACKORACLE_SEED", "18446744073709551615");
+  ScopedVariable profile("PACKORACLE_PROFILE", "edges");
+  const VerifyOptions options = OptionsFromEnvironment();
+  EXPECT_EQ(options.cases, 300);
+  EXPECT_EQ(options.seed, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(options.profile, std::optional<std::string>("edges"));
 }
 
 }  // namespace

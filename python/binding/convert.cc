@@ -245,6 +245,41 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   return t;
 }
 
+CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_required) {
+  CandidateRow row;
+  row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids");
+  const std::size_t n = row.input_ids.size();
+  row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels");
+  if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
+  row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true);
+  row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n);
+  row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1));
+  row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1));
+  row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n);
+  row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n);
+  if (!spans_required && !Get(r, "doc_spans")) return row;
+  nb::handle spans = Required(r, "doc_spans", at);
+  if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
+    Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
+  }
+  std::size_t s = 0;
+  for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
+    const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
+    if (nb::isinstance<nb::dict>(span)) {
+      row.doc_spans.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"),
+                               Int(Required(span, "start", sat), sat, "start"),
+                               Int(Required(span, "length", sat), sat, "length"),
+                               Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
+    } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
+      row.doc_spans.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
+                               Int(span[3], sat, "doc_offset")});
+    } else {
+      throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
+    }
+  }
+  return row;
+}
+
 CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where) {
   CandidateMicrobatch mb;
   if (!nb::isinstance<nb::dict>(j)) throw InputError(where + ": a micro-batch must be a dict, got " + TypeName(j));
@@ -255,38 +290,7 @@ CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where)
   if (!nb::isinstance<nb::list>(rows)) Bad(where, "rows", "must be a list of rows, got " + TypeName(rows));
   std::size_t k = 0;
   for (nb::handle r : nb::borrow<nb::list>(rows)) {
-    const std::string at = where + ": rows[" + std::to_string(k++) + "]";
-    CandidateRow row;
-    row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids");
-    const std::size_t n = row.input_ids.size();
-    row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels");
-    if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
-    row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true);
-    row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n);
-    row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1));
-    row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1));
-    row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n);
-    row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n);
-    nb::handle spans = Required(r, "doc_spans", at);
-    if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
-      Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
-    }
-    std::size_t s = 0;
-    for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
-      const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
-      if (nb::isinstance<nb::dict>(span)) {
-        row.doc_spans.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"),
-                                 Int(Required(span, "start", sat), sat, "start"),
-                                 Int(Required(span, "length", sat), sat, "length"),
-                                 Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
-      } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
-        row.doc_spans.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
-                                 Int(span[3], sat, "doc_offset")});
-      } else {
-        throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
-      }
-    }
-    mb.rows.push_back(std::move(row));
+    mb.rows.push_back(RowFromPython(r, where + ": rows[" + std::to_string(k++) + "]"));
   }
   if (nb::handle p = Get(j, "producer")) mb.producer = ProducerFromPython(p, where + ": producer");
   return mb;

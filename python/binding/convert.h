@@ -33,6 +33,8 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
 // arrays (input_ids, labels; optionally loss_mask, position_ids, cu_seqlens, seq_lens, doc_ids,
 // attention_mask) and "doc_spans": a list of (doc_uid, start, length, doc_offset).
 CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where);
+// One row of a micro-batch, as above; `spans_required` false lets doc_spans be absent (no spans).
+CandidateRow RowFromPython(nb::handle row, const std::string& where, bool spans_required = true);
 
 // Producer totals from any non-empty subset of {"loss_sum", "denominator", "loss"} (None = not given), with
 // "denominator_scope" exactly when "denominator" is given; InputError naming the field otherwise.

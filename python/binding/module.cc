@@ -2,10 +2,12 @@
 // function converts its arguments, calls the library the command line calls, and converts the result back.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "convert.h"
 #include "packoracle/oracle/presets.h"
+#include "packoracle/properties/backend_attention.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle::python {
@@ -48,6 +50,18 @@ void BindPolicies(nb::module_& m) {
       },
       nb::arg("documents"), nb::arg("policy"),
       "The documents as the packer places them: the policy's delimiters added, every token's supervision filled in.");
+  m.def(
+      "segments",
+      [](nb::handle row, nb::handle policy, bool as_fed) {
+        const Policy p = PolicyFromPython(policy, "policy");
+        const CandidateRow r = RowFromPython(row, "row", /*spans_required=*/false);
+        return as_fed ? DeclaredSegmentsAsFed(r, p) : DeclaredSegments(r, p);
+      },
+      nb::arg("row"), nb::arg("policy"), nb::kw_only(), nb::arg("as_fed") = false,
+      "The segment starts of one canonical row (a dict of 1-D arrays: input_ids, labels and the boundary fields; "
+      "doc_spans optional) read from the encoding its policy declares, as the backend reading that encoding "
+      "does (properties/backend_attention.h DeclaredSegments). ValueError when the declared encoding is missing "
+      "or malformed; with as_fed=True a row without the declared field is one sequence, [0].");
   m.def(
       "read_microbatches",
       [](nb::handle microbatches) {

@@ -17,19 +17,25 @@
 // the attention grid, the reproduce string and a regression test draft. Environment variables steer a run
 // without recompiling: PACKORACLE_CASES (cases per property), PACKORACLE_SEED, PACKORACLE_REPRODUCE (replay
 // one reproduce string), PACKORACLE_PROFILE, PACKORACLE_REGRESSIONS (a directory: every failure found is saved
-// there as a regression file; replay them with ReplayRegressions).
+// there as a regression file; replay them with ReplayRegressions). A value that cannot be read (PACKORACLE_CASES=abc,
+// a negative seed, an empty string) fails the test with a message naming the variable and its value.
 #pragma once
 
 #include <cxxabi.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <typeinfo>
 
 #include <gtest/gtest.h>
 
 #include "packoracle/interchange/regression.h"
+#include "packoracle/oracle/error.h"
 #include "packoracle/properties/verify.h"
 
 namespace packoracle {
@@ -46,12 +52,45 @@ std::string TypeName() {
   return out;
 }
 
-// VerifyOptions with the PACKORACLE_* environment variables applied on top of `base`.
+// The value of environment variable `name` as a decimal integer in [min, max]: digits only (no sign, space or
+// suffix). Anything else throws InputError naming the variable and its value, so that PACKORACLE_CASES=abc
+// fails the test instead of running 0 cases and passing.
+inline std::uint64_t EnvironmentInteger(const char* name, const char* value, std::uint64_t min, std::uint64_t max,
+                                        const char* what) {
+  const std::string text = value;
+  std::uint64_t out = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (error != std::errc() || end != text.data() + text.size() || out < min || out > max) {
+    throw InputError(std::string(name) + "='" + text + "': expected " + what + " (an integer from " +
+                     std::to_string(min) + " to " + std::to_string(max) + ")");
+  }
+  return out;
+}
+
+// The value of environment variable `name`, which must not be empty (InputError naming it otherwise).
+inline std::string EnvironmentText(const char* name, const char* value, const char* what) {
+  if (*value == '\0') throw InputError(std::string(name) + " is set but empty: expected " + what + " (or unset it)");
+  return value;
+}
+
+// VerifyOptions with the PACKORACLE_* environment variables applied on top of `base`. A value that cannot be
+// read throws InputError naming the variable and its value (a test that calls this fails with that message).
 inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
-  if (const char* cases = std::getenv("PACKORACLE_CASES")) base.cases = std::atoi(cases);
-  if (const char* seed = std::getenv("PACKORACLE_SEED")) base.seed = std::strtoull(seed, nullptr, 10);
-  if (const char* reproduce = std::getenv("PACKORACLE_REPRODUCE")) base.reproduce = std::string(reproduce);
-  if (const char* profile = std::getenv("PACKORACLE_PROFILE")) base.profile = std::string(profile);
+  if (const char* cases = std::getenv("PACKORACLE_CASES")) {
+    base.cases = static_cast<int>(EnvironmentInteger("PACKORACLE_CASES", cases, 1,
+                                                     static_cast<std::uint64_t>(std::numeric_limits<int>::max()),
+                                                     "the number of generated cases per property"));
+  }
+  if (const char* seed = std::getenv("PACKORACLE_SEED")) {
+    base.seed = EnvironmentInteger("PACKORACLE_SEED", seed, 0, std::numeric_limits<std::uint64_t>::max(),
+                                   "the run's seed");
+  }
+  if (const char* reproduce = std::getenv("PACKORACLE_REPRODUCE")) {
+    base.reproduce = EnvironmentText("PACKORACLE_REPRODUCE", reproduce, "a reproduce string v1:...");
+  }
+  if (const char* profile = std::getenv("PACKORACLE_PROFILE")) {
+    base.profile = EnvironmentText("PACKORACLE_PROFILE", profile, "a profile name");
+  }
   return base;
 }
 
@@ -66,7 +105,8 @@ inline std::string ReproduceCommand(const std::string& reproduce) {
 inline std::string MaybeSaveRegression(const std::string& candidate, const VerifyReport& report) {
   const char* dir = std::getenv("PACKORACLE_REGRESSIONS");
   if (dir == nullptr || report.passed) return "";
-  return "saved as " + SaveRegression(dir, candidate, report) + "\n";
+  const std::string directory = EnvironmentText("PACKORACLE_REGRESSIONS", dir, "a directory");
+  return "saved as " + SaveRegression(directory, candidate, report) + "\n";
 }
 
 inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOptions options = OptionsFromEnvironment()) {

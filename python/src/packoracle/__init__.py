@@ -13,6 +13,8 @@ states these rules as an executable oracle under a declared policy and checks wh
 The C++ core (oracle, checks, generation, shrinking) does all the work; this package converts.
 """
 
+from typing import TYPE_CHECKING
+
 from . import _core
 from ._checks import check_batch, check_step, draw, verify
 from ._documents import canonical_documents
@@ -22,6 +24,26 @@ from .dump.spans import Document
 from .report import Report, Violation
 
 __version__ = _core.__version__
+
+if TYPE_CHECKING:
+    from . import adapters, conformance, dump, guard, strategies  # noqa: F401
+
+# Submodules reached as attributes (`packoracle.guard.check_step(...)` after `import packoracle`), imported on
+# first use (PEP 562): `import packoracle` itself imports neither torch nor transformers nor Hypothesis.
+_SUBMODULES = frozenset({"adapters", "conformance", "dump", "guard", "strategies"})
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")  # binds packoracle.<name> for later lookups
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBMODULES)
+
 
 # Shown as packoracle.X in tracebacks, reprs and help(), where users meet them.
 for _public in (Counterexample, Document, FuzzResult, Policy, Refuse, Report, Violation):

@@ -27,16 +27,23 @@ class Refuse(Exception):
 
 class Counterexample(AssertionError):
     """A case the candidate fails, shrunk to a minimal one. ``str()`` is the kit's whole report (the broken
-    invariant, the policy, the documents, the drawn rows) and ends with the line that replays it."""
+    invariant, the policy, the documents, the drawn rows) and ends with the line that replays it.
+
+    Attributes: ``invariant`` (the broken one's name), ``reproduce`` (the ``v1:`` string), ``replay`` (the call
+    that replays it), ``request`` (the minimal case, as the packer was handed it), ``regression`` (the file it
+    was saved to, if any), ``cases`` (1-based index of the first failing case of the run) and ``shrinks``
+    (shrink steps from that case to the minimal one)."""
 
     def __init__(self, text: str, *, invariant: Optional[str], reproduce: str, replay: str,
-                 request: Optional[dict], regression: Optional[str] = None):
+                 request: Optional[dict], regression: Optional[str] = None, cases: int = 0, shrinks: int = 0):
         super().__init__(text)
         self.invariant = invariant
         self.reproduce = reproduce
         self.replay = replay
         self.request = request
         self.regression = regression
+        self.cases = cases
+        self.shrinks = shrinks
 
 
 @dataclass(frozen=True)
@@ -210,7 +217,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
         raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
                              invariant=result["invariant"], reproduce=result["reproduce"],
                              replay=replay.replace("{}", result["reproduce"]), request=result["counterexample"],
-                             regression=result["regression"])
+                             regression=result["regression"], cases=result["cases_to_failure"],
+                             shrinks=result["shrinks"])
     checked = tuple(result["checked"])
     return FuzzResult(cases=result["cases"], seconds=result["seconds"], checked=checked,
                       not_applicable=tuple(i for i in _core.invariants() if i not in checked),

@@ -154,7 +154,7 @@ def _with_note(e: Any, note: str, regression: Optional[str]) -> Any:
     from . import Counterexample
 
     return Counterexample(str(e) + note, invariant=e.invariant, reproduce=e.reproduce, replay=e.replay,
-                          request=e.request, regression=regression)
+                          request=e.request, regression=regression, cases=e.cases, shrinks=e.shrinks)
 
 
 class PackoracleFuzz:

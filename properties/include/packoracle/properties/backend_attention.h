@@ -23,9 +23,22 @@
 #include <vector>
 
 #include "packoracle/oracle/policy.h"
+#include "packoracle/oracle/segments.h"
 #include "packoracle/properties/candidate.h"
 
 namespace packoracle {
+
+// The segment starts (segments.h) of one row read from its declared encoding, as in the list above (spans /
+// none: the doc_spans and each padding run). Under row_causal a backend reads no encoding, but the segments are
+// what the encoding says all the same. Throws InputError when the declared encoding is missing or malformed
+// (naming it). The one reading of a row's encoding under a policy: the reference consumer uses it, and so does
+// the Python guard (packoracle._core.segments) for batches without documents.
+SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy);
+
+// The segments a backend runs the row with when it is fed the row as dumped: DeclaredSegments, or, when the row
+// lacks the declared encoding's field (encoding_notes.h RequiredBoundaryField), the row as one sequence ({0}),
+// as BackendAttentionAsFed reads it.
+SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& policy);
 
 // The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
 from .._arrays import as_array, rows_of
-from .._batch import ALIASES
+from .._batch import canonical_microbatch
 
 CHECKED_WITHOUT_DOCUMENTS = ("segments against each other", "positions against segments",
                              "targets against the shift inside each segment", "counts and denominators")
@@ -20,62 +21,40 @@ CHECKED_WITH_DOCUMENTS = ("documents against segments (attention)", "positions",
                           "coverage")
 
 
-def _field(batch: Mapping[str, Any], canonical: str):
-    for name, value in batch.items():
-        if value is not None and (name == canonical or ALIASES.get(name) == canonical):
-            return value
-    return None
-
-
-def _starts(batch: Mapping[str, Any], row: int, n: int, policy: Mapping[str, Any]) -> list[int]:
-    """Segment starts of one row under the declared boundary_source (0 always starts one)."""
-    source = policy["boundary_source"]
-    if source == "cu_seqlens":
-        cu = _field(batch, "cu_seqlens")
-        if cu is not None:
-            cu = as_array(cu, "batch", "cu_seqlens")
-            cu = cu if cu.ndim == 1 else cu[row]
-            return sorted({0} | {int(c) for c in cu if 0 < int(c) < n})
-    if source == "seq_lens":
-        lens = _field(batch, "seq_lens")
-        if lens is not None:
-            lens = as_array(lens, "batch", "seq_lens")
-            lens = lens if lens.ndim == 1 else lens[row]
-            return sorted({0} | {int(c) for c in np.cumsum(lens) if 0 < int(c) < n})
-    if source in ("doc_ids", "attention_mask"):
-        ids = _field(batch, "doc_ids" if source == "doc_ids" else "attention_mask")
-        if ids is not None:
-            ids = rows_of(as_array(ids, "batch", source), "batch", source)[row]
-            return [0] + [i for i in range(1, n) if ids[i] != ids[i - 1]]
-    if source == "position_reset":
-        pos = _field(batch, "position_ids")
-        if pos is not None:
-            pos = rows_of(as_array(pos, "batch", "position_ids"), "batch", "position_ids")[row]
-            return [0] + [i for i in range(1, n) if pos[i] <= pos[i - 1]]
-    if source in ("eod_closes", "eod_opens"):
-        ids = rows_of(as_array(batch["input_ids"], "batch", "input_ids"), "batch", "input_ids")[row]
-        eos = policy.get("eos_id")
-        if eos is not None:
-            shift = 1 if source == "eod_closes" else 0
-            return sorted({0} | {i + shift for i in range(n) if ids[i] == eos and 0 < i + shift < n})
-    return [0]  # no boundary encoding (or it is missing): the whole row is one segment
+def segment_starts(batch: Mapping[str, Any], policy: Mapping[str, Any]) -> list[tuple[list[int], bool]]:
+    """Per row, (starts, read): the slots where a segment starts, read from the encoding the policy declares by
+    the core's own reading (``_core.segments``: the one a backend reading that encoding uses), and whether an
+    encoding was read at all. A row without one (boundary_source spans or none, or the declared field missing)
+    is one segment, as a backend fed it reads it, except where a 2-D attention_mask marks padding. `batch` is
+    in canonical field names. A malformed encoding is a ValueError naming it."""
+    fields = {name: value for name, value in batch.items() if name != "doc_spans"}
+    rows = rows_of(as_array(fields["input_ids"], "batch", "input_ids"), "batch", "input_ids").shape[0]
+    canonical = canonical_microbatch(dict(fields, doc_spans=[[] for _ in range(rows)]), where="batch")
+    out = []
+    for row in canonical["rows"]:
+        try:
+            starts, read = _core.segments(row, policy), policy["boundary_source"] not in ("spans", "none")
+        except ValueError:  # the declared field missing (read as one sequence); malformed: raised again here
+            starts, read = _core.segments(row, policy, as_fed=True), False
+        out.append(([int(x) for x in starts], read))
+    return out
 
 
 def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any]) -> tuple[list[dict], list[list[dict]]]:
     """([{"doc_uid", "tokens", "supervised"}], doc_spans per row): one document per segment of each row, cut
-    where the declared encoding says; trailing slots whose token is pad_id and whose label is ignored are
-    padding (no document), when the policy pads. A token is supervised where its label is not ignored (the
-    label that targets it: its own under aligned labels, the previous slot's when pre-shifted): the guard
-    cannot tell a prompt mask from a wrong one without the documents."""
+    where the declared encoding says (`segment_starts`); trailing slots whose token is pad_id and whose label
+    is ignored are padding (no document), when the policy pads (`_unpadded_length` says which). A token is
+    supervised where its label is not ignored (the label that targets it: its own under aligned labels, the
+    previous slot's when pre-shifted): the guard cannot tell a prompt mask from a wrong one without the
+    documents."""
     ids = rows_of(as_array(batch["input_ids"], "batch", "input_ids"), "batch", "input_ids")
     labels = rows_of(as_array(batch["labels"], "batch", "labels"), "batch", "labels")
     ignore, docs, spans = policy["ignore_index"], [], []
+    row_starts = segment_starts(batch, policy)
     for r in range(ids.shape[0]):
-        n = ids.shape[1]
-        if policy["padding"] != "none":
-            while n > 0 and int(ids[r, n - 1]) == policy["pad_id"] and int(labels[r, n - 1]) == ignore:
-                n -= 1
-        starts = [s for s in _starts(batch, r, ids.shape[1], policy) if s < n] or ([0] if n else [])
+        starts, read = row_starts[r]
+        n = _unpadded_length(ids[r], labels[r], starts, read, policy)
+        starts = [s for s in starts if s < n] or ([0] if n else [])
         row_spans = []
         for k, s in enumerate(starts):
             e = starts[k + 1] if k + 1 < len(starts) else n
@@ -85,6 +64,30 @@ def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any])
             row_spans.append({"doc_uid": uid, "start": s, "length": e - s, "doc_offset": 0})
         spans.append(row_spans)
     return docs, spans
+
+
+def _unpadded_length(ids: np.ndarray, labels: np.ndarray, starts: list[int], read: bool,
+                     policy: Mapping[str, Any]) -> int:
+    """Where a row's trailing padding starts, when the policy pads: padding slots hold pad_id with an ignored
+    label. Trailing segments made only of such slots are padding (the encoding gave padding segments of its
+    own), and the segment before them ends where they start, even if its last tokens look like padding (a
+    document may end with the pad id: Megatron's EOD is often token 0). Where the encoding was read, that is all
+    (padding folded into the last segment stays in it, as its backend reads it). Where none was (`read` False:
+    the row is one segment), padding is the tail of such slots; a document's own trailing pad ids cannot be
+    told from padding there."""
+    n = len(ids)
+    if policy["padding"] == "none":
+        return n
+    pad = (np.asarray(ids) == policy["pad_id"]) & (np.asarray(labels) == policy["ignore_index"])
+    cut = n
+    for s in reversed(starts):
+        if not pad[s:cut].all():
+            break
+        cut = s
+    if cut == n and not read:
+        while cut > 0 and pad[cut - 1]:
+            cut -= 1
+    return cut
 
 
 def _supervised(labels: np.ndarray, s: int, e: int, ignore: int, alignment: str) -> list[int]:
