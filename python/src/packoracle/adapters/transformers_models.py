@@ -312,6 +312,10 @@ FLASH_MASK_UNPADS = Finding(
     "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
 
 
+# Every examined finding, in the order of their labels (F1, F2, ...): labels stay the same whatever cells run.
+FINDINGS = (USE_CACHE_LEAK, MASK_DISABLES_PACKING, LINEAR_ATTENTION_LEAK, FLASH_BATCH_OF_ONE, FLASH_MASK_UNPADS)
+
+
 @dataclass(frozen=True)
 class ModelConsumer:
     """One cell of the consumer column: a family, an attention implementation, a feed, a use_cache setting

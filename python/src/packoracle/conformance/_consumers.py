@@ -145,17 +145,21 @@ def unexplained_cells(cells: list[Cell]) -> list[str]:
 
 @dataclass
 class _Findings:
-    """The findings in order of first appearance, each with a short label and the first cell it explains."""
+    """The findings met, in order of first appearance, each with its stable label and the first cell it explains."""
 
     order: list = field(default_factory=list)
     first: dict = field(default_factory=dict)
 
     def add(self, cell: Cell) -> str:
+        """The finding's label: F1.. by its place in transformers_models.FINDINGS (stable whatever cells run)."""
+        from ..adapters.transformers_models import FINDINGS
+
         finding = cell.consumer.finding
         if finding not in self.first:
             self.order.append(finding)
             self.first[finding] = cell
-        return f"F{self.order.index(finding) + 1}"
+        known = list(FINDINGS) + [f for f in self.order if f not in FINDINGS]
+        return f"F{known.index(finding) + 1}"
 
 
 # ---- the column as text (nothing machine-dependent: CI compares it with the committed page) -----------------
@@ -242,8 +246,10 @@ def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Option
     if refusals:
         out += ["Refusals (the model raises on packed input instead of mixing documents):", ""]
         out += [f"- `{r}`" for r in refusals] + [""]
-    for k, finding in enumerate(findings.order, 1):
+    label = lambda f: int(findings.add(findings.first[f])[1:])  # noqa: E731
+    for finding in sorted(findings.order, key=label):
         cell = findings.first[finding]
+        k = label(finding)
         explained = [c for c in cells if c.verdict == "leaks" and c.consumer.finding == finding]
         out += [f'<a id="{_anchor(f"F{k}")}"></a>', f"### F{k}: `{finding.invariant}` ({finding.kind})", "",
                 f"{finding.explanation}. Upstream: {finding.upstream}.", "",
