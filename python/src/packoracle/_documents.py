@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Optional, Union
 
+from . import _args
 from ._arrays import as_array, check_integral
 from .dump.spans import Document
 
 DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
 
 
-def canonical_documents(documents: DocumentsLike, where: str = "documents") -> list[dict]:
+def canonical_documents(documents: DocumentsLike, where: str = "documents",
+                        policy: Optional[dict] = None) -> list[dict]:
     """[{"doc_uid", "tokens", "supervised"?}] from any of:
 
     - a mapping {uid: tokens} (tokens a list, an array or a tensor), or {uid: {"tokens", "supervised"}};
     - a sequence of `Document` objects, of dicts {"doc_uid"|"uid", "tokens"|"input_ids", "supervised"?}, or of
       token lists (uids "d0", "d1", ... by position).
+
+    With `policy`, tokens are checked to be token ids (negative values only where the policy declares them).
 
     Raises ValueError or TypeError naming the document and the field."""
     if isinstance(documents, Mapping):
@@ -43,6 +47,7 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents") -> l
             uid = f"d{k}"
         if not isinstance(uid, str) or not uid:
             raise TypeError(f"{at}: field 'doc_uid' must be a non-empty string, got {uid!r}")
+        _args.utf8(uid, at, "field 'doc_uid'")
         if uid in seen:
             raise ValueError(f"{at}: field 'doc_uid' repeats {uid!r} (uids must be unique)")
         seen.add(uid)
@@ -50,6 +55,8 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents") -> l
         check_integral(tokens, at, "tokens")
         if tokens.ndim != 1:
             raise ValueError(f"{at}: field 'tokens' must be one-dimensional, got shape {tuple(tokens.shape)}")
+        if policy is not None:
+            _args.non_negative_ids(tokens, _args.signed_ids(policy), at, "tokens")
         doc = {"doc_uid": uid, "tokens": tokens}
         if supervised is not None:
             supervised = as_array(supervised, at, "supervised")

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import _core
+from . import _args, _core
 from ._arrays import is_tensor
 from ._batch import Microbatches, scalar
 from ._masks import ConsumerAnswerError, densify
@@ -70,6 +70,10 @@ def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
             return ("ok", Microbatches(request["documents"], request["policy"]).read(answer))
         except (TypeError, ValueError) as e:
             return ("fault", f"the packer returned something that is not a packed batch: {e}")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # raised by the answer's own code (a Mapping's items(), an __array__): its fault
+            return ("fault", "reading the packer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -81,12 +85,17 @@ def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
             raise
         except BaseException:
             return ("fault", "the loss reducer raised an exception:\n" + traceback.format_exc())
-        if isinstance(answer, Mapping):
-            answer = [answer]
-        if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
-            return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, denominator, "
-                             f"denominator_scope, loss), got {type(answer).__name__}")
-        return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+        try:
+            if isinstance(answer, Mapping):
+                answer = [answer]
+            if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
+                return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, "
+                                 f"denominator, denominator_scope, loss), got {type(answer).__name__}")
+            return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # raised by the answer's own code (a Mapping's items(), a tensor's item())
+            return ("fault", "reading the loss reducer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -103,6 +112,10 @@ def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, d
             return ("ok", densify(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
         except ConsumerAnswerError as e:
             return ("fault", str(e))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # raised by the answer's own code (an __array__, a mask function)
+            return ("fault", "reading the attention consumer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -116,21 +129,26 @@ def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callab
             raise
         except BaseException:
             return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
-        if _is_single_mask_source(answer):
-            answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
-        if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
-                is_tensor(answer) or isinstance(answer, np.ndarray)):
-            return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
-                             f"rows × n × n array), got {type(answer).__name__}")
-        if len(answer) != len(rows):
-            return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a micro-batch "
-                             f"of {len(rows)} rows")
         try:
+            if _is_single_mask_source(answer):
+                answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
+            if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
+                    is_tensor(answer) or isinstance(answer, np.ndarray)):
+                return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
+                                 f"rows × n × n array), got {type(answer).__name__}")
+            if len(answer) != len(rows):
+                return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a "
+                                 f"micro-batch of {len(rows)} rows")
             return ("ok", [densify(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
                                                                 f"for row {r}")
                            for r, (a, row) in enumerate(zip(answer, rows))])
         except ConsumerAnswerError as e:
             return ("fault", str(e))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # raised by the answer's own code (an __array__, a mask function, __len__)
+            return ("fault", "reading the micro-batch attention consumer's answer raised an exception:\n"
+                    + traceback.format_exc())
     return drive
 
 
@@ -181,6 +199,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
     documents whose every token is supervised, for packers that take no per-token supervision (pretraining
     datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``."""
+    at = "fuzz"
     if packer is None and reducer is None and consumer is None and microbatch_consumer is None:
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     if consumer is not None and microbatch_consumer is not None:
@@ -189,10 +208,15 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                      ("microbatch_consumer", microbatch_consumer)):
         if f is not None and not callable(f):
             raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
-    if cases is not None and (not isinstance(cases, int) or cases < 1):
-        raise ValueError(f"fuzz: cases must be a positive integer, got {cases!r}")
-    if time is not None and not time > 0:
-        raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
+    cases = _args.optional_integer(cases, at, "cases", 1, _args.INT32_MAX)
+    seed = _args.optional_integer(seed, at, "seed", 0, _args.UINT64_MAX)
+    time = None if time is None else _args.seconds(time, at, "time")
+    reproduce = _args.optional_text(reproduce, at, "reproduce")
+    max_row_length = _args.integer(max_row_length, at, "max_row_length", 1, _args.MAX_FUZZ_ROW_LENGTH)
+    decoder = _args.flag(decoder, at, "decoder")
+    sft_masks = _args.flag(sft_masks, at, "sft_masks")
+    save_regressions = _args.optional_path(save_regressions, at, "save_regressions")
+    name = _args.optional_text(name, at, "name")
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
