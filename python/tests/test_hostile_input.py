@@ -6,6 +6,8 @@ scalars, one micro-batch alone, float16 masks) gives exactly the report of its p
 from __future__ import annotations
 
 import pathlib
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -185,6 +187,9 @@ HOSTILE = [
     ("fuzz sft_masks int", lambda d: fuzz(sft_masks=1), TypeError, ["sft_masks", "1"]),
     ("fuzz save_regressions int", lambda d: fuzz(save_regressions=5), TypeError, ["save_regressions", "5"]),
     ("fuzz name int", lambda d: fuzz(name=5), TypeError, ["name", "5"]),
+    ("fuzz timeout 0", lambda d: fuzz(timeout=0), ValueError, ["timeout", "0"]),
+    ("fuzz timeout inf", lambda d: fuzz(timeout=float("inf")), ValueError, ["timeout", "inf"]),
+    ("fuzz timeout str", lambda d: fuzz(timeout="10"), TypeError, ["timeout", "'10'"]),
     # verify and draw
     ("verify row_length -1", lambda d: packoracle.verify(d, row_length=-1), ValueError, ["verify", "row_length", "-1"]),
     ("verify paths None", lambda d: packoracle.verify(None), TypeError, ["verify", "paths", "None"]),
@@ -231,7 +236,7 @@ ARGUMENTS = {
                  "decoder": "flag"},
     fuzz: {"cases": "optional integer", "seed": "optional integer", "time": "seconds",
            "max_row_length": "integer", "reproduce": "optional text", "decoder": "flag", "sft_masks": "flag",
-           "save_regressions": "optional text", "name": "optional text"},
+           "save_regressions": "optional text", "name": "optional text", "timeout": "seconds"},
 }
 
 
@@ -399,3 +404,65 @@ def test_a_fuzzed_packer_answering_unusual_arrays_passes(convert):
         out = as_packer(pack_reference)(request)
         return {k: convert(v) for k, v in out.items()}
     assert packoracle.fuzz(packer, "reference", cases=64).cases == 64
+
+
+# ---- a per-answer deadline: a callable that hangs fails its case, with its stack; the run never hangs -----------
+
+def _hangs_on_three_documents(request):
+    if len(request["documents"]) >= 3:
+        time.sleep(1000)  # the line the report must show
+    return as_packer(pack_reference)(request)
+
+
+def _spins_on_three_documents(request):
+    while len(request["documents"]) >= 3:
+        pass
+    return as_packer(pack_reference)(request)
+
+
+@pytest.mark.parametrize("packer, line", [(_hangs_on_three_documents, "time.sleep(1000)"),
+                                          (_spins_on_three_documents, "while len(request")],
+                         ids=["sleeps", "spins"])
+def test_a_packer_that_hangs_fails_its_case_with_its_stack(packer, line):
+    start = time.monotonic()
+    with pytest.raises(packoracle.Counterexample) as raised:
+        packoracle.fuzz(packer, "reference", cases=200, timeout=1)
+    elapsed = time.monotonic() - start
+    text = str(raised.value)
+    assert "the packer gave no answer within" in text and line in text and packer.__name__ in text
+    assert "_fuzz.py" not in text  # the kit's own frames are left out of the stack
+    assert elapsed < 60, elapsed  # one full timeout, then shortened deadlines while shrinking
+
+
+def test_a_reducer_that_hangs_fails_its_case():
+    def reducer(request):
+        time.sleep(1000)
+    with pytest.raises(packoracle.Counterexample) as raised:
+        packoracle.fuzz(as_packer(pack_reference), "reference", reducer=reducer, cases=5, timeout=0.5)
+    assert "the loss reducer gave no answer within" in str(raised.value)
+
+
+def test_the_deadline_leaves_no_timer_and_restores_the_handler():
+    def mine(signum, frame):
+        pass
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        assert packoracle.fuzz(as_packer(pack_reference), "reference", cases=64, timeout=5).cases == 64
+        assert signal.getsignal(signal.SIGALRM) is mine
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_armed_timer_of_someone_else_is_left_alone():
+    """pytest-timeout's signal method arms SIGALRM for the whole test: fuzz does not take it over."""
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+    signal.setitimer(signal.ITIMER_REAL, 30)
+    try:
+        packoracle.fuzz(as_packer(pack_reference), "reference", cases=32, timeout=5)
+        remaining = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 0 < remaining <= 30 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -76,13 +76,13 @@ def flag(value: Any, where: str, name: str) -> bool:
     return bool(value)
 
 
-def seconds(value: Any, where: str, name: str) -> float:
-    """A finite number of seconds, > 0 and at most MAX_SECONDS (int, float or a numpy number; not a bool)."""
+def seconds(value: Any, where: str, name: str, hi: float = MAX_SECONDS) -> float:
+    """A finite number of seconds, > 0 and at most `hi` (int, float or a numpy number; not a bool)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{where}: {name} must be a number of seconds, got {value!r}")
     out = float(value)
-    if not (math.isfinite(out) and 0 < out <= MAX_SECONDS):
-        raise ValueError(f"{where}: {name} must be a finite number of seconds in (0, {MAX_SECONDS}], got {value!r}")
+    if not (math.isfinite(out) and 0 < out <= hi):
+        raise ValueError(f"{where}: {name} must be a finite number of seconds in (0, {hi:g}], got {value!r}")
     return out
 
 
@@ -102,6 +102,8 @@ def optional_text(value: Any, where: str, name: str, *, empty: bool = False) -> 
 
 def utf8(value: str, where: str, name: str) -> None:
     """ValueError when `value` cannot be written as UTF-8 (a lone surrogate such as '\\ud800')."""
+    if value.isascii():
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:

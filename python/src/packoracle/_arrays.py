@@ -24,7 +24,9 @@ def as_array(value: Any, where: str, field: str, *, floats: bool = False) -> np.
 
     Raises ValueError or TypeError naming `where` and the field for a tensor on another device, a sparse or
     nested tensor, a dtype numpy has not, ragged lists or values that are not numbers."""
-    if is_tensor(value):
+    if type(value) is np.ndarray:
+        array = value
+    elif is_tensor(value):
         array = _tensor_array(value, where, field, floats)
     elif isinstance(value, np.ndarray):
         array = np.asarray(value)  # np.matrix and other subclasses: the plain array (rows of a matrix are 2-D)
@@ -65,6 +67,8 @@ def _native(array: np.ndarray, floats: bool) -> np.ndarray:
         return array.astype(np.float32)
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
+    elif array.flags.c_contiguous:
+        return array  # the common case
     if array.itemsize and any(s % array.itemsize for s in array.strides):
         array = np.ascontiguousarray(array)
     return array

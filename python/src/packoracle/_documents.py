@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Iterable, Optional, Union
 
+import numpy as np
+
 from . import _args
 from ._arrays import as_array, check_integral
 from .dump.spans import Document
@@ -55,12 +57,22 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
         check_integral(tokens, at, "tokens")
         if tokens.ndim != 1:
             raise ValueError(f"{at}: field 'tokens' must be one-dimensional, got shape {tuple(tokens.shape)}")
-        if policy is not None:
-            _args.non_negative_ids(tokens, _args.signed_ids(policy), at, "tokens")
         doc = {"doc_uid": uid, "tokens": tokens}
         if supervised is not None:
             supervised = as_array(supervised, at, "supervised")
             check_integral(supervised, at, "supervised")
             doc["supervised"] = supervised
         out.append(doc)
+    if policy is not None:
+        _token_ids(out, items, where, _args.signed_ids(policy))
     return out
+
+
+def _token_ids(docs: list[dict], items: list, where: str, allowed: frozenset[int]) -> None:
+    """Every document's tokens are token ids: one pass over all of them, then the document that has not."""
+    signed = [d["tokens"] for d in docs if d["tokens"].dtype.kind == "i" and d["tokens"].size]
+    if not signed or np.concatenate(signed).min() >= 0:
+        return
+    for k, (doc, (uid, _)) in enumerate(zip(docs, items)):
+        _args.non_negative_ids(doc["tokens"], allowed, f"{where}[{uid!r}]" if uid is not None else f"{where}[{k}]",
+                               "tokens")
