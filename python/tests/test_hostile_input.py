@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import packoracle
+from packoracle import strategies
 from packoracle.dump import DumpWriter
 from tests.packers import as_packer, pack_reference
 
@@ -202,6 +203,15 @@ HOSTILE = [
     ("draw row str", lambda d: packoracle.draw(d, row="0", write_svg=False), TypeError, ["row", "'0'"]),
     ("draw step -1", lambda d: packoracle.draw(d, step=-1, write_svg=False), ValueError, ["step", "-1"]),
     ("draw write_svg str", lambda d: packoracle.draw(d, write_svg="no"), TypeError, ["write_svg", "'no'"]),
+    # the Hypothesis strategies
+    ("strategies.requests max_row_length str", lambda d: strategies.requests(max_row_length="16"), TypeError,
+     ["strategies.requests", "max_row_length", "'16'"]),
+    ("strategies.requests max_dp_world_size 0", lambda d: strategies.requests(max_dp_world_size=0), ValueError,
+     ["max_dp_world_size", "0"]),
+    ("strategies.documents max_size bool", lambda d: strategies.documents(max_size=True), TypeError,
+     ["strategies.documents", "max_size", "True"]),
+    ("strategies.documents prompt_masking str", lambda d: strategies.documents(prompt_masking="yes"), TypeError,
+     ["prompt_masking", "'yes'"]),
     # Policy and Report
     ("Policy int", lambda d: packoracle.Policy(5), TypeError, ["policy", "int"]),
     ("Policy value str", lambda d: packoracle.Policy("reference", pad_id="x"), ValueError, ["pad_id"]),
@@ -344,6 +354,15 @@ def test_numpy_scalars_are_the_numbers_they_hold(name, value):
     plain = check_batch(wrong_batch(), **dict(kw, **{name: value.item()}))
     numpy = check_batch(wrong_batch(), **dict(kw, **{name: value}))
     assert str(numpy) == str(plain) and numpy.violations == plain.violations
+
+
+def test_numpy_numbers_in_the_strategies_draw_the_same():
+    from hypothesis import find
+    plain = find(strategies.requests(max_row_length=12, max_documents=4, vocab=5),
+                 lambda r: len(r["documents"]) == 4 and r["row_length"] == 12)
+    numpy = find(strategies.requests(max_row_length=np.int64(12), max_documents=np.int32(4), vocab=np.uint8(5)),
+                 lambda r: len(r["documents"]) == 4 and r["row_length"] == 12)
+    assert numpy == plain
 
 
 def test_a_numpy_scalar_is_accepted_as_a_policy_value():
