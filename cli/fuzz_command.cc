@@ -212,7 +212,7 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--max-row-length", o->job.fuzz.max_row_length,
                    "the longest row L generated, reached as the run grows (a reproduce string depends on it)")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+      ->check(CLI::Range(std::int64_t{1}, jobs::kMaxFuzzRowLength));
   fuzz->add_option("--max-documents", o->job.fuzz.max_documents,
                    "the most documents in one case, reached as the run grows (a reproduce string depends on it)")
       ->capture_default_str()

@@ -175,6 +175,10 @@ void CheckFuzzOptions(const FuzzOptions& o, const std::function<void()>& more_ch
   }
   if (o.cases < 1) throw InputError("--cases must be at least 1, got " + std::to_string(o.cases));
   if (!(o.time >= 0)) throw InputError("--time must be a number of seconds >= 0");
+  if (o.max_row_length < 1 || o.max_row_length > kMaxFuzzRowLength) {
+    throw InputError("--max-row-length must be in 1.." + std::to_string(kMaxFuzzRowLength) + ", got " +
+                     std::to_string(o.max_row_length));
+  }
   if (more_checks) more_checks();
   if (!o.profile.empty()) {
     std::vector<std::string> known;

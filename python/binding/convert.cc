@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <optional>
 
 #include <nanobind/ndarray.h>
@@ -21,34 +23,61 @@ namespace {
 
 std::string TypeName(nb::handle h) { return nb::cast<std::string>(nb::str(nb::handle(h.type().ptr()).attr("__name__"))); }
 
-// One element of a CPU array of any integer, bool or (where allowed) floating dtype, as T.
-template <class T>
-T Element(const std::uint8_t* p, nb::dlpack::dtype dt) {
+// A Python str as UTF-8: InputError naming the field for one that has none (a lone surrogate, "\ud800"),
+// where nb::cast would throw std::bad_cast.
+std::string Utf8(nb::handle v, const std::string& where, const std::string& field) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(v.ptr(), &size);
+  if (!data) {
+    PyErr_Clear();
+    Bad(where, field, "is not valid text (a lone surrogate cannot be written as UTF-8)");
+  }
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
+// One element of a CPU array of any integer or bool dtype, as a 64-bit signed integer; false when it does
+// not fit (a uint64 above INT64_MAX: 2^64 - 100 is not -100).
+bool IntegerElement(const std::uint8_t* p, nb::dlpack::dtype dt, std::int64_t& out) {
   using Code = nb::dlpack::dtype_code;
   switch (static_cast<Code>(dt.code)) {
-    case Code::Bool: return static_cast<T>(*p != 0);
+    case Code::Bool: out = *p != 0; return true;
     case Code::Int:
       switch (dt.bits) {
-        case 8: return static_cast<T>(*reinterpret_cast<const std::int8_t*>(p));
-        case 16: return static_cast<T>(*reinterpret_cast<const std::int16_t*>(p));
-        case 32: return static_cast<T>(*reinterpret_cast<const std::int32_t*>(p));
-        default: return static_cast<T>(*reinterpret_cast<const std::int64_t*>(p));
+        case 8: out = *reinterpret_cast<const std::int8_t*>(p); return true;
+        case 16: out = *reinterpret_cast<const std::int16_t*>(p); return true;
+        case 32: out = *reinterpret_cast<const std::int32_t*>(p); return true;
+        default: out = *reinterpret_cast<const std::int64_t*>(p); return true;
       }
-    case Code::UInt:
+    default:  // UInt
       switch (dt.bits) {
-        case 8: return static_cast<T>(*p);
-        case 16: return static_cast<T>(*reinterpret_cast<const std::uint16_t*>(p));
-        case 32: return static_cast<T>(*reinterpret_cast<const std::uint32_t*>(p));
-        default: return static_cast<T>(*reinterpret_cast<const std::uint64_t*>(p));
+        case 8: out = *p; return true;
+        case 16: out = *reinterpret_cast<const std::uint16_t*>(p); return true;
+        case 32: out = *reinterpret_cast<const std::uint32_t*>(p); return true;
+        default: {
+          const std::uint64_t v = *reinterpret_cast<const std::uint64_t*>(p);
+          if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
+          out = static_cast<std::int64_t>(v);
+          return true;
+        }
       }
-    default:
-      if (dt.bits == 32) return static_cast<T>(*reinterpret_cast<const float*>(p));
-      return static_cast<T>(*reinterpret_cast<const double*>(p));
   }
+}
+
+// An integer read from Python, as T: InputError naming the entry when it does not fit T.
+template <class T>
+T Narrow(std::int64_t v, const std::string& where, const std::string& at) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(std::int64_t)) {
+    if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+      Bad(where, at, "is " + std::to_string(v) + ", out of range");
+    }
+  }
+  return static_cast<T>(v);
 }
 
 // A 1-D array (numpy, torch on the CPU, anything with the buffer protocol or DLPack) or a Python sequence, as
 // a vector of T. Integer and bool dtypes are read in place; floats only where `numbers` (loss_mask).
+std::int64_t Int(nb::handle v, const std::string& where, const std::string& field);
+
 template <class T>
 std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::string& field, bool numbers = false) {
   nb::ndarray<nb::ro> array;
@@ -73,8 +102,21 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
     std::vector<T> out(n);
     if (code == Code::Int && dt.bits == 64 && stride == 8 && sizeof(T) == 8 && std::is_integral_v<T>) {
       if (n) std::memcpy(out.data(), base, n * 8);  // the common case: int64 contiguous, one copy
+    } else if (floating) {
+      for (std::size_t k = 0; k < n; ++k) {
+        const auto* p = base + static_cast<std::int64_t>(k) * stride;
+        out[k] = static_cast<T>(dt.bits == 32 ? *reinterpret_cast<const float*>(p) : *reinterpret_cast<const double*>(p));
+      }
     } else {
-      for (std::size_t k = 0; k < n; ++k) out[k] = Element<T>(base + static_cast<std::int64_t>(k) * stride, dt);
+      for (std::size_t k = 0; k < n; ++k) {
+        std::int64_t v = 0;
+        if (!IntegerElement(base + static_cast<std::int64_t>(k) * stride, dt, v)) {
+          Bad(where, field + "[" + std::to_string(k) + "]",
+              "is " + std::to_string(*reinterpret_cast<const std::uint64_t*>(base + static_cast<std::int64_t>(k) * stride)) +
+                  " (uint64), which does not fit a signed 64-bit integer: ids and labels are int64 values");
+        }
+        out[k] = Narrow<T>(v, where, field + "[" + std::to_string(k) + "]");
+      }
     }
     return out;
   }
@@ -89,12 +131,10 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
     const std::string at = field + "[" + std::to_string(k++) + "]";
     if (nb::isinstance<nb::bool_>(item)) {
       out.push_back(static_cast<T>(nb::cast<bool>(item)));
-    } else if (nb::isinstance<nb::int_>(item)) {
-      long long v = 0;
-      if (!nb::try_cast(item, v)) Bad(where, at, "is out of the 64-bit range");
-      out.push_back(static_cast<T>(v));
-    } else if (numbers && nb::isinstance<nb::float_>(item)) {
-      out.push_back(static_cast<T>(nb::cast<double>(item)));
+    } else if (PyIndex_Check(item.ptr())) {
+      out.push_back(Narrow<T>(Int(item, where, at), where, at));
+    } else if (numbers && PyFloat_Check(item.ptr())) {
+      out.push_back(static_cast<T>(PyFloat_AsDouble(item.ptr())));
     } else {
       Bad(where, at, std::string("must be ") + (numbers ? "a number" : "an integer") + ", got " + TypeName(item));
     }
@@ -114,23 +154,54 @@ nb::handle Required(nb::handle dict, const char* key, const std::string& where) 
   return v;
 }
 
+// A value as the message shows it: its repr (cut at 40 characters) and its type.
+std::string Shown(nb::handle v) {
+  std::string repr;
+  if (PyObject* r = PyObject_Repr(v.ptr())) {
+    Py_ssize_t size = 0;
+    if (const char* data = PyUnicode_AsUTF8AndSize(r, &size)) repr.assign(data, static_cast<std::size_t>(size));
+    Py_DECREF(r);
+  }
+  PyErr_Clear();
+  if (repr.size() > 40) repr = repr.substr(0, 37) + "...";
+  return repr + " (" + TypeName(v) + ")";
+}
+
+// An integer: a Python int or anything with __index__ (a numpy integer); never a bool, a float or a str.
 std::int64_t Int(nb::handle v, const std::string& where, const std::string& field) {
-  if (nb::isinstance<nb::bool_>(v)) Bad(where, field, "must be an integer, got bool");
-  long long out = 0;
-  if (!nb::try_cast(v, out)) Bad(where, field, "must be an integer, got " + TypeName(v));
+  if (nb::isinstance<nb::bool_>(v) || !PyIndex_Check(v.ptr())) Bad(where, field, "must be an integer, got " + Shown(v));
+  PyObject* index = PyNumber_Index(v.ptr());
+  if (!index) {
+    PyErr_Clear();
+    Bad(where, field, "must be an integer, got " + Shown(v));
+  }
+  int overflow = 0;
+  const long long out = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow || (out == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    Bad(where, field, "is " + Shown(v) + ", out of the signed 64-bit range");
+  }
   return out;
 }
 
+// A real number: an int, a float or a numpy number; never a bool or a str.
 double Number(nb::handle v, const std::string& where, const std::string& field) {
-  if (nb::isinstance<nb::bool_>(v)) Bad(where, field, "must be a number, got bool");
-  double out = 0;
-  if (!nb::try_cast(v, out)) Bad(where, field, "must be a number, got " + TypeName(v));
+  if (nb::isinstance<nb::bool_>(v) || nb::isinstance<nb::str>(v) || !PyNumber_Check(v.ptr()) ||
+      PyComplex_Check(v.ptr())) {
+    Bad(where, field, "must be a number, got " + Shown(v));
+  }
+  const double out = PyFloat_AsDouble(v.ptr());
+  if (out == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    Bad(where, field, "must be a number, got " + Shown(v));
+  }
   return out;
 }
 
 std::string String(nb::handle v, const std::string& where, const std::string& field) {
-  if (!nb::isinstance<nb::str>(v)) Bad(where, field, "must be a string, got " + TypeName(v));
-  return nb::cast<std::string>(v);
+  if (!nb::isinstance<nb::str>(v)) Bad(where, field, "must be a string, got " + Shown(v));
+  return Utf8(v, where, field);
 }
 
 template <class T>
@@ -149,9 +220,9 @@ std::optional<std::vector<T>> Optional(nb::handle row, const char* field, const 
 nlohmann::json ToJson(nb::handle v, const std::string& where) {
   if (v.is_none()) return nullptr;
   if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v);
-  if (nb::isinstance<nb::int_>(v)) return Int(v, where, "value");
+  if (PyIndex_Check(v.ptr())) return Int(v, where, "value");  // an int, or a numpy integer
   if (nb::isinstance<nb::float_>(v)) return nb::cast<double>(v);
-  if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
+  if (nb::isinstance<nb::str>(v)) return Utf8(v, where, "value");
   if (nb::isinstance<nb::dict>(v)) {
     nlohmann::json out = nlohmann::json::object();
     for (auto [key, value] : nb::borrow<nb::dict>(v)) {
@@ -188,7 +259,7 @@ nb::list IntList(const std::vector<Token>& values) {
 }  // namespace
 
 Policy PolicyFromPython(nb::handle policy, const std::string& where) {
-  if (nb::isinstance<nb::str>(policy)) return PolicyFromJson(nlohmann::json{{"preset", nb::cast<std::string>(policy)}}, where);
+  if (nb::isinstance<nb::str>(policy)) return PolicyFromJson(nlohmann::json{{"preset", Utf8(policy, where, "preset")}}, where);
   if (!nb::isinstance<nb::dict>(policy)) {
     throw InputError(where + ": a policy is a preset name or a dict of policy keys, got " + TypeName(policy));
   }

@@ -6,6 +6,8 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "packoracle/jobs/fuzz.h"
+#include "packoracle/oracle/layout.h"
 #include "packoracle/oracle/presets.h"
 #include "packoracle/properties/backend_attention.h"
 #include "packoracle/properties/invariants.h"
@@ -83,6 +85,9 @@ void BindPolicies(nb::module_& m) {
 NB_MODULE(_core, m) {
   m.doc() = "The packoracle C++ kit (oracle, checks, generation, shrinking); use the packoracle package.";
   m.attr("__version__") = "0.1.0";
+  // The bounds the Python layer checks arguments against (packoracle/_args.py): the core's, not copies.
+  m.attr("MAX_ROW_LENGTH") = packoracle::kMaxRowLength;               // row_length: 1..this
+  m.attr("MAX_FUZZ_ROW_LENGTH") = packoracle::jobs::kMaxFuzzRowLength;  // fuzz(max_row_length=): 1..this
   packoracle::python::BindPolicies(m);
   packoracle::python::BindFuzz(m);
   packoracle::python::BindAudit(m);

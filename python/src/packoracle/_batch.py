@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _core
+from . import _args, _core
 from ._arrays import as_array, check_integral, rows_of
 
 # Per-token fields: one value per slot, rows × slots like input_ids.
@@ -108,15 +108,16 @@ def _is_span_tuple(value: Any) -> bool:
 
 def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMatcher"] = None,
                          step: int = 0, micro_step: int = 0, rank: int = 0, producer: Optional[Mapping] = None,
-                         ignore: Sequence[str] = ()) -> dict:
+                         ignore: Sequence[str] = (), policy: Optional[dict] = None) -> dict:
     """The canonical micro-batch of one batch dict (see the module docstring). `spans` derives doc_spans when
-    the batch has none (by matching the rows' tokens against the documents)."""
+    the batch has none (by matching the rows' tokens against the documents). With `policy`, input_ids and
+    labels are checked to hold token ids (negative values only where the policy declares them)."""
     fields = canonical_fields(batch, where, ignore)
     arrays: dict[str, np.ndarray] = {}
     for name in PER_TOKEN:
         if name not in fields:
             continue
-        array = as_array(fields[name], where, name)
+        array = as_array(fields[name], where, name, floats=name == "loss_mask")
         if name == "attention_mask" and array.ndim > 2:
             raise ValueError(f"{where}: field 'attention_mask' is a dense mask of shape {tuple(array.shape)}: give the "
                              f"boundaries as doc_ids (packoracle.dump.doc_ids_from_dense_mask derives them)")
@@ -124,6 +125,8 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
             check_integral(array, where, name)
         elif array.dtype.kind not in "iubf":
             raise TypeError(f"{where}: field 'loss_mask' has dtype {array.dtype}: numbers are expected")
+        if policy is not None and name in ("input_ids", "labels"):
+            _args.non_negative_ids(array, _args.signed_ids(policy, labels=name == "labels"), where, name)
         arrays[name] = rows_of(array, where, name)
     shape = arrays["input_ids"].shape
     for name, array in arrays.items():
@@ -145,7 +148,7 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
         row["doc_spans"] = row_spans[r]
         out_rows.append(row)
     return {"step": step, "micro_step": micro_step, "rank": rank, "rows": out_rows,
-            "producer": dict(producer) if producer is not None else None}
+            "producer": _producer(producer, where)}
 
 
 class SpanMatcher:
@@ -300,6 +303,7 @@ def _common_prefix(tokens: np.ndarray, start: int, doc: np.ndarray) -> int:
 
 
 def scalar(value: Any) -> Any:
+    """A numpy scalar or a one-element tensor as the Python number it holds; anything else as it is."""
     return value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
 
 
@@ -308,7 +312,13 @@ def _producer(value: Any, where: str) -> Optional[dict]:
         return None
     if not isinstance(value, Mapping):
         raise TypeError(f"{where}: field 'producer' must be a dict, got {type(value).__name__}")
-    return {k: scalar(v) for k, v in value.items()}
+    out = {}
+    for k, v in value.items():
+        try:
+            out[k] = scalar(v)
+        except (TypeError, ValueError, RuntimeError) as e:  # a tensor of more than one element, ...
+            raise TypeError(f"{where}: producer field {k!r} must be a number, got {type(v).__name__} ({e})") from None
+    return out
 
 
 class Microbatches:
@@ -337,6 +347,7 @@ class Microbatches:
         return self._matcher
 
     def read(self, answer: Any) -> list[dict]:
+        """The canonical micro-batches of `answer`: one micro-batch (a dict) or a list of them."""
         if isinstance(answer, Mapping):
             answer = [answer]
         if not isinstance(answer, Sequence) or isinstance(answer, (str, bytes)):
@@ -355,11 +366,14 @@ class Microbatches:
         where = f"microbatches[{k}]"
         if not isinstance(mb, Mapping):
             raise TypeError(f"{where}: a micro-batch must be a dict, got {type(mb).__name__}")
-        meta = {"step": scalar(mb.get("step", 0)), "micro_step": scalar(mb.get("micro_step", k)),
-                "rank": scalar(mb.get("rank", 0)), "producer": _producer(mb.get("producer"), where)}
+        meta = {"step": _args.integer(scalar(mb.get("step", 0)), where, "field 'step'", 0, _args.INT64_MAX),
+                "micro_step": _args.integer(scalar(mb.get("micro_step", k)), where, "field 'micro_step'", 0,
+                                            _args.INT64_MAX),
+                "rank": _args.integer(scalar(mb.get("rank", 0)), where, "field 'rank'", 0, _args.INT64_MAX),
+                "producer": _producer(mb.get("producer"), where)}
         if "rows" not in mb:
             batch = {n: v for n, v in mb.items() if n not in ("record", "step", "micro_step", "rank", "producer")}
-            return canonical_microbatch(batch, where=where, spans=self._spans_for(batch), **meta)
+            return canonical_microbatch(batch, where=where, spans=self._spans_for(batch), policy=self.policy, **meta)
         rows = mb["rows"]
         if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
             raise TypeError(f"{where}: field 'rows' must be a list of rows, got {type(rows).__name__}")
@@ -367,7 +381,7 @@ class Microbatches:
         for r, row in enumerate(rows):
             if not isinstance(row, Mapping):
                 raise TypeError(f"{where}: rows[{r}] must be a dict, got {type(row).__name__}")
-            one = canonical_microbatch(row, where=f"{where}: rows[{r}]", spans=self._spans_for(row))
+            one = canonical_microbatch(row, where=f"{where}: rows[{r}]", spans=self._spans_for(row), policy=self.policy)
             if len(one["rows"]) != 1:
                 raise ValueError(f"{where}: rows[{r}]: field 'input_ids' must be one row, got {len(one['rows'])}")
             out["rows"].append(one["rows"][0])

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from . import _core
+from . import _args, _core
+from ._args import INT64_MAX, MAX_ROW_LENGTH
 from ._batch import Microbatches, canonical_microbatch
 from ._documents import DocumentsLike, canonical_documents
 from ._policy import PolicyLike, resolve
@@ -62,34 +63,57 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     check_step). ``row_length``: L (default: the longest row). ``decoder``: also run packing_invariance.
     ``ignore``: fields of the batch that the kit should not read.
 
-    Raises ValueError or TypeError naming the field and index for input that is not a batch."""
+    Raises ValueError or TypeError naming the argument, or the field and index, for input that is not a batch."""
+    at = "check_batch"
+    step = _args.integer(step, at, "step", 0, INT64_MAX)
+    micro_step = _args.integer(micro_step, at, "micro_step", 0, INT64_MAX)
+    dp_world_size = _args.integer(dp_world_size, at, "dp_world_size", 1, INT64_MAX)
+    rank = _args.integer(rank, at, "rank", 0, INT64_MAX)
+    _args.rank_below(rank, dp_world_size, at)
+    row_length = _args.optional_integer(row_length, at, "row_length", 1, MAX_ROW_LENGTH)
+    decoder = _args.flag(decoder, at, "decoder")
+    ignore = _args.names(ignore, at, "ignore")
+    if producer is not None and not isinstance(producer, Mapping):
+        raise TypeError(f"{at}: producer must be a dict of totals (loss_sum, denominator, denominator_scope, loss) "
+                        f"or None, got {type(producer).__name__}")
     resolved = resolve(policy)
-    docs = canonical_documents(documents)
+    docs = canonical_documents(documents, policy=resolved)
     reader = Microbatches(docs, resolved)
     # Spans derived from the documents need them as placed (delimiters added) here; given spans do not, and the
     # core adds the delimiters itself.
     spans = None if _has_spans(batch) else reader.matcher()
     mb = canonical_microbatch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
-                              producer=producer, ignore=ignore)
+                              producer=producer, ignore=ignore, policy=resolved)
     return _records("batch", resolved, docs, reader, [mb], dp_world_size).audit(row_length, decoder)
 
 
-def check_step(microbatches: Sequence[Mapping[str, Any]], documents: DocumentsLike, policy: PolicyLike, *,
+def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any]], documents: DocumentsLike,
+               policy: PolicyLike, *,
                step: int = 0, dp_world_size: Optional[int] = None, row_length: Optional[int] = None,
                decoder: bool = False) -> Report:
     """Checks every micro-batch of one optimizer step (all ranks), so that the denominators and the loss are
     checked over the step: under ``global_targets`` every micro-batch must divide by the step's count.
 
     Each micro-batch is a batch as check_batch takes it, with ``micro_step``, ``rank`` and ``producer`` keys
-    (defaults: its index, 0, none), or a ``microbatch`` record of DESIGN §5 (with ``rows``).
-    ``dp_world_size`` defaults to the highest rank + 1."""
+    (defaults: its index, 0, none), or a ``microbatch`` record of DESIGN §5 (with ``rows``). One micro-batch
+    (a dict) alone is a step of one micro-batch. ``dp_world_size`` defaults to the highest rank + 1.
+
+    Raises ValueError or TypeError naming the argument, or the micro-batch, field and index."""
+    at = "check_step"
+    step = _args.integer(step, at, "step", 0, INT64_MAX)
+    dp_world_size = _args.optional_integer(dp_world_size, at, "dp_world_size", 1, INT64_MAX)
+    row_length = _args.optional_integer(row_length, at, "row_length", 1, MAX_ROW_LENGTH)
+    decoder = _args.flag(decoder, at, "decoder")
+    microbatches = _args.sequence_of_mappings(microbatches, at, "microbatches")
     resolved = resolve(policy)
-    docs = canonical_documents(documents)
+    docs = canonical_documents(documents, policy=resolved)
     reader = Microbatches(docs, resolved)
-    mbs = reader.read(list(microbatches))
+    mbs = reader.read(microbatches)
     for mb in mbs:
         mb["step"] = step
     world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
+    for k, mb in enumerate(mbs):
+        _args.rank_below(mb["rank"], world, f"{at}: microbatches[{k}]", "field 'rank'")
     return _records("step", resolved, docs, reader, mbs, world).audit(row_length, decoder)
 
 
@@ -105,12 +129,6 @@ def _has_spans(batch: Mapping[str, Any]) -> bool:
     return isinstance(batch, Mapping) and batch.get("doc_spans") is not None
 
 
-def _paths(paths: Union[PathLike, Sequence[PathLike]]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
-
-
 def verify(paths: Union[PathLike, Sequence[PathLike]], *, preset: Optional[str] = None,
            policy: Optional[PolicyLike] = None, row_length: Optional[int] = None, partial: bool = False,
            decoder: bool = False, oracle: bool = False, summary: Optional[PathLike] = None,
@@ -118,13 +136,17 @@ def verify(paths: Union[PathLike, Sequence[PathLike]], *, preset: Optional[str] 
     """`packoracle verify FILE...` as a function: audits packed-batch dumps (DESIGN §5) against the policy
     their header declares, or the one required here (``preset`` or ``policy``). The Report's text is the
     command's output. Raises ValueError for unusable input (the message names the file, line, record and
-    field), as the command exits 2."""
-    if preset is not None and policy is not None:
-        raise ValueError("verify: give preset or policy, not both")
-    required = resolve(preset if preset is not None else policy) if (preset or policy) is not None else None
-    result = _core.verify_files(_paths(paths), required, row_length or 0, partial, decoder, oracle,
-                                os.fspath(summary) if summary is not None else "", max_violations)
-    files = _paths(paths)
+    field), as the command exits 2; TypeError or ValueError naming the argument for a bad argument."""
+    at = "verify"
+    files = _args.paths(paths, at, "paths")
+    row_length = _args.optional_integer(row_length, at, "row_length", 1, MAX_ROW_LENGTH)
+    partial, decoder, oracle = (_args.flag(v, at, n) for v, n in ((partial, "partial"), (decoder, "decoder"),
+                                                                  (oracle, "oracle")))
+    summary = _args.optional_path(summary, at, "summary")
+    max_violations = _args.integer(max_violations, at, "max_violations", 0, _args.INT32_MAX)
+    required = _required_policy(at, preset, policy)
+    result = _core.verify_files(files, required, row_length or 0, partial, decoder, oracle, summary or "",
+                                max_violations)
 
     def svg(row: int, step: Optional[int]) -> str:
         return draw(files[0], row=row, step=step, policy=required, write_svg=False).svg
@@ -149,10 +171,23 @@ class Drawing:
 def draw(path: PathLike, *, row: int = 0, step: Optional[int] = None, svg: Optional[PathLike] = None,
          write_svg: bool = True, preset: Optional[str] = None, policy: Optional[PolicyLike] = None) -> Drawing:
     """`packoracle draw FILE --row R` as a function: one row of a dump, drawn. Writes the SVG next to the file
-    (or to ``svg``) unless ``write_svg`` is False. Raises ValueError for unusable input."""
-    if preset is not None and policy is not None:
-        raise ValueError("draw: give preset or policy, not both")
-    required = resolve(preset if preset is not None else policy) if (preset or policy) is not None else None
-    text, picture, written = _core.draw_file(os.fspath(path), row, step, os.fspath(svg) if svg else "", write_svg,
-                                             required)
+    (or to ``svg``) unless ``write_svg`` is False. Raises ValueError for unusable input, TypeError or
+    ValueError naming the argument for a bad argument."""
+    at = "draw"
+    file = _args.path(path, at, "path")
+    row = _args.integer(row, at, "row", 0, INT64_MAX)
+    step = _args.optional_integer(step, at, "step", 0, INT64_MAX)
+    svg = _args.optional_path(svg, at, "svg")
+    write_svg = _args.flag(write_svg, at, "write_svg")
+    required = _required_policy(at, preset, policy)
+    text, picture, written = _core.draw_file(file, row, step, svg or "", write_svg, required)
     return Drawing(text, picture, written or None)
+
+
+def _required_policy(where: str, preset: Any, policy: Any) -> Optional[dict]:
+    """The policy verify or draw must hold the dump to: a preset name or a policy (not both), or None."""
+    if preset is not None and policy is not None:
+        raise ValueError(f"{where}: give preset or policy, not both")
+    if preset is not None:
+        return resolve(_args.text(preset, where, "preset"))
+    return resolve(policy) if policy is not None else None

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Optional, Union
 
+import numpy as np
+
+from . import _args
 from ._arrays import as_array, check_integral
 from .dump.spans import Document
 
 DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
 
 
-def canonical_documents(documents: DocumentsLike, where: str = "documents") -> list[dict]:
+def canonical_documents(documents: DocumentsLike, where: str = "documents",
+                        policy: Optional[dict] = None) -> list[dict]:
     """[{"doc_uid", "tokens", "supervised"?}] from any of:
 
     - a mapping {uid: tokens} (tokens a list, an array or a tensor), or {uid: {"tokens", "supervised"}};
     - a sequence of `Document` objects, of dicts {"doc_uid"|"uid", "tokens"|"input_ids", "supervised"?}, or of
       token lists (uids "d0", "d1", ... by position).
+
+    With `policy`, tokens are checked to be token ids (negative values only where the policy declares them).
 
     Raises ValueError or TypeError naming the document and the field."""
     if isinstance(documents, Mapping):
@@ -43,6 +49,7 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents") -> l
             uid = f"d{k}"
         if not isinstance(uid, str) or not uid:
             raise TypeError(f"{at}: field 'doc_uid' must be a non-empty string, got {uid!r}")
+        _args.utf8(uid, at, "field 'doc_uid'")
         if uid in seen:
             raise ValueError(f"{at}: field 'doc_uid' repeats {uid!r} (uids must be unique)")
         seen.add(uid)
@@ -56,4 +63,16 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents") -> l
             check_integral(supervised, at, "supervised")
             doc["supervised"] = supervised
         out.append(doc)
+    if policy is not None:
+        _token_ids(out, items, where, _args.signed_ids(policy))
     return out
+
+
+def _token_ids(docs: list[dict], items: list, where: str, allowed: frozenset[int]) -> None:
+    """Every document's tokens are token ids: one pass over all of them, then the document that has not."""
+    signed = [d["tokens"] for d in docs if d["tokens"].dtype.kind == "i" and d["tokens"].size]
+    if not signed or np.concatenate(signed).min() >= 0:
+        return
+    for k, (doc, (uid, _)) in enumerate(zip(docs, items)):
+        _args.non_negative_ids(doc["tokens"], allowed, f"{where}[{uid!r}]" if uid is not None else f"{where}[{k}]",
+                               "tokens")

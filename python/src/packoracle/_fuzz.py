@@ -3,14 +3,18 @@ generation and shrinking (the exec protocol of DESIGN §6, with Python objects i
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+import time as _time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import _core
+from . import _args, _core
 from ._arrays import is_tensor
 from ._batch import Microbatches, scalar
 from ._masks import ConsumerAnswerError, densify
@@ -18,6 +22,10 @@ from ._policy import PolicyLike, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
 DEFAULT_SEED = 20261129
+# Seconds a callable has for one answer. `packoracle fuzz --exec` gives 10; in-process callables include real
+# models whose first call may build or compile, so more.
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 86400.0  # as --timeout
 
 
 class Refuse(Exception):
@@ -63,13 +71,91 @@ class FuzzResult:
         return self.cases / self.seconds if self.seconds > 0 else float("inf")
 
 
+class _Hung(BaseException):
+    """Raised inside a callable that ran past its deadline (a BaseException: ``except Exception`` in the user's
+    code does not swallow it)."""
+
+
+_PASS_THROUGH = (KeyboardInterrupt, SystemExit, _Hung)  # what a driver never turns into an answer
+
+
+class _Deadline:
+    """The deadline of each answer of the callables fuzz drives in-process, as `fuzz --exec --timeout` has:
+    ``timeout`` seconds, and after a first hang 20 times the slowest answer so far (at least 0.5 s, at most
+    the timeout), so that shrinking a hang takes seconds, not timeouts.
+
+    Enforced with SIGALRM (an interval timer) in the main thread, where the callable's Python code is stopped
+    at its next bytecode, a ``time.sleep`` at once. Not enforced off the main thread, on a platform without
+    setitimer, or while another timer is armed (pytest-timeout's signal method): its timer wins."""
+
+    def __init__(self, timeout: Optional[float]):
+        self.timeout = timeout
+        self.slowest = 0.0
+        self.hung = False
+
+    def allowed(self) -> float:
+        assert self.timeout is not None
+        return min(self.timeout, max(0.5, 20 * self.slowest)) if self.hung else self.timeout
+
+    def _enforceable(self) -> bool:
+        return (self.timeout is not None and hasattr(signal, "setitimer")
+                and threading.current_thread() is threading.main_thread()
+                and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        if not self._enforceable():
+            yield
+            return
+        allowed = self.allowed()
+
+        def expire(signum: int, frame: Any) -> None:
+            raise _Hung(allowed)
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        start = _time.perf_counter()
+        signal.setitimer(signal.ITIMER_REAL, allowed)
+        try:
+            yield
+            self.slowest = max(self.slowest, _time.perf_counter() - start)
+        except _Hung:
+            self.hung = True
+            raise
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _timed(drive: Callable[..., tuple], role: str, deadline: _Deadline) -> Callable[..., tuple]:
+    """The driver with the deadline: an answer that does not come in time fails that case with the stack where
+    the callable was stopped."""
+    def timed(*args: Any) -> tuple:
+        try:
+            with deadline.running():
+                return drive(*args)
+        except _Hung as hung:
+            allowed = hung.args[0]
+            why = (f"fuzz(timeout={deadline.timeout:g})" if allowed >= (deadline.timeout or 0) else
+                   f"the deadline after an earlier hang: 20x the slowest answer, at least 0.5 s, at most "
+                   f"timeout={deadline.timeout:g}")
+            return ("fault", f"the {role} gave no answer within {allowed:g} s ({why}); it was stopped here:\n"
+                    + _stack_outside_the_kit(hung.__traceback__))
+    return timed
+
+
+def _stack_outside_the_kit(tb: Any) -> str:
+    """The traceback's frames that are not this module's (the user's code, where it was stopped)."""
+    frames = [f for f in traceback.extract_tb(tb) if f.filename != __file__]
+    return "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+
+
 def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
     def drive(request: dict) -> tuple:
         try:
             answer = packer(request)
         except Refuse as e:
             return ("refuse", str(e) or "refused")
-        except (KeyboardInterrupt, SystemExit):
+        except _PASS_THROUGH:
             raise
         except BaseException:
             return ("fault", "the packer raised an exception:\n" + traceback.format_exc())
@@ -77,6 +163,10 @@ def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
             return ("ok", Microbatches(request["documents"], request["policy"]).read(answer))
         except (TypeError, ValueError) as e:
             return ("fault", f"the packer returned something that is not a packed batch: {e}")
+        except _PASS_THROUGH:
+            raise
+        except BaseException:  # raised by the answer's own code (a Mapping's items(), an __array__): its fault
+            return ("fault", "reading the packer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -84,16 +174,21 @@ def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
     def drive(request: dict) -> tuple:
         try:
             answer = reducer(request)
-        except (KeyboardInterrupt, SystemExit):
+        except _PASS_THROUGH:
             raise
         except BaseException:
             return ("fault", "the loss reducer raised an exception:\n" + traceback.format_exc())
-        if isinstance(answer, Mapping):
-            answer = [answer]
-        if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
-            return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, denominator, "
-                             f"denominator_scope, loss), got {type(answer).__name__}")
-        return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+        try:
+            if isinstance(answer, Mapping):
+                answer = [answer]
+            if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
+                return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, "
+                                 f"denominator, denominator_scope, loss), got {type(answer).__name__}")
+            return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+        except _PASS_THROUGH:
+            raise
+        except BaseException:  # raised by the answer's own code (a Mapping's items(), a tensor's item())
+            return ("fault", "reading the loss reducer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -102,7 +197,7 @@ def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, d
     def drive(row: dict, policy: dict) -> tuple:
         try:
             answer = consumer(row, policy)
-        except (KeyboardInterrupt, SystemExit):
+        except _PASS_THROUGH:
             raise
         except BaseException:
             return ("fault", "the attention consumer raised an exception:\n" + traceback.format_exc())
@@ -110,6 +205,10 @@ def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, d
             return ("ok", densify(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
         except ConsumerAnswerError as e:
             return ("fault", str(e))
+        except _PASS_THROUGH:
+            raise
+        except BaseException:  # raised by the answer's own code (an __array__, a mask function)
+            return ("fault", "reading the attention consumer's answer raised an exception:\n" + traceback.format_exc())
     return drive
 
 
@@ -119,25 +218,30 @@ def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callab
         rows = microbatch["rows"]
         try:
             answer = consumer(microbatch, policy)
-        except (KeyboardInterrupt, SystemExit):
+        except _PASS_THROUGH:
             raise
         except BaseException:
             return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
-        if _is_single_mask_source(answer):
-            answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
-        if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
-                is_tensor(answer) or isinstance(answer, np.ndarray)):
-            return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
-                             f"rows × n × n array), got {type(answer).__name__}")
-        if len(answer) != len(rows):
-            return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a micro-batch "
-                             f"of {len(rows)} rows")
         try:
+            if _is_single_mask_source(answer):
+                answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
+            if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
+                    is_tensor(answer) or isinstance(answer, np.ndarray)):
+                return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
+                                 f"rows × n × n array), got {type(answer).__name__}")
+            if len(answer) != len(rows):
+                return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a "
+                                 f"micro-batch of {len(rows)} rows")
             return ("ok", [densify(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
                                                                 f"for row {r}")
                            for r, (a, row) in enumerate(zip(answer, rows))])
         except ConsumerAnswerError as e:
             return ("fault", str(e))
+        except _PASS_THROUGH:
+            raise
+        except BaseException:  # raised by the answer's own code (an __array__, a mask function, __len__)
+            return ("fault", "reading the micro-batch attention consumer's answer raised an exception:\n"
+                    + traceback.format_exc())
     return drive
 
 
@@ -155,7 +259,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          consumer: Optional[Callable[[dict, dict], Any]] = None, reproduce: Optional[str] = None,
          max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
          name: Optional[str] = None, sft_masks: bool = True,
-         microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None) -> FuzzResult:
+         microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None,
+         timeout: Optional[float] = DEFAULT_TIMEOUT) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -187,7 +292,16 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
     minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
     documents whose every token is supervised, for packers that take no per-token supervision (pretraining
-    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``."""
+    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``.
+
+    ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that
+    does not come in time fails that case with the stack where the callable was stopped, and the cases that
+    follow get 20 times the slowest answer so far (at least 0.5 s), so that a hang is shrunk in seconds. The
+    deadline is kept in the main thread (SIGALRM); off it, or while another SIGALRM timer is armed, it is not.
+
+    Raises TypeError or ValueError naming the argument for a bad argument (an integer that is not one or is
+    out of its range, a time that is not a finite number of seconds, an empty reproduce string)."""
+    at = "fuzz"
     if packer is None and reducer is None and consumer is None and microbatch_consumer is None:
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     if consumer is not None and microbatch_consumer is not None:
@@ -196,10 +310,16 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                      ("microbatch_consumer", microbatch_consumer)):
         if f is not None and not callable(f):
             raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
-    if cases is not None and (not isinstance(cases, int) or cases < 1):
-        raise ValueError(f"fuzz: cases must be a positive integer, got {cases!r}")
-    if time is not None and not time > 0:
-        raise ValueError(f"fuzz: time must be a positive number of seconds, got {time!r}")
+    cases = _args.optional_integer(cases, at, "cases", 1, _args.INT32_MAX)
+    seed = _args.optional_integer(seed, at, "seed", 0, _args.UINT64_MAX)
+    time = None if time is None else _args.seconds(time, at, "time")
+    reproduce = _args.optional_text(reproduce, at, "reproduce")
+    max_row_length = _args.integer(max_row_length, at, "max_row_length", 1, _args.MAX_FUZZ_ROW_LENGTH)
+    decoder = _args.flag(decoder, at, "decoder")
+    sft_masks = _args.flag(sft_masks, at, "sft_masks")
+    save_regressions = _args.optional_path(save_regressions, at, "save_regressions")
+    timeout = None if timeout is None else _args.seconds(timeout, at, "timeout", hi=MAX_TIMEOUT)
+    name = _args.optional_text(name, at, "name")
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
@@ -207,8 +327,10 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                           microbatch_consumer)
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
-    drivers = (_packer_driver(packer) if packer is not None else None,
-               _reducer_driver(reducer) if reducer is not None else None, consumer_driver)
+    deadline = _Deadline(timeout)
+    drivers = (_timed(_packer_driver(packer), "packer", deadline) if packer is not None else None,
+               _timed(_reducer_driver(reducer), "loss reducer", deadline) if reducer is not None else None,
+               _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
                         reproduce, max_row_length, decoder, save_regressions, sft_masks,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Union
 
-from . import _core
+from . import _args, _core
 
 
 class Policy(Mapping):
@@ -16,7 +16,8 @@ class Policy(Mapping):
         Policy({"preset": "reference", "eos_id": 2}) # the JSON form
 
     Raises ValueError for an unknown preset or key, a value the key does not take, or keys that contradict
-    each other (the message names the key and what is allowed)."""
+    each other (the message names the key and what is allowed). A numpy scalar is accepted wherever the
+    Python value it holds is."""
 
     __slots__ = ("_keys",)
 
@@ -31,7 +32,11 @@ class Policy(Mapping):
         else:
             raise TypeError(f"policy: expected a preset name, a dict of policy keys or a Policy, got {type(policy).__name__}")
         spec.update(overrides)
-        self._keys = _core.resolve_policy(spec)
+        for key, value in spec.items():
+            if isinstance(value, str):
+                _args.utf8(value, "policy", f"key {key!r}")
+        # numpy scalars (np.int64(3), np.bool_(True)) are the Python values they hold; the core checks the rest
+        self._keys = _core.resolve_policy({key: _args.plain(value) for key, value in spec.items()})
 
     @property
     def preset(self) -> str:

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from . import _args
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -81,6 +83,8 @@ class Report:
     def svg(self, row: int = 0, *, step: Optional[int] = None) -> str:
         """Row `row` (counting the rows in order, micro-batches flattened; of step `step` only, if given) as the
         SVG `packoracle draw` writes: the attention grid, the target marks, the cells that disagree."""
+        row = _args.integer(row, "Report.svg", "row", 0, _args.INT64_MAX)
+        step = _args.optional_integer(step, "Report.svg", "step", 0, _args.INT64_MAX)
         if self._draw is None:
             raise ValueError("this report holds no records to draw")
         return self._draw(row, step)

@@ -32,6 +32,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("packoracle.strategies needs Hypothesis: pip install hypothesis") from e
 
+from . import _args
 from ._policy import Policy
 
 __all__ = ["documents", "requests", "target_losses"]
@@ -39,12 +40,11 @@ __all__ = ["documents", "requests", "target_losses"]
 VocabLike = Union[int, "st.SearchStrategy[int]"]
 
 
-def _tokens(vocab: VocabLike) -> "st.SearchStrategy[int]":
+def _tokens(vocab: VocabLike, where: str = "strategies") -> "st.SearchStrategy[int]":
+    """The token ids: range(vocab), or the given strategy."""
     if isinstance(vocab, st.SearchStrategy):
         return vocab
-    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 1:
-        raise ValueError(f"vocab: expected a positive number of token ids or a strategy of ints, got {vocab!r}")
-    return st.integers(0, vocab - 1)
+    return st.integers(0, _args.integer(vocab, where, "vocab (a number of token ids, or a strategy of ints)", 1) - 1)
 
 
 def _supervised(n: int, prompt_masking: bool) -> "st.SearchStrategy[list[int]]":
@@ -61,10 +61,9 @@ def _document(draw, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike
     return {"doc_uid": uid, "tokens": tokens, "supervised": draw(_supervised(n, prompt_masking))}
 
 
-def _check_size(name: str, value: Any, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return value
+def _check_size(where: str, name: str, value: Any, minimum: int = 0) -> int:
+    """An integer >= minimum (a numpy integer is one; a bool is not): TypeError or ValueError naming it."""
+    return _args.integer(value, where, name, minimum)
 
 
 def documents(min_size: int = 0, max_size: int = 8, *, min_tokens: int = 0, max_tokens: int = 8,
@@ -84,11 +83,14 @@ def documents(min_size: int = 0, max_size: int = 8, *, min_tokens: int = 0, max_
             batch = my_packer([d["tokens"] for d in docs], 16)
             assert packoracle.check_batch(batch, docs, "reference", row_length=16).ok
     """
-    _check_size("min_size", min_size)
-    _check_size("max_size", max_size, min_size)
-    _check_size("min_tokens", min_tokens)
-    _check_size("max_tokens", max_tokens, min_tokens)
-    _tokens(vocab)  # validated now
+    at = "strategies.documents"
+    min_size = _check_size(at, "min_size", min_size)
+    max_size = _check_size(at, "max_size", max_size, min_size)
+    min_tokens = _check_size(at, "min_tokens", min_tokens)
+    max_tokens = _check_size(at, "max_tokens", max_tokens, min_tokens)
+    prompt_masking = _args.flag(prompt_masking, at, "prompt_masking")
+    _tokens(vocab, at)  # validated now
+    vocab = _args.plain(vocab)
     length = st.integers(min_tokens, max_tokens)
 
     @st.composite
@@ -143,12 +145,17 @@ def requests(policy: Any = "reference", *, min_row_length: int = 1, max_row_leng
         @given(strategies.requests("hf-flatten", max_row_length=12))
         def test_collator(request): ...
     """
-    _check_size("min_row_length", min_row_length, 1)
-    _check_size("max_row_length", max_row_length, min_row_length)
-    _check_size("max_documents", max_documents)
-    _check_size("max_micro_batch_rows", max_micro_batch_rows, 1)
-    _check_size("max_dp_world_size", max_dp_world_size, 1)
-    _tokens(vocab)  # validated now
+    at = "strategies.requests"
+    min_row_length = _check_size(at, "min_row_length", min_row_length, 1)
+    max_row_length = _check_size(at, "max_row_length", max_row_length, min_row_length)
+    max_documents = _check_size(at, "max_documents", max_documents)
+    max_micro_batch_rows = _check_size(at, "max_micro_batch_rows", max_micro_batch_rows, 1)
+    max_dp_world_size = _check_size(at, "max_dp_world_size", max_dp_world_size, 1)
+    prompt_masking = _args.flag(prompt_masking, at, "prompt_masking")
+    if overlong is not None:
+        overlong = _args.flag(overlong, at, "overlong")
+    _tokens(vocab, at)  # validated now
+    vocab = _args.plain(vocab)
     policies = _policy_strategy(policy)
 
     @st.composite

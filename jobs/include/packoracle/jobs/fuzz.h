@@ -37,6 +37,7 @@ inline constexpr int kDefaultFuzzCases = 1000;
 // when the run has fewer), so that a long session reaches real sizes in its first minute.
 inline constexpr std::int64_t kFuzzRampCases = 2048;
 inline constexpr std::int64_t kDefaultFuzzMaxRowLength = 8192;
+inline constexpr std::int64_t kMaxFuzzRowLength = std::int64_t{1} << 20;  // max_row_length: 1..this
 inline constexpr std::size_t kDefaultFuzzMaxDocuments = 512;
 
 struct FuzzOptions {
