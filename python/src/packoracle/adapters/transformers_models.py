@@ -386,5 +386,7 @@ class ModelConsumer:
             consume = mask_consumer(model, self.feed, self.use_cache, self.device)
         else:
             raise ValueError(f"level: 'forward' or 'mask', got {self.level!r}")
-        consume.__qualname__ = self.name
+        # What a Replay line names: Python that rebuilds this consumer (after importing ModelConsumer).
+        consume.__qualname__ = (f"ModelConsumer({self.family!r}, {self.attention!r}, {self.feed!r}, "
+                                f"{self.use_cache!r}, {self.level!r}).consumer()")
         return consume
