@@ -380,3 +380,12 @@ def test_non_callable_consumer_is_a_type_error():
 def test_nothing_to_check_is_a_type_error():
     with pytest.raises(TypeError):
         packoracle.fuzz(None, POLICY, cases=10)
+
+
+def test_a_passing_run_says_what_it_did_not_check_and_how_to_check_it():
+    result = packoracle.fuzz(None, "reference", microbatch_consumer=lambda mb, p: [np.asarray(r["doc_ids"])
+                                                                                   for r in mb["rows"]], cases=20)
+    text = str(result)
+    assert text.startswith("20 cases passed")
+    assert "not checked: denominator (give reducer=" in text and "not checked: shape (give a packer)" in text
+    assert "attention" in text.splitlines()[0]

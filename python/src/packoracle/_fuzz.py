@@ -70,6 +70,26 @@ class FuzzResult:
     def cases_per_second(self) -> float:
         return self.cases / self.seconds if self.seconds > 0 else float("inf")
 
+    def __str__(self) -> str:
+        """What a person reads: how much ran, what was checked, and what was not and how to make it checkable."""
+        lines = [f"{self.cases} cases passed in {self.seconds:.2f} s (stopped by {self.stopped_by}); checked: "
+                 f"{', '.join(self.checked) or 'nothing'}"]
+        for invariant in self.not_applicable:
+            lines.append(f"  not checked: {invariant} ({_HOW_TO_CHECK.get(invariant, 'not applicable to these roles')})")
+        return "\n".join(lines)
+
+
+# Why an invariant was not checked, and what makes it checkable (FuzzResult's text).
+_HOW_TO_CHECK = {
+    "shape": "give a packer", "coverage": "give a packer", "segments": "give a packer",
+    "positions": "give a packer", "targets": "give a packer", "determinism": "give a packer",
+    "denominator": "give reducer=, or return producer totals with each micro-batch",
+    "loss": "give reducer=, or return producer totals with each micro-batch",
+    "attention": "give microbatch_consumer= (or consumer=) for the code that turns a batch into attention",
+    "packing_invariance": "needs a packer or a consumer, and decoder=True",
+    "efficiency": "reported only when the policy asks for it",
+}
+
 
 class _Hung(BaseException):
     """Raised inside a callable that ran past its deadline (a BaseException: ``except Exception`` in the user's
