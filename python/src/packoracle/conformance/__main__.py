@@ -43,6 +43,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for a in _adapters.all_adapters():
             why = a.unavailable()
             print(f"{a.name:40s} {a.installed_version() or '-':10s} {'can run' if why is None else 'cannot run: ' + why}")
+        from ..adapters.mask_builders import BUILDERS
+        from ..adapters.transformers_models import ATTENTION, CACHE, FAMILIES, FEEDS
+
+        for b in BUILDERS:
+            print(f"{b.name:40s} {b.written_for:10s} mask builder under {b.policy}")
+        print(f"consumers: transformers/FAMILY/ATTENTION/FEED/... cells, {len(FAMILIES)} families "
+              f"({', '.join(FAMILIES)}) × {len(ATTENTION)} ({', '.join(ATTENTION)}) × {len(FEEDS)} feeds × "
+              f"{len(CACHE)} use_cache settings (--only consumers, or a prefix such as transformers/llama/sdpa)")
         return 0
     started = time.perf_counter()
     progress = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
