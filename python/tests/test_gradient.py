@@ -103,9 +103,22 @@ def test_a_correct_torch_reducer_passes_and_has_its_gradient_checked():
     assert "gradient" not in result.not_applicable
 
 
-def test_a_correct_reducer_under_microbatch_mean_passes():
-    policy = {"preset": "reference", "denominator": "microbatch_mean"}
-    result = packoracle.fuzz(None, policy, reducer=torch_microbatch_mean, cases=CASES, gradient=True)
+def torch_rank_mean(request):
+    """Correct under a declared rank_mean (DDP averaging per-rank token means): each micro-batch divides by its
+    rank's count, scope "step"."""
+    per = _sums(request)
+    ranks = {}
+    for mb, (c, _) in zip(request["microbatches"], per):
+        ranks[mb["rank"]] = ranks.get(mb["rank"], 0) + c
+    return [{"loss_sum": s, "denominator": ranks[mb["rank"]], "denominator_scope": "step",
+             "loss": s / max(ranks[mb["rank"]], 1)} for mb, (_, s) in zip(request["microbatches"], per)]
+
+
+@pytest.mark.parametrize("formula, reducer", [("microbatch_mean", torch_microbatch_mean),
+                                              ("rank_mean", torch_rank_mean)])
+def test_a_correct_reducer_under_another_declared_formula_passes(formula, reducer):
+    policy = {"preset": "reference", "denominator": formula}
+    result = packoracle.fuzz(None, policy, reducer=reducer, cases=CASES, gradient=True)
     assert "gradient" in result.checked
 
 
