@@ -110,6 +110,8 @@ class Checker {
   void CheckBoundaryEncodingPresent();
   void CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                    const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
+  void CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                        const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
   bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
                              const std::string& who);
@@ -783,9 +785,22 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   return true;
 }
 
+// The totals' values (denominator, loss), then, where they hold, the gradient the reducer backpropagated: a
+// reducer whose reported loss is already wrong is reported under `loss`, its gradient following it.
 void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                           const std::vector<ProducerTotals>& totals, const std::string& who,
                           std::int64_t dp_world_size) {
+  const std::size_t before = result_.violations.size();
+  CheckTotalValues(batch, mbs, totals, who, dp_world_size);
+  if (result_.violations.size() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
+  const ProducerTotals& t = totals.front();  // every micro-batch's scope is the same (CheckTotalValues)
+  CheckGradient(batch, mbs, totals, who, t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator)),
+                dp_world_size);
+}
+
+void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                               const std::vector<ProducerTotals>& totals, const std::string& who,
+                               std::int64_t dp_world_size) {
   result_.checked.insert(Invariant::kDenominator);
   const bool loss_given = std::any_of(totals.begin(), totals.end(),
                                       [](const ProducerTotals& t) { return t.loss_sum || t.loss; });
@@ -818,11 +833,6 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
                                        label(totals.front()) + "' and '" + label(t) + "')");
       return;
     }
-  }
-  if (options_.losses_known && !options_.partial_ranks) {
-    const std::size_t before = result_.violations.size();
-    CheckGradient(batch, mbs, totals, who, scope, dp_world_size);
-    if (result_.violations.size() > before) return;
   }
   // Without per-target losses, the kit's token mean comes from the producer's loss sums.
   std::vector<double> sums;

@@ -138,6 +138,19 @@ def test_a_right_value_with_a_wrong_gradient_is_caught_under_gradient(reducer):
     assert again.value.invariant == "gradient"
 
 
+def torch_mean_of_means(request):
+    """BUG (transformers before 4.46), honest about it: each micro-batch's own mean, scope "microbatch", under a
+    declared global_targets. It backpropagates what it reports: its loss is wrong, and that is what it is told."""
+    return [{"loss_sum": s, "denominator": c, "denominator_scope": "microbatch", "loss": s / max(c, 1)}
+            for c, s in _sums(request)]
+
+
+def test_a_wrong_loss_backpropagated_as_reported_is_caught_under_loss():
+    with pytest.raises(packoracle.Counterexample) as info:
+        packoracle.fuzz(None, "reference", reducer=torch_mean_of_means, cases=CASES, gradient=True)
+    assert info.value.invariant == "loss", str(info.value)
+
+
 def test_the_detached_backward_is_reported_with_its_slot_and_values():
     with pytest.raises(packoracle.Counterexample) as info:
         packoracle.fuzz(None, "reference", reducer=detached_backward, cases=CASES, gradient=True)
