@@ -63,6 +63,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
     result.checked.insert(inv);
   if (options.determinism) result.checked.insert(Invariant::kDeterminism);
   if (options.efficiency) result.checked.insert(Invariant::kEfficiency);
+  result.not_applicable.insert(Invariant::kGradient);  // only a reducer backpropagates (CheckCase says the same)
   if (v.declared_objective) {
     result.checked.insert(Invariant::kDenominator);
     result.checked.insert(Invariant::kLoss);

@@ -175,4 +175,72 @@ StepObjective Objective(const OracleBatch& batch, const TargetLosses& losses, De
   return out;
 }
 
+std::vector<std::vector<double>> ObjectiveWeights(const OracleBatch& batch, Denominator formula, CountBasis basis,
+                                                  StepShape shape) {
+  shape = Resolve(batch, shape);
+  const Policy& policy = batch.policy;
+  std::vector<std::vector<double>> out;
+  double total_weight = 0;
+  for (const auto& row : batch.rows) {
+    out.emplace_back(row.predictions.size(), 0.0);
+    total_weight += WeightSum(row);
+  }
+  if (total_weight <= 0) return out;  // no objective: nothing has a weight in it
+
+  // The divisor each row's weighted predictions share (the formulas of Objective, term by term).
+  std::vector<double> divisor(batch.rows.size(), 1.0);
+  switch (formula) {
+    case Denominator::kGlobalTargets: {
+      double n = 0;
+      for (const auto& row : batch.rows) n += Count(row, policy, basis);
+      std::fill(divisor.begin(), divisor.end(), n);
+      break;
+    }
+    case Denominator::kRankMean: {
+      std::map<std::int64_t, double> per_rank;
+      for (const auto& row : batch.rows) per_rank[row.rank] += Count(row, policy, basis);
+      for (std::size_t r = 0; r < batch.rows.size(); ++r)
+        divisor[r] = static_cast<double>(shape.dp_world_size) * std::max(1.0, per_rank[batch.rows[r].rank]);
+      break;
+    }
+    case Denominator::kMicrobatchMean: {
+      std::map<MicrobatchKey, double> per_mb;
+      for (const auto& row : batch.rows) per_mb[{row.rank, row.micro_step}] += Count(row, policy, basis);
+      for (std::size_t r = 0; r < batch.rows.size(); ++r) {
+        const auto& row = batch.rows[r];
+        divisor[r] = static_cast<double>(shape.dp_world_size * shape.grad_accum_steps) *
+                     std::max(1.0, per_mb[{row.rank, row.micro_step}]);
+      }
+      break;
+    }
+    case Denominator::kSequenceMean: {
+      // Per document (by the input token's): its weight sum times the number of documents with a target.
+      std::map<std::int64_t, double> per_doc;
+      for (const auto& row : batch.rows)
+        for (std::size_t i = 0; i < row.predictions.size(); ++i)
+          if (row.predictions[i].weight != 0) per_doc[row.slots[i].doc] += row.predictions[i].weight;
+      const auto docs = static_cast<double>(per_doc.size());
+      for (std::size_t r = 0; r < batch.rows.size(); ++r) {
+        const auto& row = batch.rows[r];
+        for (std::size_t i = 0; i < row.predictions.size(); ++i)
+          if (row.predictions[i].weight != 0)
+            out[r][i] = row.predictions[i].weight / (per_doc[row.slots[i].doc] * docs);
+      }
+      return out;
+    }
+    case Denominator::kAllPositions: {
+      std::int64_t slots = 0;
+      for (const auto& row : batch.rows) slots += row.length();
+      std::fill(divisor.begin(), divisor.end(), static_cast<double>(slots));
+      break;
+    }
+  }
+  for (std::size_t r = 0; r < batch.rows.size(); ++r) {
+    const auto& row = batch.rows[r];
+    for (std::size_t i = 0; i < row.predictions.size(); ++i)
+      if (row.predictions[i].weight != 0 && divisor[r] > 0) out[r][i] = row.predictions[i].weight / divisor[r];
+  }
+  return out;
+}
+
 }  // namespace packoracle

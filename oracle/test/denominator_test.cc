@@ -79,6 +79,37 @@ TEST_F(Denominators100, UnshiftedLabelCountOverCountsOnePerRowAsHfBeforePr46204)
   EXPECT_DOUBLE_EQ(Value(batch, Denominator::kGlobalTargets, CountBasis::kTargets), 103.0 / 100.0);
 }
 
+// The weights of ObjectiveWeights are ∂L/∂ℓ: Σ weight·ℓ gives back the Objective under every formula, and
+// under global_targets each weighted target weighs m / Σm.
+TEST_F(Denominators100, ObjectiveWeightsAreTheObjectivesGradient) {
+  for (std::int64_t ranks : {1, 2}) {
+    const auto batch = Build(ranks, FindPreset("reference").policy, {{"d2", {7, 8, 9}, {0, 0, 0}}});
+    for (Denominator formula : {Denominator::kGlobalTargets, Denominator::kRankMean, Denominator::kMicrobatchMean,
+                                Denominator::kSequenceMean, Denominator::kAllPositions}) {
+      const auto weights = ObjectiveWeights(batch, formula);
+      ASSERT_EQ(weights.size(), batch.rows.size());
+      double value = 0;
+      for (std::size_t r = 0; r < batch.rows.size(); ++r) {
+        ASSERT_EQ(weights[r].size(), batch.rows[r].predictions.size());
+        for (std::size_t i = 0; i < weights[r].size(); ++i) {
+          const Prediction& p = batch.rows[r].predictions[i];
+          if (p.weight == 0) {
+            EXPECT_EQ(weights[r][i], 0.0);
+            continue;
+          }
+          value += weights[r][i] * losses_[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];
+        }
+      }
+      EXPECT_NEAR(value, Value(batch, formula), 1e-12) << Name(formula) << " on " << ranks << " ranks";
+    }
+  }
+  const auto batch = Build(1);
+  const auto weights = ObjectiveWeights(batch, Denominator::kGlobalTargets);
+  EXPECT_DOUBLE_EQ(weights[0][0], 1.0 / 100);  // d0's one target: m / Σm
+  EXPECT_DOUBLE_EQ(ObjectiveWeights(batch, Denominator::kMicrobatchMean)[0][0], 1.0 / 2);  // 1 / (M · 1)
+  EXPECT_DOUBLE_EQ(ObjectiveWeights(batch, Denominator::kMicrobatchMean)[1][0], 1.0 / (2 * 99));
+}
+
 TEST(Denominators, AStepWithoutTargetsHasNoObjective) {
   const std::vector<Document> docs = {{"a", {1, 2, 3}, {0, 0, 0}}};
   const Policy& policy = FindPreset("reference").policy;
@@ -87,6 +118,8 @@ TEST(Denominators, AStepWithoutTargetsHasNoObjective) {
   EXPECT_FALSE(objective.has_targets);
   EXPECT_EQ(objective.value, 0.0);
   EXPECT_EQ(Denominators(batch).global_targets, 0.0);
+  for (const auto& row : ObjectiveWeights(batch, Denominator::kGlobalTargets))
+    for (double w : row) EXPECT_EQ(w, 0.0);
 }
 
 }  // namespace

@@ -110,11 +110,16 @@ class Checker {
   void CheckBoundaryEncodingPresent();
   void CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                    const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
+  void CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                        const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
   bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
                              const std::string& who);
   bool CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
                       const ScopeCounts& counts);
+  void CheckGradient(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                     const std::vector<ProducerTotals>& totals, const std::string& who, const std::string& scope,
+                     std::int64_t dp_world_size);
   void CheckReducer();
   void CheckConsumer();
   void CheckInvariance();
@@ -164,6 +169,8 @@ void Checker::Run() {
     result_.not_applicable.insert(Invariant::kDenominator);
     result_.not_applicable.insert(Invariant::kLoss);
   }
+  // Only a reducer backpropagates, and only one that handed back gradients had them checked.
+  if (!result_.checked.count(Invariant::kGradient)) result_.not_applicable.insert(Invariant::kGradient);
   if (candidate_.consumer) {
     CheckConsumer();
   } else if (!candidate_.packer) {
@@ -778,9 +785,22 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   return true;
 }
 
+// The totals' values (denominator, loss), then, where they hold, the gradient the reducer backpropagated: a
+// reducer whose reported loss is already wrong is reported under `loss`, its gradient following it.
 void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                           const std::vector<ProducerTotals>& totals, const std::string& who,
                           std::int64_t dp_world_size) {
+  const std::size_t before = result_.violations.size();
+  CheckTotalValues(batch, mbs, totals, who, dp_world_size);
+  if (result_.violations.size() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
+  const ProducerTotals& t = totals.front();  // every micro-batch's scope is the same (CheckTotalValues)
+  CheckGradient(batch, mbs, totals, who, t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator)),
+                dp_world_size);
+}
+
+void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                               const std::vector<ProducerTotals>& totals, const std::string& who,
+                               std::int64_t dp_world_size) {
   result_.checked.insert(Invariant::kDenominator);
   const bool loss_given = std::any_of(totals.begin(), totals.end(),
                                       [](const ProducerTotals& t) { return t.loss_sum || t.loss; });
@@ -883,6 +903,92 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
     Add(Invariant::kLoss, who + "'s micro-batch losses give the step objective " + Num(declared) + ", but " +
                               Name(policy_.denominator) + " over the step is " + Num(want) + gap,
         -1, -1, Num(want), Num(declared));
+  }
+}
+
+// `gradient`: what the reducer backpropagates, differentiated with respect to each per-target loss it was
+// handed, against the weight the declared objective gives that loss (ObjectiveWeights: m / Σm over the step
+// under global_targets). The micro-batches' backward tensors combine as their losses do in CheckTotals (added
+// up under a global scope, averaged over the ranks under a step scope, over ranks and accumulation steps under
+// a micro-batch scope), so a reducer that backpropagates exactly the loss it reports passes exactly when that
+// loss is right; one whose value is right and whose gradient is not (a detached or rescaled backward tensor,
+// Liger-Kernel #968), or that backpropagates another value than it reports (torchtitan PR #4194), fails here.
+// Not checked (not applicable) when no micro-batch handed back a gradient.
+void Checker::CheckGradient(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                            const std::vector<ProducerTotals>& totals, const std::string& who, const std::string& scope,
+                            std::int64_t dp_world_size) {
+  if (std::none_of(totals.begin(), totals.end(), [](const ProducerTotals& t) { return t.gradient.has_value(); }))
+    return;
+  result_.checked.insert(Invariant::kGradient);
+  std::int64_t max_micro = 0;
+  for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
+  const auto R = static_cast<double>(dp_world_size);
+  const auto M = static_cast<double>(max_micro + 1);
+  double factor = 1;
+  std::string combined = "added up";
+  if (policy_.denominator != Denominator::kSequenceMean && scope == "step") {
+    factor = 1 / R;
+    combined = "averaged over " + Num(R) + " ranks";
+  } else if (policy_.denominator != Denominator::kSequenceMean && scope == "microbatch") {
+    factor = 1 / (R * M);
+    combined = "averaged over " + Num(R) + " ranks x " + Num(M) + " micro-batches";
+  }
+  const auto weights = ObjectiveWeights(batch, policy_.denominator, policy_.count_basis,
+                                        StepShape{dp_world_size, max_micro + 1});
+  double scale = 0;
+  for (const auto& row : weights)
+    for (double w : row) scale = std::max(scale, std::fabs(w));
+  const std::string rule = policy_.denominator == Denominator::kGlobalTargets
+                               ? std::string("m / Σm over the step")
+                               : std::string(Name(policy_.denominator)) + "'s weight over the step";
+  for (std::size_t m = 0, flat = 0; m < totals.size(); flat += mbs[m].rows.size(), ++m) {
+    const std::string where = who + ", micro-batch " + std::to_string(m);
+    const auto& g = totals[m].gradient;
+    if (g && g->size() != mbs[m].rows.size()) {
+      Add(Invariant::kGradient, where + ": a gradient for " + std::to_string(g->size()) + " rows of its " +
+                                    std::to_string(mbs[m].rows.size()));
+      continue;
+    }
+    std::int64_t off = 0, weighted = 0;
+    std::optional<Violation> first;
+    for (std::size_t k = 0; k < mbs[m].rows.size(); ++k) {
+      const auto& want = weights[flat + k];
+      if (g && (*g)[k].size() != want.size()) {
+        Add(Invariant::kGradient, where + " row " + std::to_string(k) + ": a gradient for " +
+                                      std::to_string((*g)[k].size()) + " slots of its " + std::to_string(want.size()),
+            static_cast<std::int64_t>(flat + k));
+        first.reset();
+        off = -1;
+        break;
+      }
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const double expected = want[i];
+        const double actual = g ? factor * (*g)[k][i] : 0.0;
+        weighted += expected != 0 ? 1 : 0;
+        const bool close = std::isfinite(actual) &&
+                           std::fabs(actual - expected) <= 1e-5 * std::max(std::fabs(actual), std::fabs(expected)) +
+                                                                1e-6 * scale + 1e-300;
+        if (close) continue;
+        ++off;
+        if (first) continue;
+        first = Violation{Invariant::kGradient,
+                          where + " row " + std::to_string(k) + " slot " + std::to_string(i) + ": " +
+                              (g ? "what it backpropagates" : "nothing it backpropagates") +
+                              " (its micro-batches' backward tensors " + combined +
+                              ") gives this target's loss the gradient " + Num(actual) + ", but " + rule + " is " +
+                              Num(expected) + (expected == 0 ? " (not a weighted target)" : ""),
+                          static_cast<std::int64_t>(flat + k),
+                          static_cast<std::int64_t>(i),
+                          Num(expected),
+                          Num(actual),
+                          {}};
+      }
+    }
+    if (first) {
+      first->sentence += " (slots off in this micro-batch: " + std::to_string(off) + "; its weighted targets: " +
+                         std::to_string(weighted) + ")";
+      result_.violations.push_back(std::move(*first));
+    }
   }
 }
 

@@ -11,7 +11,7 @@ struct Entry {
   const char* statement;
 };
 
-constexpr std::array<Entry, 11> kEntries{{
+constexpr std::array<Entry, 12> kEntries{{
     {Invariant::kShape, "shape",
      "every per-token array of a row has the row's length; rows are at most L long (exactly L when padded to the "
      "row length); cu_seqlens start at 0, never decrease, end at the row length"},
@@ -38,6 +38,11 @@ constexpr std::array<Entry, 11> kEntries{{
      "batch equal its losses alone in a row of its own"},
     {Invariant::kDeterminism, "determinism", "the same input gives the same output, whatever was packed before"},
     {Invariant::kEfficiency, "efficiency", "utilization = non-pad slots / all slots (reported)"},
+    {Invariant::kGradient, "gradient",
+     "given per-target losses supplied by the kit as leaf tensors, the gradient of what a reducer backpropagates "
+     "with respect to each per-target loss equals its weight over the step's declared count, m / Σm (a reducer "
+     "whose value is right and whose gradient is not, or that backpropagates another value than it reports, "
+     "breaks it)"},
 }};
 
 }  // namespace
@@ -54,7 +59,8 @@ std::optional<Invariant> ParseInvariant(const std::string& name) {
 const std::vector<Invariant>& CheckedInvariants() {
   static const std::vector<Invariant> all = {Invariant::kShape,       Invariant::kCoverage, Invariant::kSegments,
                                              Invariant::kPositions,   Invariant::kTargets,  Invariant::kAttention,
-                                             Invariant::kDenominator, Invariant::kLoss,     Invariant::kPackingInvariance,
+                                             Invariant::kDenominator, Invariant::kLoss,     Invariant::kGradient,
+                                             Invariant::kPackingInvariance,
                                              Invariant::kDeterminism};
   return all;
 }

@@ -250,7 +250,8 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
       }
     }
   }
-  const bool totals = head.invariant == Invariant::kDenominator || head.invariant == Invariant::kLoss;
+  const bool totals = head.invariant == Invariant::kDenominator || head.invariant == Invariant::kLoss ||
+                      head.invariant == Invariant::kGradient;
   if (totals || result.declared_objective) {
     os << "=== Denominator and loss\n";
     if (result.oracle) {

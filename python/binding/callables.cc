@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -93,7 +94,18 @@ class PythonReducer final : public LossReducerRole, Driven {
     ReduceResult out;
     std::size_t k = 0;
     for (nb::handle totals : nb::borrow<nb::list>(a.value)) {
-      out.push_back(ProducerFromPython(totals, "the reducer's answer[" + std::to_string(k++) + "]"));
+      ProducerTotals t = ProducerFromPython(totals, "the reducer's answer[" + std::to_string(k++) + "]");
+      // The driver's: [row][slot] floats, the gradient of what the reducer backpropagated (fuzz(gradient=True)).
+      if (nb::dict d = nb::borrow<nb::dict>(totals); d.contains("gradient")) {
+        std::vector<std::vector<double>> rows;
+        for (nb::handle row : nb::borrow<nb::list>(d["gradient"])) {
+          std::vector<double> slots;
+          for (nb::handle v : nb::borrow<nb::list>(row)) slots.push_back(nb::cast<double>(v));
+          rows.push_back(std::move(slots));
+        }
+        t.gradient = std::move(rows);
+      }
+      out.push_back(std::move(t));
     }
     return out;
   }

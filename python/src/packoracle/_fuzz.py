@@ -190,8 +190,19 @@ def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
     return drive
 
 
-def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
+def _reducer_driver(reducer: Callable[[dict], Any], gradient: bool = False) -> Callable[[dict], tuple]:
+    """Drives ``reducer(request)``. With ``gradient`` (fuzz(gradient=True), torch installed) the request's
+    ``slot_losses[m][r]`` are float64 leaf tensors with ``requires_grad``; the driver calls ``backward()`` on
+    what each micro-batch's answer backpropagates (its ``"backward"``, else its ``"loss"`` when that is a tensor
+    with a gradient) and hands the leaves' ``.grad`` to the core beside the totals (``"gradient"``), which
+    checks them (the ``gradient`` invariant). Without a backward tensor nothing is handed: not checked."""
     def drive(request: dict) -> tuple:
+        leaves = None
+        if gradient:
+            import torch
+            leaves = [[torch.tensor(row, dtype=torch.float64, requires_grad=True) for row in mb]
+                      for mb in request["slot_losses"]]
+            request["slot_losses"] = leaves
         try:
             answer = reducer(request)
         except _PASS_THROUGH:
@@ -204,12 +215,46 @@ def _reducer_driver(reducer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
             if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
                 return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, "
                                  f"denominator, denominator_scope, loss), got {type(answer).__name__}")
-            return ("ok", [{k: scalar(v) for k, v in t.items()} for t in answer])
+            totals = [{k: scalar(v) for k, v in t.items() if k != "backward"} for t in answer]
+            if leaves is not None:
+                fault = _backpropagate(answer, leaves, totals)
+                if fault:
+                    return ("fault", fault)
+            return ("ok", totals)
         except _PASS_THROUGH:
             raise
         except BaseException:  # raised by the answer's own code (a Mapping's items(), a tensor's item())
             return ("fault", "reading the loss reducer's answer raised an exception:\n" + traceback.format_exc())
     return drive
+
+
+def _backpropagate(answer: Sequence[Mapping], leaves: list, totals: list) -> Optional[str]:
+    """Calls backward() on each micro-batch's backward tensor (gradients accumulate in the leaves, as over a
+    step's micro-batches) and adds each micro-batch's leaves' gradients to its totals as ``"gradient"``; leaves
+    nothing reached get zeros. A fault's message, or None."""
+    backward = []
+    for m, t in enumerate(answer):
+        if "backward" in t:
+            b = t["backward"]
+            if not is_tensor(b) or b.dim() != 0:
+                return (f"the loss reducer's answer[{m}]['backward'] must be a 0-dim torch tensor (what it calls "
+                        f"backward() on), got {type(b).__name__}" + (f" of shape {tuple(b.shape)}" if is_tensor(b) else ""))
+            backward.append(b)  # a detached one backpropagates nothing: every gradient it gives is zero
+        elif is_tensor(t.get("loss")) and t["loss"].requires_grad:
+            backward.append(t["loss"])
+        else:
+            backward.append(None)
+    if all(b is None for b in backward):
+        return None  # nothing backpropagated: `gradient` is not checked
+    for b in backward:
+        if b is not None and b.requires_grad:
+            b.backward(retain_graph=True)
+    if len(totals) != len(leaves):
+        return None  # the core reports the count of totals; no gradient to hand
+    for m, (t, rows) in enumerate(zip(totals, leaves)):
+        t["gradient"] = [[0.0] * len(leaf) if leaf.grad is None else leaf.grad.detach().cpu().tolist()
+                         for leaf in rows]
+    return None
 
 
 def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
@@ -280,7 +325,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
          name: Optional[str] = None, sft_masks: bool = True,
          microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None,
-         timeout: Optional[float] = DEFAULT_TIMEOUT) -> FuzzResult:
+         timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -294,6 +339,12 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
     "microbatches", "slot_losses"} and returns one {"loss_sum", "denominator", "denominator_scope", "loss"}
     per micro-batch (any non-empty subset, with the scope exactly when a denominator is given).
+    With ``gradient=True`` (needs torch) each ``slot_losses[m][r]`` is a float64 leaf tensor with
+    ``requires_grad``, and a micro-batch's dict may carry ``"backward"``: the 0-dim tensor the reducer would call
+    ``backward()`` on (by default its ``"loss"``, when that is a tensor with a gradient). The kit backpropagates
+    every micro-batch's and checks that each target's loss gets the gradient the declared objective gives it,
+    m / Σm over the step under global_targets (the ``gradient`` invariant; the backward tensors combine as the
+    losses do). A reducer without a backward tensor has ``gradient`` not checked (``FuzzResult.not_applicable``).
 
     ``microbatch_consumer(microbatch, policy)`` is an attention consumer (the code that turns a packed batch into
     attention: a model's mask construction, an attention path): it gets a whole micro-batch (the ``microbatch``
@@ -340,16 +391,25 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     save_regressions = _args.optional_path(save_regressions, at, "save_regressions")
     timeout = None if timeout is None else _args.seconds(timeout, at, "timeout", hi=MAX_TIMEOUT)
     name = _args.optional_text(name, at, "name")
+    gradient = _args.flag(gradient, at, "gradient")
+    if gradient:
+        if reducer is None:
+            raise TypeError("fuzz: gradient=True checks a reducer's gradients: give a reducer")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise ValueError("fuzz: gradient=True needs torch (the per-target losses are torch leaf tensors), "
+                             "which is not installed") from None
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
     replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder, sft_masks,
-                          microbatch_consumer)
+                          microbatch_consumer, gradient)
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
     deadline = _Deadline(timeout)
     drivers = (_timed(_packer_driver(packer), "packer", deadline) if packer is not None else None,
-               _timed(_reducer_driver(reducer), "loss reducer", deadline) if reducer is not None else None,
+               _timed(_reducer_driver(reducer, gradient), "loss reducer", deadline) if reducer is not None else None,
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
@@ -369,7 +429,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
 
 def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
-                 decoder: bool, sft_masks: bool = True, microbatch_consumer=None) -> str:
+                 decoder: bool, sft_masks: bool = True, microbatch_consumer=None, gradient: bool = False) -> str:
     """The call that replays a failing case ("{}" stands for its reproduce string): the same roles, policy and
     the options the reproduce string depends on."""
     args = [_name_of(packer) if packer is not None else "None", repr(policy) if isinstance(policy, str) else repr(resolved)]
@@ -382,4 +442,6 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
         args.append("decoder=False")
     if not sft_masks:
         args.append("sft_masks=False")
+    if gradient:
+        args.append("gradient=True")
     return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string

@@ -60,4 +60,11 @@ struct StepObjective {
 StepObjective Objective(const OracleBatch& batch, const TargetLosses& losses, Denominator formula,
                         CountBasis basis = CountBasis::kTargets, StepShape shape = {});
 
+// The weight the objective under `formula` gives each per-target loss: weights[row][slot] = ∂L/∂ℓ of the
+// prediction at that slot (L is linear in the losses, so L = Σ weights·ℓ, the Objective above). Under
+// global_targets it is m / Σm over the step; zero where the prediction has no weight, and everywhere when the
+// step has no weighted prediction. The `gradient` invariant compares a reducer's backpropagated gradient with it.
+std::vector<std::vector<double>> ObjectiveWeights(const OracleBatch& batch, Denominator formula,
+                                                  CountBasis basis = CountBasis::kTargets, StepShape shape = {});
+
 }  // namespace packoracle

@@ -84,6 +84,11 @@ struct ProducerTotals {
   std::optional<double> denominator;  // the number loss_sum was divided by
   std::string denominator_scope;      // "microbatch" | "step" | "global"; "" exactly when no denominator
   std::optional<double> loss;         // loss_sum / denominator
+  // A loss reducer that backpropagated (python: fuzz(gradient=True)): [row][slot], the gradient with respect
+  // to each per-target loss of this micro-batch (ReduceRequest::slot_losses) of what the reducer backpropagates
+  // over the step, its micro-batches' backward tensors combined as their losses are (the `gradient`
+  // invariant). Absent: the gradient is not checked.
+  std::optional<std::vector<std::vector<double>>> gradient;
   // Equal when every field is; a NaN equals a NaN here (a candidate that gives the same NaN twice is
   // deterministic: its NaN is a denominator problem, not a determinism one).
   bool operator==(const ProducerTotals& o) const {
@@ -92,7 +97,7 @@ struct ProducerTotals {
       return !a || *a == *b || (std::isnan(*a) && std::isnan(*b));
     };
     return same(loss_sum, o.loss_sum) && same(denominator, o.denominator) &&
-           denominator_scope == o.denominator_scope && same(loss, o.loss);
+           denominator_scope == o.denominator_scope && same(loss, o.loss) && gradient == o.gradient;
   }
 };
 

@@ -23,6 +23,10 @@
 //                row-end targets are compared like any other: their context is their own document. Strict
 //                (relative 1e-12) under doc_causal + doc_reset; elsewhere the change is measured (contamination)
 //                and never fails
+//   gradient     given per-target losses as leaf tensors, the gradient of what a reducer backpropagates with
+//                respect to each per-target loss equals the weight the declared objective gives it (m / Σm
+//                over the step under global_targets: ObjectiveWeights, packoracle/oracle/denominator.h). Checked
+//                where the reducer hands back gradients (ProducerTotals::gradient), not applicable elsewhere
 //   determinism  the same input gives the same output, whatever was packed before
 //   efficiency   (reported) utilization; a violation only when asked for
 // A common way to break `targets` is shifting the labels of the whole packed row instead of each document
@@ -54,6 +58,7 @@ enum class Invariant {
   kPackingInvariance,
   kDeterminism,
   kEfficiency,
+  kGradient,  // last, so that the values of the others stay as they were
 };
 
 const char* Name(Invariant invariant);
