@@ -85,6 +85,7 @@ _HOW_TO_CHECK = {
     "positions": "give a packer", "targets": "give a packer", "determinism": "give a packer",
     "denominator": "give reducer=, or return producer totals with each micro-batch",
     "loss": "give reducer=, or return producer totals with each micro-batch",
+    "gradient": "give reducer= and gradient=True, the reducer returning the tensor it backpropagates",
     "attention": "give microbatch_consumer= (or consumer=) for the code that turns a batch into attention",
     "packing_invariance": "needs a packer or a consumer, and decoder=True",
     "efficiency": "reported only when the policy asks for it",
