@@ -17,7 +17,7 @@ compiled ``create_block_mask`` is not called (inductor on the CPU: tens of secon
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -112,7 +112,6 @@ class MaskBuilder:
     imports: tuple[str, ...]
     build: Callable[[dict, dict], object]
     finding: Optional[Finding] = None
-    notes: str = field(default="")
 
     def consumer(self) -> Callable[[dict, dict], object]:
         """The micro-batch consumer packoracle.fuzz drives; raises ImportError when the library is missing."""

@@ -151,8 +151,19 @@ class _Findings:
     first: dict = field(default_factory=dict)
 
     def add(self, cell: Cell) -> str:
-        """The finding's label: F1.. by its place in transformers_models.FINDINGS (stable whatever cells run)."""
+        """Records the finding that explains `cell` and returns its label."""
+        finding = cell.consumer.finding
+        if finding not in self.first:
+            self.order.append(finding)
+            self.first[finding] = cell
+        return self.label(finding)
+
+    def label(self, finding) -> str:
+        """F1.. by the finding's place in transformers_models.FINDINGS (stable whatever cells run)."""
         from ..adapters.transformers_models import FINDINGS
+
+        known = list(FINDINGS) + [f for f in self.order if f not in FINDINGS]
+        return f"F{known.index(finding) + 1}"
 
         finding = cell.consumer.finding
         if finding not in self.first:
@@ -246,10 +257,9 @@ def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Option
     if refusals:
         out += ["Refusals (the model raises on packed input instead of mixing documents):", ""]
         out += [f"- `{r}`" for r in refusals] + [""]
-    label = lambda f: int(findings.add(findings.first[f])[1:])  # noqa: E731
-    for finding in sorted(findings.order, key=label):
+    for finding in sorted(findings.order, key=lambda f: int(findings.label(f)[1:])):
         cell = findings.first[finding]
-        k = label(finding)
+        k = findings.label(finding)[1:]
         explained = [c for c in cells if c.verdict == "leaks" and c.consumer.finding == finding]
         out += [f'<a id="{_anchor(f"F{k}")}"></a>', f"### F{k}: `{finding.invariant}` ({finding.kind})", "",
                 f"{finding.explanation}. Upstream: {finding.upstream}.", "",
