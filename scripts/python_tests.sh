@@ -5,7 +5,7 @@
 # environment and against the installed package (never the source tree): the Python tests (python/tests), the
 # adapters' tests against the real libraries (python/tests_adapters), the conformance matrix regenerated and
 # compared with the committed one (docs/conformance.md and README.md's table), and every Python snippet of
-# README.md (scripts/readme_snippets.py). Each stage prints its wall time.
+# README.md and docs/ (scripts/readme_snippets.py). Each stage prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stage.sh
@@ -25,5 +25,5 @@ export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
 stage "conformance matrix (compared with docs/conformance.md)" \
-  "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md
-stage "README snippets" "$venv/bin/python" scripts/readme_snippets.py README.md
+  "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md
+stage "README and docs snippets" "$venv/bin/python" scripts/readme_snippets.py README.md docs/python.md docs/guard.md docs/libraries.md

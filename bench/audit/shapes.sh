@@ -3,10 +3,10 @@
 # and long documents, one file and eight rank files. On each: verify --jobs 1 and --jobs 2, the Python
 # checker (bench/audit/python_checker.py) and the single-threaded simdjson parse of the same bytes
 # (bench/audit/simdjson_parse.cc), wall and CPU seconds and peak RSS of each; then the table, printed and
-# written into README.md between <!-- audit-shapes:begin --> and <!-- audit-shapes:end -->.
+# written into bench/README.md between <!-- audit-shapes:begin --> and <!-- audit-shapes:end -->.
 #
 #   bench/audit/shapes.sh            # MB=256 per shape: about 5 minutes on 2 cores, dumps kept in $DUMP_DIR
-# Environment: BUILD_DIR (build), MB (256), DUMP_DIR (/tmp/packoracle-shapes), README (README.md; "-": print only),
+# Environment: BUILD_DIR (build), MB (256), DUMP_DIR (/tmp/packoracle-shapes), README (bench/README.md; "-": print only),
 #   REPS (3: rounds of verify and simdjson, the fastest wall time kept; the Python checker runs once).
 #
 # Ratios divide rates of the same run. The goals are on wall clock (two cores are what --jobs 2 buys), so
@@ -19,7 +19,7 @@ cd "$root"
 build="${BUILD_DIR:-build}"
 mb="${MB:-256}"
 dump_dir="${DUMP_DIR:-/tmp/packoracle-shapes}"
-readme="${README:-README.md}"
+readme="${README:-bench/README.md}"
 reps="${REPS:-3}"
 py="$(python3 -c 'import sys; print(sys.executable)')"
 mkdir -p "$dump_dir"

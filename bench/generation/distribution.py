@@ -2,7 +2,7 @@
 """What `packoracle fuzz` generates, and how fast, with the Python reference exec candidate.
 
     python3 bench/generation/distribution.py --bin build/cli/packoracle [--before OLD_BIN] [--time 60]
-        [--readme README.md]
+        [--readme docs/generation.md]
 
 Runs `fuzz --exec 'python3 properties/test/exec/reference_packer.py' --preset reference --format json` twice per
 binary, with --cases 1000 and with --time T, and prints one markdown table of the "generated" figures

@@ -2,7 +2,7 @@
 """`packoracle selftest` over many seeds: is every bundled bug caught by its invariant on every seed?
 
     python3 bench/generation/selftest_sweep.py --bin build/cli/packoracle --seeds 100 [--jobs 2]
-        [--readme README.md] [--check]
+        [--readme docs/generation.md] [--check]
 
 Runs `packoracle selftest --seed S --format json` for S = 1..N (in parallel), then prints per bundled
 candidate the seeds on which it did not behave as expected, and the median and worst cases to failure (a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -13,7 +14,8 @@ from .. import adapters as _adapters
 from . import DEFAULT_CASES, DEFAULT_SEED, run
 from ._consumers import DEFAULT_CONSUMER_CASES, README_BEGIN, README_END, consumer_table, consumers_section, \
     builders_table, run_builders, run_consumers, unexplained_cells
-from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained
+from ._render import PAGE, README_BEGIN as MATRIX_BEGIN, counterexamples_page, matrix_table, splice_readme, to_json, \
+    unexplained
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -30,7 +32,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="an adapter (transformers/flatten), a system (trl), 'consumers' (the whole consumer "
                              "column) or a prefix of consumer cells (transformers/llama/sdpa); repeatable")
     parser.add_argument("--markdown", metavar="FILE", help="write the page with every counterexample here")
-    parser.add_argument("--readme", metavar="FILE", help="replace the table between the conformance markers of this file")
+    parser.add_argument("--readme", metavar="FILE", action="append", default=[],
+                        help="replace the tables between the conformance and consumers markers of this file (each "
+                             "file holds either or both; links are made relative to it); repeatable")
     parser.add_argument("--json", metavar="FILE", help="write the matrix as JSON here ('-': standard output)")
     parser.add_argument("--check", metavar="FILE", help="compare with this committed page (and --readme) instead of writing")
     parser.add_argument("--list", action="store_true", help="list the adapters and whether each can run here, then exit")
@@ -39,6 +43,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--cases must be a positive integer, got {args.cases}")
     if args.consumer_cases < 1:
         parser.error(f"--consumer-cases must be a positive integer, got {args.consumer_cases}")
+    for path in args.readme:
+        try:
+            text = open(path).read()
+        except OSError as e:
+            parser.error(f"--readme {path}: {e.strerror}")
+        if MATRIX_BEGIN not in text and README_BEGIN not in text:
+            parser.error(f"--readme {path}: it holds neither the conformance nor the consumers markers")
     if args.list:
         for a in _adapters.all_adapters():
             why = a.unavailable()
@@ -67,8 +78,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             name.startswith(n.rstrip("/") + "/") or name == n for n in consumer_names)
         cells = run_consumers(args.consumer_cases, args.seed, chosen, progress=progress)
         builders = run_builders(args.consumer_cases, args.seed, chosen, progress=progress)
-    table = matrix_table(rows)
-    consumers = consumer_table(cells) + ("\n" + builders_table(builders) if builders else "")
+    tables = _Tables(rows, cells, builders, args.check or args.markdown or PAGE)
     page = counterexamples_page(rows, args.cases, args.seed) + "\n" + consumers_section(
         cells, args.consumer_cases, args.seed, builders)
     status = 0
@@ -77,16 +87,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stdout.write(text) if args.json == "-" else open(args.json, "w").write(text)
     if args.check:
         status |= _compare(args.check, page)
-        if args.readme:
-            status |= _compare(args.readme, _readme(args.readme, table, consumers))
+        for path in args.readme:
+            status |= _compare(path, tables.spliced(path))
     else:
         if args.markdown:
             open(args.markdown, "w").write(page)
-        if args.readme:
-            text = _readme(args.readme, table, consumers)
-            open(args.readme, "w").write(text)
+        for path in args.readme:
+            text = tables.spliced(path)
+            open(path, "w").write(text)
         if not args.markdown and not args.readme and not args.json:
-            sys.stdout.write(table + "\n" + consumers)
+            sys.stdout.write(tables.matrix(PAGE) + "\n" + tables.consumers(PAGE))
     for line in unexplained(rows) + unexplained_cells(cells + builders):
         print(f"conformance: {line}", file=sys.stderr)
         status = 1
@@ -107,8 +117,28 @@ def _builders() -> tuple:
     return tuple(b.name for b in BUILDERS)
 
 
-def _readme(path: str, table: str, consumers: str) -> str:
-    return splice_readme(splice_readme(open(path).read(), table), consumers, (README_BEGIN, README_END))
+class _Tables:
+    """The generated tables, with links to the page written relative to the file they are spliced into."""
+
+    def __init__(self, rows, cells, builders, page: str):
+        self.rows, self.cells, self.builders, self.page = rows, cells, builders, page
+
+    def matrix(self, page: str) -> str:
+        return matrix_table(self.rows, page)
+
+    def consumers(self, page: str) -> str:
+        table = consumer_table(self.cells, page)
+        return table + ("\n" + builders_table(self.builders, page) if self.builders else "")
+
+    def spliced(self, path: str) -> str:
+        """The file at `path` with each table whose markers it holds regenerated (main checked it holds one)."""
+        text = open(path).read()
+        page = os.path.relpath(os.path.abspath(self.page), os.path.dirname(os.path.abspath(path)))
+        if MATRIX_BEGIN in text:
+            text = splice_readme(text, self.matrix(page))
+        if README_BEGIN in text:
+            text = splice_readme(text, self.consumers(page), (README_BEGIN, README_END))
+        return text
 
 
 def _compare(path: str, expected: str) -> int:
