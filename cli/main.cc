@@ -4,6 +4,7 @@
 //   packoracle lesson            the lesson's worked example: drawn row, targets, the three denominators
 //   packoracle presets           the named presets and every key of their policies
 //   packoracle presets --format json
+//   packoracle invariants        every invariant stated, with a common way to break it
 //   packoracle conformance ...   the real libraries' matrix (python -m packoracle.conformance)
 #include <iostream>
 #include <string>
@@ -46,6 +47,19 @@ Runner AddPresetsCommand(CLI::App& app) {
   };
 }
 
+Runner AddInvariantsCommand(CLI::App& app) {
+  auto format = std::make_shared<std::string>("text");
+  auto* invariants = app.add_subcommand("invariants", "State every invariant, with a common way to break it");
+  invariants->add_option("--format", *format, "text (for people) or markdown (the README's list)")
+      ->check(CLI::IsMember({"text", "markdown"}));
+  return [invariants, format] {
+    if (!*invariants) return -1;
+    std::cout << (*format == "markdown" ? jobs::RenderInvariantsMarkdown() : jobs::RenderInvariantsText());
+    return 0;
+  };
+}
+
+
 }  // namespace
 }  // namespace packoracle::cli
 
@@ -55,11 +69,14 @@ int main(int argc, char** argv) {
                "The contract: L = Σ m·ℓ / Σ m and A_ij = 1[j <= i]·1[d_j = d_i]; every other policy declares its\n"
                "boundary semantics (see `packoracle presets`)."};
   app.set_version_flag("--version", kVersion);
+  app.footer("Every failure names one invariant: " + packoracle::jobs::InvariantNames() +
+             ".\n`packoracle invariants` states each, with a common way to break it.");
   app.require_subcommand(1);
   // In the order `packoracle --help` lists them.
   std::vector<Runner> commands = {AddLessonCommand(app),  AddPresetsCommand(app), AddSelftestCommand(app),
                                   AddVerifyCommand(app),  AddFuzzCommand(app),    AddDrawCommand(app),
-                                  AddMergeCommand(app),   AddConformanceCommand(app, argv[0])};
+                                  AddMergeCommand(app),   AddConformanceCommand(app, argv[0]),
+                                  AddInvariantsCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

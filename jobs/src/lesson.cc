@@ -1,4 +1,4 @@
-// `packoracle lesson` and `packoracle presets` (lesson.h).
+// `packoracle lesson`, `packoracle presets` and `packoracle invariants` (lesson.h).
 #include "packoracle/jobs/lesson.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
 #include "printf.h"
 
 namespace packoracle::jobs {
@@ -122,6 +123,64 @@ std::string RenderPresetsText() {
         << "\n";
   }
   return out.str();
+}
+
+}  // namespace packoracle::jobs
+
+namespace packoracle::jobs {
+namespace {
+
+// The order a person reads them in: the checked ones as CheckedInvariants lists them, then efficiency.
+std::vector<Invariant> InvariantsInReadingOrder() {
+  std::vector<Invariant> out = CheckedInvariants();
+  out.push_back(Invariant::kEfficiency);
+  return out;
+}
+
+std::string CommonBreakSentence(Invariant invariant) {
+  std::string out = std::string("A common way to break it is ") + CommonBreak(invariant);
+  if (*BundledBreak(invariant)) out += std::string(" (bundled: ") + BundledBreak(invariant) + ")";
+  return out + ".";
+}
+
+// Words of `text` on lines of at most `width` characters, each after `indent`.
+std::string Wrap(const std::string& text, std::size_t width, const std::string& indent) {
+  std::istringstream words(text);
+  std::string out, line, word;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += indent + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) out += indent + line + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string RenderInvariantsText() {
+  std::string out = "Every failure names one of these invariants (docs/design.md §4):\n";
+  for (Invariant i : InvariantsInReadingOrder()) {
+    out += "\n" + std::string(Name(i)) + "\n";
+    out += Wrap(std::string(Statement(i)) + ".", 100, "  ");
+    out += Wrap(CommonBreakSentence(i), 100, "  ");
+  }
+  return out;
+}
+
+std::string InvariantNames() {
+  std::string out;
+  for (Invariant i : InvariantsInReadingOrder()) out += std::string(out.empty() ? "" : ", ") + Name(i);
+  return out;
+}
+
+std::string RenderInvariantsMarkdown() {
+  std::string out;
+  for (Invariant i : InvariantsInReadingOrder())
+    out += "- **`" + std::string(Name(i)) + "`**: " + Statement(i) + ". " + CommonBreakSentence(i) + "\n";
+  return out;
 }
 
 }  // namespace packoracle::jobs

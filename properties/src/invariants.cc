@@ -5,50 +5,77 @@
 namespace packoracle {
 namespace {
 
+// Each invariant stated once (DESIGN §4's rule, as the reports, `packoracle invariants`, the README and --help
+// give it), then, in the manner of absl's hash_testing.h, a common way to break it and the bundled candidate
+// that does (fixtures/bugs; fixtures/test/bugzoo_test.cc checks that each named one exists and is caught by it).
 struct Entry {
   Invariant invariant;
   const char* name;
   const char* statement;
+  const char* common_break;  // "a common way to break this is ..." (the rest of the sentence)
+  const char* bundled;       // the bundled candidate that breaks it so; "" where none is bundled
 };
 
 constexpr std::array<Entry, 12> kEntries{{
     {Invariant::kShape, "shape",
      "every per-token array of a row has the row's length; rows are at most L long (exactly L when padded to the "
-     "row length); cu_seqlens start at 0, never decrease, end at the row length"},
+     "row length); cu_seqlens start at 0, never decrease, end at the row length",
+     "holding cu_seqlens in a narrow integer, which wraps once a flattened micro-batch passes its range", "SZ-04"},
     {Invariant::kCoverage, "coverage",
      "every document token appears exactly once, in order, contiguous (or as the declared overflow policy says); "
-     "nothing appears that is neither a document token, a declared delimiter nor padding"},
+     "nothing appears that is neither a document token, a declared delimiter nor padding; a refusal happens "
+     "exactly when the policy demands one",
+     "truncating a document that does not fit and dropping the rest of it (TRL's BFD packing)", "PK-01"},
     {Invariant::kSegments, "segments",
-     "the boundaries implied by every encoding present agree with each other and with the real document layout"},
-    {Invariant::kPositions, "positions", "position ids follow the declared rule"},
+     "the boundaries implied by every encoding present (cu_seqlens, seq_lens, doc_ids, position resets, EOD/BOS "
+     "tokens, a 2-D mask) agree with each other and with the real document layout",
+     "computing cu_seqlens per row and feeding them to a flattened micro-batch of several rows (axolotl's "
+     "multipack)", "MK-01"},
+    {Invariant::kPositions, "positions", "position ids follow the declared rule",
+     "one arange along the whole packed row instead of one per document (LlamaFactory's neat packing)", "PO-01"},
     {Invariant::kTargets, "targets",
      "every weighted target is the next token of the same document; boundary and row-end targets follow the "
-     "policy; padding is never a target; supervised tokens are targets and unsupervised ones are not"},
+     "policy; padding is never a target; supervised tokens are targets and unsupervised ones are not",
+     "shifting the labels of the whole packed row instead of each document's (torchtune before PR #2613)",
+     "TG-02"},
     {Invariant::kAttention, "attention",
      "the context sets equal the declared rule: under doc_causal no position sees another document; causal "
-     "everywhere"},
+     "everywhere",
+     "a 2-D attention_mask beside packed position_ids, which turns the model's packed-sequence detection off "
+     "(transformers)", "MK-04"},
     {Invariant::kDenominator, "denominator",
      "the reported denominator equals the sum of the weights under the declared scope, counted on the same "
-     "targets as the numerator; zero valid targets is reported, never divided by"},
+     "targets as the numerator; zero valid targets is reported, never divided by",
+     "a rank's own count of targets multiplied by the world size, in place of the count over every rank",
+     "SY-07"},
     {Invariant::kLoss, "loss",
      "given per-target losses supplied by the kit, the reported loss equals the declared objective "
-     "(Σwℓ/Σw over the step for global_targets), whatever the split into rows, micro-batches and ranks"},
+     "(Σwℓ/Σw over the step for global_targets), whatever the split into rows, micro-batches and ranks",
+     "averaging the micro-batches' means under gradient accumulation (transformers before 4.46)", "AC-01"},
     {Invariant::kPackingInvariance, "packing_invariance",
-     "with the tiny reference decoder run on the candidate's own encodings, each document's losses in the packed "
-     "batch equal its losses alone in a row of its own"},
-    {Invariant::kDeterminism, "determinism", "the same input gives the same output, whatever was packed before"},
-    {Invariant::kEfficiency, "efficiency", "utilization = non-pad slots / all slots (reported)"},
+     "with the tiny reference decoder run on each row as a backend is fed it (the candidate's ids, its positions "
+     "or the slot index, its consumer's mask or the mask its declared encoding gives), each document's losses in "
+     "the packed batch equal its losses alone in a row of its own (strict under doc_causal + doc_reset; elsewhere "
+     "the change is measured as contamination)",
+     "segment ids clamped to [0, 1] and handed to the model as its document ids (open-instruct)", "PI-03"},
+    {Invariant::kDeterminism, "determinism", "the same input gives the same output, whatever was packed before",
+     "a packer that keeps state between calls, such as a buffer carried over from the last batch", ""},
+    {Invariant::kEfficiency, "efficiency", "utilization = non-pad slots / all slots (reported)",
+     "opening a new row for every document that does not fit the current one, leaving rows that could merge", ""},
     {Invariant::kGradient, "gradient",
      "given per-target losses supplied by the kit as leaf tensors, the gradient of what a reducer backpropagates "
-     "with respect to each per-target loss equals its weight over the step's declared count, m / Σm (a reducer "
-     "whose value is right and whose gradient is not, or that backpropagates another value than it reports, "
-     "breaks it)"},
+     "with respect to each per-target loss equals its weight over the step's declared count, m / Σm",
+     "a fused loss that ignores grad_output, or logging one loss and backpropagating another (Liger-Kernel #968, "
+     "torchtitan PR #4194)", ""},
 }};
 
 }  // namespace
 
 const char* Name(Invariant invariant) { return kEntries[static_cast<std::size_t>(invariant)].name; }
 const char* Statement(Invariant invariant) { return kEntries[static_cast<std::size_t>(invariant)].statement; }
+const char* CommonBreak(Invariant invariant) { return kEntries[static_cast<std::size_t>(invariant)].common_break; }
+const char* BundledBreak(Invariant invariant) { return kEntries[static_cast<std::size_t>(invariant)].bundled; }
+
 
 std::optional<Invariant> ParseInvariant(const std::string& name) {
   for (const auto& e : kEntries)

@@ -1,4 +1,4 @@
-// `packoracle lesson` and `packoracle presets` as library calls: the texts they print.
+// `packoracle lesson`, `packoracle presets` and `packoracle invariants` as library calls: the texts they print.
 #pragma once
 
 #include <string>
@@ -13,5 +13,13 @@ std::string LessonText();
 // or every key of every preset as JSON (`presets --format json`). Both end with a newline.
 std::string RenderPresetsText();
 std::string RenderPresetsJson();
+
+// The invariants, each stated once (properties/src/invariants.cc) with a common way to break it and the bundled
+// candidate that does: as text for a terminal (`packoracle invariants`), or as the Markdown list the README
+// holds between its invariants markers (`--format markdown`). Both end with a newline.
+std::string RenderInvariantsText();
+std::string RenderInvariantsMarkdown();
+// Their names, comma-separated, in the same order ("shape, coverage, ..."): the foot of `packoracle --help`.
+std::string InvariantNames();
 
 }  // namespace packoracle::jobs

@@ -1,36 +1,8 @@
 // The invariants of DESIGN §4, each with a stable name, and the check of one case against all of them.
 //
-// Every failure names one invariant:
-//   shape        every per-token array of a row has the row's length; rows are at most L long (exactly L when
-//                padded to the row length); cu_seqlens start at 0, never decrease, end at the row length
-//   coverage     every document token appears exactly once, in order (or as the overflow policy says); slots
-//                outside the spans are padding; a refusal happens exactly when the policy demands one
-//   segments     the boundaries every encoding implies (cu_seqlens, seq_lens, doc_ids, positions, EOD/BOS
-//                tokens, a 2-D mask) agree with the spans
-//   positions    position ids follow the declared rule
-//   targets      every weighted target is the next token of the same document (or a declared boundary or
-//                row-end target); padding and unsupervised tokens are never targets; supervised ones always are
-//   attention    the context sets equal the declared rule (from the encodings, or the consumer's dense mask)
-//   denominator  the reported denominator equals the count of its declared scope, on the same targets
-//   loss         the reported losses give the declared objective: Σwℓ/Σw over the step for global_targets
-//   packing_invariance
-//                the tiny reference decoder (packoracle/oracle/decoder.h), fed each row as a backend is fed it
-//                (the candidate's input_ids; its position_ids, or the slot index when it has none; its consumer's
-//                mask, or the mask its declared encoding gives, packoracle/properties/backend_attention.h),
-//                gives every weighted target the loss of the same prediction in its document piece alone in a row
-//                of its own (plain causal, positions from the policy's base; a piece continued from an earlier
-//                row gets the positions split_positions gives it and only its own tokens as context). Boundary and
-//                row-end targets are compared like any other: their context is their own document. Strict
-//                (relative 1e-12) under doc_causal + doc_reset; elsewhere the change is measured (contamination)
-//                and never fails
-//   gradient     given per-target losses as leaf tensors, the gradient of what a reducer backpropagates with
-//                respect to each per-target loss equals the weight the declared objective gives it (m / Σm
-//                over the step under global_targets: ObjectiveWeights, packoracle/oracle/denominator.h). Checked
-//                where the reducer hands back gradients (ProducerTotals::gradient), not applicable elsewhere
-//   determinism  the same input gives the same output, whatever was packed before
-//   efficiency   (reported) utilization; a violation only when asked for
-// A common way to break `targets` is shifting the labels of the whole packed row instead of each document
-// (torchtune before PR #2613); `loss`, averaging micro-batch means under a global token mean (HF before 4.46).
+// Every failure names one invariant. Each is stated once, in properties/src/invariants.cc (Statement, with a
+// common way to break it: CommonBreak, BundledBreak); `packoracle invariants` prints them, and the README's list
+// is generated from it. How each is checked: properties/src/check.cc.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +34,9 @@ enum class Invariant {
 };
 
 const char* Name(Invariant invariant);
-const char* Statement(Invariant invariant);  // DESIGN §4's sentence
+const char* Statement(Invariant invariant);     // DESIGN §4's rule, in one sentence
+const char* CommonBreak(Invariant invariant);   // "a common way to break this is ..." (the rest of the sentence)
+const char* BundledBreak(Invariant invariant);  // the bundled candidate that breaks it so ("TG-02"), or ""
 std::optional<Invariant> ParseInvariant(const std::string& name);
 // The invariants this kit checks today, in report order.
 const std::vector<Invariant>& CheckedInvariants();
