@@ -83,6 +83,11 @@ SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy) {
   return SegmentsOf(row, policy, PaddingOf(row));
 }
 
+bool ReadsDeclaredEncoding(const CandidateRow& row, const Policy& policy) {
+  const BoundarySource source = policy.boundary_source;
+  return source != BoundarySource::kSpans && source != BoundarySource::kNone && HasRequiredBoundaryField(row, source);
+}
+
 SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& policy) {
   if (HasRequiredBoundaryField(row, policy.boundary_source)) return DeclaredSegments(row, policy);
   return row.input_ids.empty() ? SegmentStarts{} : SegmentStarts{0};  // read as one sequence

@@ -65,6 +65,18 @@ void BindPolicies(nb::module_& m) {
       "does (properties/backend_attention.h DeclaredSegments). ValueError when the declared encoding is missing "
       "or malformed; with as_fed=True a row without the declared field is one sequence, [0].");
   m.def(
+      "segments_as_fed",
+      [](nb::handle row, nb::handle policy) {
+        const Policy p = PolicyFromPython(policy, "policy");
+        const CandidateRow r = RowFromPython(row, "row", /*spans_required=*/false);
+        return nb::make_tuple(DeclaredSegmentsAsFed(r, p), ReadsDeclaredEncoding(r, p));
+      },
+      nb::arg("row"), nb::arg("policy"),
+      "(starts, read): the segment starts of one canonical row as a backend fed it reads them (segments with "
+      "as_fed=True), and whether they were read from the row's own encoding (properties/backend_attention.h "
+      "ReadsDeclaredEncoding; False: the row as one sequence, or the spans). ValueError when the encoding is "
+      "malformed.");
+  m.def(
       "read_microbatches",
       [](nb::handle microbatches) {
         std::int64_t slots = 0;

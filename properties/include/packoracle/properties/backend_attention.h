@@ -40,6 +40,11 @@ SegmentStarts DeclaredSegments(const CandidateRow& row, const Policy& policy);
 // as BackendAttentionAsFed reads it.
 SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& policy);
 
+// Whether DeclaredSegmentsAsFed reads the row's own encoding: the policy's boundary_source is one a row carries
+// (not spans, not none) and the row has its field. Where it is false the segments are the row as one sequence
+// (or the spans), not evidence of where documents start (the guard says which checks it could run).
+bool ReadsDeclaredEncoding(const CandidateRow& row, const Policy& policy);
+
 // The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);
 

@@ -32,11 +32,8 @@ def segment_starts(batch: Mapping[str, Any], policy: Mapping[str, Any]) -> list[
     canonical = canonical_microbatch(dict(fields, doc_spans=[[] for _ in range(rows)]), where="batch")
     out = []
     for row in canonical["rows"]:
-        try:
-            starts, read = _core.segments(row, policy), policy["boundary_source"] not in ("spans", "none")
-        except ValueError:  # the declared field missing (read as one sequence); malformed: raised again here
-            starts, read = _core.segments(row, policy, as_fed=True), False
-        out.append(([int(x) for x in starts], read))
+        starts, read = _core.segments_as_fed(row, policy)
+        out.append(([int(x) for x in starts], bool(read)))
     return out
 
 
