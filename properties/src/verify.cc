@@ -1,8 +1,8 @@
 // The runner: generation from a seed, checking, greedy shrinking and reproduce strings.
 //
-// A reproduce string "v1:<seed>:<case>:<size>:<profile>:<i.j.k>" names the run's seed, the case index, the
-// generation size, the profile and the path of shrink choices from the generated case to the minimal one,
-// so that a failure replays exactly without storing the case.
+// A reproduce string (reproduce_string.h) names the run's seed, the case index, the generation size, the
+// profile and the path of shrink choices from the generated case to the minimal one, so that a failure
+// replays exactly without storing the case.
 #include "packoracle/properties/verify.h"
 
 #include <rapidcheck.h>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "case_edits.h"
+#include "packoracle/properties/reproduce_string.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/generators.h"
 
@@ -88,47 +89,6 @@ std::optional<Invariant> Headline(const CaseResult& result, const VerifyOptions&
   return result.violations.front().invariant;
 }
 
-// RapidCheck's shrink indices, then the case edits (case_edits.h), dot-separated.
-std::string PathString(const std::vector<int>& path, const std::vector<std::string>& edits) {
-  std::string s;
-  for (std::size_t i = 0; i < path.size(); ++i) s += (i ? "." : "") + std::to_string(path[i]);
-  for (const auto& e : edits) s += (s.empty() ? "" : ".") + e;
-  return s;
-}
-
-struct ParsedReproduce {
-  std::uint64_t seed;
-  int case_index;
-  int size;
-  std::string profile;
-  std::vector<int> path;
-  std::vector<std::string> edits;
-};
-
-ParsedReproduce ParseReproduce(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ':')) parts.push_back(part);
-  if (text.size() > 0 && text.back() == ':') parts.push_back("");
-  try {
-    if (parts.size() != 6 || parts[0] != "v1") throw std::invalid_argument("shape");
-    ParsedReproduce r{std::stoull(parts[1]), std::stoi(parts[2]), std::stoi(parts[3]), parts[4], {}, {}};
-    std::stringstream path(parts[5]);
-    while (std::getline(path, part, '.')) {
-      if (part.empty()) continue;
-      if (std::isdigit(static_cast<unsigned char>(part[0])) && r.edits.empty()) {
-        r.path.push_back(std::stoi(part));
-      } else {
-        r.edits.push_back(part);
-      }
-    }
-    return r;
-  } catch (const std::exception&) {
-    throw InputError("reproduce string '" + text + "' is not of the form v1:<seed>:<case>:<size>:<profile>:<path>");
-  }
-}
-
 template <class T>
 std::optional<rc::Shrinkable<T>> NthShrink(const rc::Shrinkable<T>& s, int n) {
   auto seq = s.shrinks();
@@ -162,7 +122,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   std::vector<std::string> replay_edits;
   const gen::Profile* replay_profile = nullptr;
   if (options.reproduce) {
-    const auto r = ParseReproduce(*options.reproduce);
+    const auto r = ReproduceString::Parse(*options.reproduce);
     replay_profile = &NamedProfile(r.profile);
     seed = r.seed;
     first_case = r.case_index;
@@ -213,8 +173,8 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
       result = CheckWith(options, candidate, request);
     } catch (const InputError& e) {
       // A generated case the kit itself cannot check is a bug of the kit's generators: say which case.
-      throw InputError("generated case v1:" + std::to_string(seed) + ":" + std::to_string(k) + ":" + std::to_string(size) +
-                       ":" + profile->name + ": is not a valid input: " + e.what());
+      throw InputError("generated case " + ReproduceString{seed, k, size, profile->name, {}, {}}.CaseString() +
+                       " is not a valid input: " + e.what());
     }
     ++report.cases_run;
     RecordGap(report, result, request.policy, k + 1);
@@ -309,8 +269,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     report.counterexample = request;
     report.failure = result;
     report.profile = profile->name;
-    report.reproduce = "v1:" + std::to_string(seed) + ":" + std::to_string(k) + ":" + std::to_string(size) + ":" +
-                       profile->name + ":" + PathString(path, edits);
+    report.reproduce = ReproduceString{seed, k, size, profile->name, path, edits}.ToString();
     break;
   }
   // A failure names the profile of its case (its reproduce string holds it); a pass, every profile drawn.
