@@ -7,11 +7,22 @@
 namespace packoracle {
 namespace {
 
+bool IsPolicyKey(const std::string& key) {
+  if (key == "preset") return true;
+  for (const auto& [k, value] : PolicyKeyValues(Policy{}))
+    if (k == key) return true;
+  return false;
+}
+
 PolicyValue ToValue(const nlohmann::json& v, const std::string& where, const std::string& key) {
   if (v.is_null()) return nullptr;
   if (v.is_boolean()) return v.get<bool>();
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_string()) return v.get<std::string>();
+  if (!IsPolicyKey(key)) {  // an unknown key is the first thing wrong with it: SetPolicyKey says so, listing the keys
+    Policy scratch;
+    SetPolicyKey(scratch, key, nullptr);
+  }
   throw InputError(where + ": policy key '" + key + "' has a " + v.type_name() +
                    " value; expected a string, an integer, a boolean or null");
 }

@@ -36,15 +36,18 @@ class HeaderTest(unittest.TestCase):
         self.assertEqual(make_policy("torchtune-packed", pad_id=99), {"preset": "torchtune-packed", "pad_id": 99})
         with self.assertRaisesRegex(ValueError, "unknown policy key 'ignore'"):
             validate_policy({"preset": "hf-flatten", "ignore": {"ignore_index": -100}})
-        with self.assertRaisesRegex(ValueError, "policy.attention: 'block' is not one of"):
+        with self.assertRaisesRegex(ValueError, "policy key 'attention': value \"block\" is not allowed"):
             validate_policy({"attention": "block"})
+        with self.assertRaisesRegex(ValueError, "eod_closes needs an EOD id"):  # a contradiction: the core's rule
+            validate_policy({"boundary_source": "eod_closes"})
         with self.assertRaisesRegex(ValueError, "unknown preset 'hf'"):
             validate_policy({"preset": "hf"})
         with self.assertRaisesRegex(ValueError, "pad_to"):
             validate_policy({"pad_to": "multiple_of:0"})
         with self.assertRaisesRegex(ValueError, "eos_id"):
             validate_policy({"eos_id": "0"})
-        validate_policy({"pad_to": "multiple_of:8", "eos_id": None, "stream_stride": "L+1", "loss_mask": True})
+        validate_policy({"pad_to": "multiple_of:8", "eos_id": None, "stream_stride": "L+1", "loss_mask": True,
+                         "overflow": "split", "padding": "right"})
 
     def test_resolve_fills_every_key_from_the_preset(self):
         resolved = resolve_policy({"preset": "torchtune-packed", "pad_id": 99})

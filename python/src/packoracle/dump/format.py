@@ -118,13 +118,50 @@ def _check_str(value, where, field):
 
 
 # ---- policy -------------------------------------------------------------------------------------------------
+#
+# The policy rules are the core's (oracle/src/policy.cc: keys, values and the contradictions between them):
+# where the extension is built, validate_policy and resolve_policy ask it. The writer must also run on a
+# training machine without the build; there the table above checks keys and values alone (what the format
+# needs to write a header), and `packoracle verify` applies the rest. python/tests/test_format.py pins the
+# table to the core on every policy its tests generate.
+
+def _core():
+    try:
+        from .. import _core as core
+    except ImportError:  # the dump writer without the extension
+        return None
+    return core
+
 
 def validate_policy(policy, where="policy"):
-    """A policy object: a preset and/or DESIGN §3 keys, each with an allowed value. Returns it unchanged."""
+    """A policy object: a preset and/or DESIGN §3 keys, each with an allowed value (and, where the extension is
+    built, no contradiction between them). Returns it unchanged."""
+    _resolve(policy, where)
+    return policy
+
+
+def resolve_policy(policy):
+    """The fully resolved policy: the preset's keys (reference when there is none) with the overrides applied."""
+    return _resolve(policy, "policy")
+
+
+def _resolve(policy, where):
     if not isinstance(policy, dict):
         raise ValueError(f"{where}: a policy must be an object, got {type(policy).__name__}")
     if not policy:
         raise ValueError(f"{where}: a policy needs a preset or some keys of DESIGN §3")
+    core = _core()
+    if core is None:
+        return resolve_policy_without_core(policy, where)
+    try:
+        return core.resolve_policy(policy)
+    except ValueError as e:
+        message = str(e)
+        raise ValueError(f"{where}: {message[len('policy: '):] if message.startswith('policy: ') else message}") from None
+
+
+def validate_policy_without_core(policy, where="policy"):
+    """The table's check alone: known keys with allowed values (no contradictions: those need the core)."""
     for key, value in policy.items():
         at = f"{where}.{key}"
         if key not in POLICY_KEYS:
@@ -158,9 +195,9 @@ def validate_policy(policy, where="policy"):
     return policy
 
 
-def resolve_policy(policy):
-    """The fully resolved policy: the preset's keys (reference when there is none) with the overrides applied."""
-    validate_policy(policy)
+def resolve_policy_without_core(policy, where="policy"):
+    """resolve_policy by the table alone (validate_policy_without_core), for a machine without the extension."""
+    validate_policy_without_core(policy, where)
     base = dict(PRESETS[policy.get("preset") or "reference"])
     base.update(policy)
     if not policy.get("preset"):
