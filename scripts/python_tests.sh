@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip install .` of this checkout into a fresh virtual environment
-# (build-venv/) with PyTorch 2.13.0 (CPU) and the pinned test dependencies (every version pinned by
-# requirements/adapters.lock), then, in that environment and against the installed package (never the source
-# tree): the Python tests (python/tests) and every Python snippet of README.md (scripts/readme_snippets.py).
-# With --full (./scripts/test.sh --full, CI) the venv also gets the real libraries the adapters drive (the
-# `adapters` extra), and their tests (python/tests_adapters) and the conformance matrix regenerated and
-# compared with the committed one (docs/conformance.md and README.md's table) run too.
+# (build-venv/), in its two steps: the wheel built into build-wheel/ and checked to need no library outside
+# the manylinux set (scripts/wheel_check.sh), then installed, with PyTorch 2.13.0 (CPU) and the pinned test
+# dependencies (every version pinned by requirements/adapters.lock). Then, in that environment and against
+# the installed package (never the source tree): the Python tests (python/tests) and every Python snippet of
+# README.md (scripts/readme_snippets.py). With --full (./scripts/test.sh --full, CI) the venv also gets the
+# real libraries the adapters drive (the `adapters` extra), and their tests (python/tests_adapters) and the
+# conformance matrix regenerated and compared with the committed one (docs/conformance.md and README.md's
+# table) run too.
 # Each stage prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ esac
 extras=test
 if ((full)); then extras=test,adapters; fi
 venv=build-venv
+wheels=build-wheel
 install() {
   rm -rf "$venv"
   echo "python_tests: a fresh virtual environment in $venv/"
@@ -26,10 +29,15 @@ install() {
   echo "python_tests: installing torch 2.13.0 (the CPU wheel)"
   # torch first and alone: pinned to the CPU build (a later requirement must not pull another torch).
   "$venv/bin/pip" install --quiet torch==2.13.0
-  echo "python_tests: building packoracle's extension (ccache hits after ./scripts/setup.sh) and installing it with .[$extras], pinned"
-  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock ".[$extras]"
+  # What `pip install .` does, in its two steps, so that the wheel itself is checked between them.
+  echo "python_tests: building the wheel (pip wheel .; ccache hits after ./scripts/setup.sh) into $wheels/"
+  rm -rf "$wheels"
+  "$venv/bin/pip" wheel --quiet --no-deps --progress-bar off -w "$wheels" .
+  ./scripts/wheel_check.sh "$wheels"/packoracle-*.whl
+  echo "python_tests: installing it with .[$extras], pinned"
+  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock "$(ls "$wheels"/packoracle-*.whl)[$extras]"
 }
-stage "pip install .[$extras] (fresh venv)" install
+stage "pip install .[$extras] (fresh venv; the wheel checked)" install
 export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
