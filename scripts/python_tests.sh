@@ -22,22 +22,25 @@ extras=test
 if ((full)); then extras=test,adapters; fi
 venv=build-venv
 wheels=build-wheel
-install() {
+fresh_venv() {
   rm -rf "$venv"
-  echo "python_tests: a fresh virtual environment in $venv/"
   python3 -m venv "$venv"
-  echo "python_tests: installing torch 2.13.0 (the CPU wheel)"
   # torch first and alone: pinned to the CPU build (a later requirement must not pull another torch).
   "$venv/bin/pip" install --quiet torch==2.13.0
-  # What `pip install .` does, in its two steps, so that the wheel itself is checked between them.
-  echo "python_tests: building the wheel (pip wheel .; ccache hits after ./scripts/setup.sh) into $wheels/"
+}
+# `pip install .` in its two steps, so that the wheel itself is checked between them.
+build_wheel() {
   rm -rf "$wheels"
   "$venv/bin/pip" wheel --quiet --no-deps --progress-bar off -w "$wheels" .
-  ./scripts/wheel_check.sh "$wheels"/packoracle-*.whl
-  echo "python_tests: installing it with .[$extras], pinned"
-  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock "$(ls "$wheels"/packoracle-*.whl)[$extras]"
 }
-stage "pip install .[$extras] (fresh venv; the wheel checked)" install
+install_wheel() {
+  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock \
+    "$(ls "$wheels"/packoracle-*.whl)[$extras]"
+}
+stage "a fresh venv in $venv/ with torch 2.13.0 (CPU)" fresh_venv
+stage "pip wheel . into $wheels/ (the extension built; mostly ccache hits after ./scripts/setup.sh)" build_wheel
+stage "the wheel needs only manylinux libraries" ./scripts/wheel_check.sh "$wheels"/packoracle-*.whl
+stage "pip install of the wheel with .[$extras], pinned" install_wheel
 export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
