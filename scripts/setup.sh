@@ -34,5 +34,5 @@ echo "setup: configuring build/ (CMake, RelWithDebInfo)"
 mkdir -p build
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/configure.log 2>&1 ||
   { cat build/configure.log; exit 1; }
-echo "setup: building build/ on $(nproc) cores (a first build is under 10 CPU-minutes: 18 minutes on 2 cores at load 10)"
+echo "setup: building build/ on $(nproc) cores (a first build: 269 s on 2 quiet cores, 18 minutes at load 10)"
 cmake --build build -j"$(nproc)" 2>&1 | scripts/build_progress.sh setup
