@@ -1,29 +1,51 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: `pip install .` of this checkout into a fresh virtual environment
-# (build-venv/), with the pinned test dependencies, the real libraries the adapters drive (the `adapters`
-# extra, every version pinned by requirements/adapters.lock) and PyTorch 2.13.0 (CPU), then, in that
-# environment and against the installed package (never the source tree): the Python tests (python/tests), the
-# adapters' tests against the real libraries (python/tests_adapters), the conformance matrix regenerated and
-# compared with the committed one (docs/conformance.md and README.md's table), and every Python snippet of
-# README.md and docs/ (scripts/readme_snippets.py). Each stage prints its wall time.
+# (build-venv/), in its two steps: the wheel built into build-wheel/ and checked to need no library outside
+# the manylinux set (scripts/wheel_check.sh), then installed, with PyTorch 2.13.0 (CPU) and the pinned test
+# dependencies (every version pinned by requirements/adapters.lock). Then, in that environment and against
+# the installed package (never the source tree): the Python tests (python/tests) and every Python snippet of
+# README.md and docs/ (scripts/readme_snippets.py). With --full (./scripts/test.sh --full, CI) the venv also gets the
+# real libraries the adapters drive (the `adapters` extra), and their tests (python/tests_adapters) and the
+# conformance matrix regenerated and compared with the committed one (docs/conformance.md, README.md's and docs/libraries.md's
+# tables) run too.
+# Each stage prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stage.sh
+full=0
+case "${1:-}" in
+  --full) full=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--full]" >&2; exit 2 ;;
+esac
+extras=test
+if ((full)); then extras=test,adapters; fi
 venv=build-venv
-install() {
+wheels=build-wheel
+fresh_venv() {
   rm -rf "$venv"
-  echo "python_tests: a fresh virtual environment in $venv/"
   python3 -m venv "$venv"
-  echo "python_tests: installing torch 2.13.0 (the CPU wheel)"
   # torch first and alone: pinned to the CPU build (a later requirement must not pull another torch).
   "$venv/bin/pip" install --quiet torch==2.13.0
-  echo "python_tests: building packoracle's extension and installing it with the pinned test and adapter libraries (several minutes)"
-  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock ".[test,adapters]"
 }
-stage "pip install . (fresh venv)" install
+# `pip install .` in its two steps, so that the wheel itself is checked between them.
+build_wheel() {
+  rm -rf "$wheels"
+  "$venv/bin/pip" wheel --quiet --no-deps --progress-bar off -w "$wheels" .
+}
+install_wheel() {
+  "$venv/bin/pip" install --quiet --progress-bar off -c requirements/adapters.lock \
+    "$(ls "$wheels"/packoracle-*.whl)[$extras]"
+}
+stage "a fresh venv in $venv/ with torch 2.13.0 (CPU)" fresh_venv
+stage "pip wheel . into $wheels/ (the extension built; mostly ccache hits after ./scripts/setup.sh)" build_wheel
+stage "the wheel needs only manylinux libraries" ./scripts/wheel_check.sh "$wheels"/packoracle-*.whl
+stage "pip install of the wheel with .[$extras], pinned" install_wheel
 export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
-stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
-stage "conformance matrix (compared with docs/conformance.md)" \
-  "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md
+if ((full)); then
+  stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
+  stage "conformance matrix (compared with docs/conformance.md)" \
+    "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md
+fi
 stage "README and docs snippets" "$venv/bin/python" scripts/readme_snippets.py README.md docs/python.md docs/guard.md docs/libraries.md

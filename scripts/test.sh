@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# The whole test suite: set up and build, then run every test (including a downstream project built
-# against the installed package through find_package(packoracle)); then the Python package built with
-# `pip install .` into a fresh venv and its tests run there (scripts/python_tests.sh); then the pictures
-# (draw's SVG, verify --html) opened in headless Chromium (scripts/browser_checks.sh); then the same tests
-# built with ASan + UBSan (scripts/sanitize.sh, build-asan/) and a fuzz smoke run of at most 60 s
-# (scripts/fuzz_smoke.sh, build-fuzz/). Each stage prints its wall time; the first failure stops the script.
+# The test suite, at two depths. Each stage prints its wall time; the first failure stops the script.
+#
+#   ./scripts/test.sh         what a user needs to trust the kit, in minutes: set up and build (scripts/setup.sh);
+#                             every ctest test but those labelled `full` (slow sweeps), a downstream project
+#                             built against the installed package included; the Python package built by
+#                             `pip install .` into a fresh venv, its tests and the README's Python snippets
+#                             (scripts/python_tests.sh).
+#   ./scripts/test.sh --full  everything, what CI runs (.ci/run): the above with every ctest test; the adapters'
+#                             real libraries, their tests and the conformance matrix compared with the committed
+#                             one (scripts/python_tests.sh --full); the pictures (draw's SVG, verify --html) in
+#                             headless Chromium (scripts/browser_checks.sh); the same C++ tests built with ASan +
+#                             UBSan (scripts/sanitize.sh, build-asan/); a fuzz smoke run of at most 60 s
+#                             (scripts/fuzz_smoke.sh, build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stage.sh
+full=0
+case "${1:-}" in
+  --full) full=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--full]" >&2; exit 2 ;;
+esac
 stage "build" ./scripts/setup.sh
-stage "tests" ctest --test-dir build --output-on-failure -j"$(nproc)"
-stage "python package and tests" ./scripts/python_tests.sh
-stage "browser checks" ./scripts/browser_checks.sh
-stage "sanitizer tests" ./scripts/sanitize.sh
-stage "fuzz smoke" ./scripts/fuzz_smoke.sh
+if ((full)); then
+  stage "tests" ctest --test-dir build --output-on-failure -j"$(nproc)"
+  stage "python package and tests" ./scripts/python_tests.sh --full
+  stage "browser checks" ./scripts/browser_checks.sh
+  stage "sanitizer tests" ./scripts/sanitize.sh
+  stage "fuzz smoke" ./scripts/fuzz_smoke.sh
+else
+  stage "tests (all but the label full; --full runs them)" \
+    ctest --test-dir build --output-on-failure -j"$(nproc)" --label-exclude '^full$'
+  stage "python package and tests" ./scripts/python_tests.sh
+fi
