@@ -123,6 +123,18 @@ void FastStepChecker::Impl::Totals() {
     }
     if (t.loss && !seq_mean && !given_loss_ok(t, m)) ok = false;
   }
+  // Checker::CheckWeighting: the denominators against the policy's, by the one rule (producer_totals.h).
+  if (ok && !(partial_ranks && std::string(ImpliedScope(policy.denominator)) == "global")) {
+    std::vector<MicrobatchDivision> divisions;
+    for (std::size_t m = 0; m < totals.size(); ++m)
+      if (totals[m]->denominator) divisions.push_back({mbs[m]->rank, m, n_mb[m], *totals[m]->denominator});
+    Weighting w = DenominatorWeighting(policy.denominator, divisions, "the step");
+    for (auto& note : w.notes) AddNote(std::move(note));
+    if (!w.problems.empty()) {
+      Add(Invariant::kDenominator);
+      ok = false;
+    }
+  }
   auto finish = [&] {
     if (known) token_mean_of_oracle();
   };

@@ -113,6 +113,8 @@ class Checker {
   void CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                         const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
+  bool CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                      const ScopeCounts& counts);
   bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
                              const std::string& who);
   bool CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
@@ -785,6 +787,21 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   return true;
 }
 
+// The denominators against the policy's (DenominatorWeighting): a micro-batch divided by a count its scope
+// declares correctly can still weigh the step's micro-batches unequally (a mean of micro-batch means under
+// global_targets). False when they do.
+bool Checker::CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                             const ScopeCounts& counts) {
+  if (options_.partial_ranks && std::string(ImpliedScope(policy_.denominator)) == "global") return true;
+  std::vector<MicrobatchDivision> divisions;
+  for (std::size_t m = 0; m < totals.size(); ++m)
+    if (totals[m].denominator) divisions.push_back({mbs[m].rank, m, counts.per_microbatch[m], *totals[m].denominator});
+  Weighting w = DenominatorWeighting(policy_.denominator, divisions, "the step");
+  for (auto& note : w.notes) AddNote(std::move(note));
+  for (auto& problem : w.problems) Add(Invariant::kDenominator, std::move(problem));
+  return w.problems.empty();
+}
+
 // The totals' values (denominator, loss), then, where they hold, the gradient the reducer backpropagated: a
 // reducer whose reported loss is already wrong is reported under `loss`, its gradient following it.
 void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
@@ -812,7 +829,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   bool totals_ok = true;
   for (std::size_t m = 0; m < totals.size(); ++m)
     if (!CheckMicrobatchTotals(totals[m], m, mbs[m].rank, counts, who)) totals_ok = false;
-  if (!totals_ok) return;
+  if (!totals_ok || !CheckWeighting(mbs, totals, counts)) return;
   if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
   if (options_.partial_ranks) return;  // the step objective combines ranks not seen here
   if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine

@@ -51,3 +51,59 @@ def test_guard_dumps_of_several_ranks_verify_together(tmp_path, monkeypatch):
         dumps += _guard_dumps(tmp_path, [batch])
     together = packoracle.verify(dumps)
     assert sorted((v.invariant, v.rank) for v in together.violations) == [("positions", 0), ("positions", 1)]
+
+
+# 7a: a mean of micro-batch means under global_targets. Two micro-batches of 7 and 3 valid targets, each divided
+# by its own count and saying so (scope `microbatch`): the step objective weighs each micro-batch's targets by
+# 1/7 and 1/3 where the declared one weighs every target by 1/10.
+SEVEN = [[1, 2, 3, 4], [5, 6, 7, 8, 9]]   # 3 + 4 shifted targets, the boundary excluded
+THREE = [[10, 11], [12, 13, 14]]          # 1 + 2
+OTHER_SEVEN = [[21, 22, 23, 24], [25, 26, 27, 28, 29]]
+
+
+def _docs(parts=(SEVEN, THREE)):
+    return {f"d{k}": d for k, d in enumerate(d for part in parts for d in part)}
+
+
+def _step(denominators, scope, parts=(SEVEN, THREE)):
+    return [dict(_flattened(docs), micro_step=m, producer={"denominator": d, "denominator_scope": scope})
+            for m, (docs, d) in enumerate(zip(parts, denominators))]
+
+
+def _guard_step(denominators, scope, parts=(SEVEN, THREE)):
+    return guard.check_step(_step(denominators, scope, parts), policy="hf-flatten", on_violation=lambda e: None)
+
+
+@pytest.mark.parametrize("scope", ["microbatch", "step"])
+def test_a_mean_of_microbatch_means_is_one_violation_in_check_step_and_the_guard(scope):
+    # Divided by 7 and 3, each its micro-batch's own count (`microbatch`), or the rank's count of two ranks
+    # (`step`, each rank one micro-batch): correct counts of the declared scope, the wrong objective.
+    step = _step([7, 3], scope)
+    world = 1
+    if scope == "step":
+        step[1].update(rank=1, micro_step=0)
+        world = 2
+    core = packoracle.check_step(step, _docs(), "hf-flatten", dp_world_size=world)
+    assert not core.ok, str(core)
+    assert {v.invariant for v in core.violations} == {"denominator"}
+    assert [v.message for v in core.violations if "weighted unequally" in v.message], str(core)
+    g = guard.check_step(_step([7, 3], scope), policy="hf-flatten", on_violation=lambda e: None)
+    assert not g.ok and any("divides by 7" in p and "weighted unequally" in p for p in g.problems), g.text
+
+
+def test_the_declared_denominators_are_clean_in_both():
+    core = packoracle.check_step(_step([10, 10], "global"), _docs(), "hf-flatten")
+    assert core.ok and not [n for n in core.notes if "scale" in n], str(core)
+    g = _guard_step([10, 10], "global")
+    assert g.ok and not g.notes, g.text
+
+
+def test_equal_counts_divided_by_their_own_are_a_note_in_both():
+    # Two micro-batches of 7 each divided by its own 7 under global_targets (14): the declared objective up to
+    # a factor, until the counts differ; the same note in both paths.
+    parts = (SEVEN, OTHER_SEVEN)
+    core = packoracle.check_step(_step([7, 7], "microbatch", parts), _docs(parts), "hf-flatten")
+    g = _guard_step([7, 7], "microbatch", parts)
+    assert core.ok and g.ok, (str(core), g.text)
+    scale = [n for n in core.notes if "up to scale" in n]
+    assert scale and [n.replace("the step", "step 0") for n in scale] == g.notes, (core.notes, g.notes)
