@@ -85,7 +85,7 @@ BUGS = {
     "positions not reset (LlamaFactory before #7318)":
         (as_packer(pack_positions_not_reset), None, "reference", "positions", "the policy says 0"),
     "mean of micro-batch means (HF before 4.46)":
-        (as_packer(pack_reference), reduce_mean_of_means, "reference", "denominator", "weighted unequally"),
+        (as_packer(pack_reference), reduce_mean_of_means, "reference", "loss", "global token mean"),
     "own count reported as the global denominator":
         (as_packer(pack_reference), reduce_own_count_as_global, "reference", "denominator", "divided by"),
     "raises on some input":

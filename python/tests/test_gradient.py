@@ -139,11 +139,10 @@ def test_a_right_value_with_a_wrong_gradient_is_caught_under_gradient(reducer):
 
 
 def torch_mean_of_means(request):
-    """BUG (transformers before 4.46): each micro-batch's own mean under a declared global_targets, reported as
-    its loss and loss sum without the count it divided by. It backpropagates what it reports: its loss is wrong,
-    and that is what it is told. (With its denominators, scope "microbatch", the weighting rule tells it under
-    `denominator` first: test_fuzz_packers.)"""
-    return [{"loss_sum": s, "loss": s / max(c, 1)} for c, s in _sums(request)]
+    """BUG (transformers before 4.46), honest about it: each micro-batch's own mean, scope "microbatch", under a
+    declared global_targets. It backpropagates what it reports: its loss is wrong, and that is what it is told."""
+    return [{"loss_sum": s, "denominator": c, "denominator_scope": "microbatch", "loss": s / max(c, 1)}
+            for c, s in _sums(request)]
 
 
 def test_a_wrong_loss_backpropagated_as_reported_is_caught_under_loss():
