@@ -113,6 +113,9 @@ class Checker {
   void CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                         const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
+  bool CheckStepObjective(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                          const std::vector<ProducerTotals>& totals, const ScopeCounts& counts, const std::string& who,
+                          std::int64_t dp_world_size);
   bool CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
                       const ScopeCounts& counts);
   bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
@@ -787,9 +790,9 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   return true;
 }
 
-// The denominators against the policy's (DenominatorWeighting): a micro-batch divided by a count its scope
-// declares correctly can still weigh the step's micro-batches unequally (a mean of micro-batch means under
-// global_targets). False when they do.
+// The denominators against the policy's (DenominatorWeighting), where the step objective could not be
+// compared: a micro-batch divided by a count its scope declares correctly can still weigh the step's
+// micro-batches unequally (a mean of micro-batch means under global_targets). False when they do.
 bool Checker::CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
                              const ScopeCounts& counts) {
   if (options_.partial_ranks && std::string(ImpliedScope(policy_.denominator)) == "global") return true;
@@ -829,10 +832,22 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   bool totals_ok = true;
   for (std::size_t m = 0; m < totals.size(); ++m)
     if (!CheckMicrobatchTotals(totals[m], m, mbs[m].rank, counts, who)) totals_ok = false;
-  if (!totals_ok || !CheckWeighting(mbs, totals, counts)) return;
-  if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
-  if (options_.partial_ranks) return;  // the step objective combines ranks not seen here
-  if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine
+  if (!totals_ok) return;
+  // The step objective, where the totals and the losses allow it, decides; where they do not, what the
+  // denominators weigh is all there is to judge (a guard, a dump of denominators alone).
+  const std::size_t before = result_.violations.size();
+  if (!CheckStepObjective(batch, mbs, totals, counts, who, dp_world_size) && result_.violations.size() == before)
+    CheckWeighting(mbs, totals, counts);
+}
+
+// The step objective the reported losses give under the declared formula, against the oracle's (or, without
+// per-target losses, against the one the producer's loss sums give). False when it could not be compared.
+bool Checker::CheckStepObjective(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                                 const std::vector<ProducerTotals>& totals, const ScopeCounts& counts,
+                                 const std::string& who, std::int64_t dp_world_size) {
+  if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return false;  // needs per-target losses
+  if (options_.partial_ranks) return false;  // the step objective combines ranks not seen here
+  if (totals.empty()) return false;  // an empty step: nothing was reported, nothing to combine
 
   // How a trainer combines the micro-batch losses follows from what each was divided by: losses divided by
   // the global count add up (HF, torchtune); by the rank's count, the ranks' gradients are averaged
@@ -848,7 +863,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
     if (scope_of(t) != scope) {
       Add(Invariant::kDenominator, who + " reports micro-batches with different denominator scopes ('" +
                                        label(totals.front()) + "' and '" + label(t) + "')");
-      return;
+      return true;
     }
   }
   // Without per-target losses, the kit's token mean comes from the producer's loss sums.
@@ -869,7 +884,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   double sum = 0;
   for (const auto& t : totals) {
     const std::optional<double> loss = GivenLoss(t);
-    if (!loss) return;  // a micro-batch without its loss: no step objective (ProducerNotes says so)
+    if (!loss) return false;  // a micro-batch without its loss: no step objective (ProducerNotes says so)
     sum += *loss;
   }
   const auto R = static_cast<double>(dp_world_size);
@@ -889,7 +904,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
                                      StepShape{dp_world_size, max_micro + 1});
     want = objective.has_targets ? objective.value : 0.0;
   } else {
-    if (!sums_given) return;  // a loss alone, without per-target losses: nothing to compare (ProducerNotes)
+    if (!sums_given) return false;  // a loss alone, without per-target losses: nothing to compare (ProducerNotes)
     // From the producer's loss sums and the kit's counts, under the declared formula.
     double total = 0, total_n = 0;
     std::map<std::int64_t, std::pair<double, double>> per_rank;
@@ -921,6 +936,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
                               Name(policy_.denominator) + " over the step is " + Num(want) + gap,
         -1, -1, Num(want), Num(declared));
   }
+  return true;
 }
 
 // `gradient`: what the reducer backpropagates, differentiated with respect to each per-target loss it was

@@ -66,7 +66,9 @@ struct Weighting {
 };
 
 // The weighting rule, the one owner of it for CheckCase, the fast verifier and the guard's check_step
-// (DESIGN §11): the objective a step optimizes is Σ_m c·sum_m / d_m (d_m what micro-batch m divided by, c the
+// (DESIGN §11). CheckCase and the fast verifier apply it where the step objective is not compared (no
+// per-target losses and no loss sums: a dump or a guard of denominators alone); where it is, the objective's
+// `loss` verdict is the finer one. The rule: the objective a step optimizes is Σ_m c·sum_m / d_m (d_m what micro-batch m divided by, c the
 // trainer's constant factor), and it is the declared one, Σ_m sum_m / e_m up to that factor, for every loss
 // value exactly when d_m / e_m is the same for every micro-batch with a count, e_m being the count of the
 // scope the policy's denominator implies (ImpliedScope: the step's over every rank under global_targets, the
