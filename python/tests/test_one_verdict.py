@@ -107,3 +107,38 @@ def test_equal_counts_divided_by_their_own_are_a_note_in_both():
     assert core.ok and g.ok, (str(core), g.text)
     scale = [n for n in core.notes if "up to scale" in n]
     assert scale and [n.replace("the step", "step 0") for n in scale] == g.notes, (core.notes, g.notes)
+
+
+# 7c: documents made of the pad id. Under hf-padded (one document per row, padding anywhere in position) the
+# rows [5 6 7 pad pad] and [0 0 pad pad pad] hold A and B = [0 0]; derived spans read B into row 0's padding
+# (its tokens are the pad id) and then reported its positions, targets and mask there.
+PAD_DOCS = {"A": [5, 6, 7], "B": [0, 0]}
+
+
+def _padded(positions_of_padding=1):
+    ids = np.array([[5, 6, 7, 0, 0], [0, 0, 0, 0, 0]])
+    labels = np.array([[5, 6, 7, -100, -100], [0, 0, -100, -100, -100]])
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    pos = np.array([[0, 1, 2] + [positions_of_padding] * 2, [0, 1] + [positions_of_padding] * 3])
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": pos}
+
+
+def test_padding_is_not_read_as_a_document_of_pad_ids():
+    spans = [[{"doc_uid": "A", "start": 0, "length": 3, "doc_offset": 0}],
+             [{"doc_uid": "B", "start": 0, "length": 2, "doc_offset": 0}]]
+    assert packoracle.check_batch(dict(_padded(), doc_spans=spans), PAD_DOCS, "hf-padded").ok
+    derived = packoracle.check_batch(_padded(), PAD_DOCS, "hf-padded")
+    assert derived.ok, str(derived)
+
+
+def test_a_document_of_pad_ids_that_is_there_is_still_read():
+    # B really in row 0's tail (its targets say so) is read there; without targets it is read where nothing
+    # else explains the rows (here: nowhere else), so it is never lost.
+    from packoracle._batch import Microbatches
+    from packoracle._policy import resolve
+    policy = resolve("hf-padded")
+    ids = np.array([[5, 6, 7, 0, 0, 0]])
+    for labels in ([5, 6, 7, 0, 0, -100], [5, 6, 7, -100, -100, -100]):
+        docs = [{"doc_uid": u, "tokens": t} for u, t in PAD_DOCS.items()]
+        mb = Microbatches(docs, policy).read({"input_ids": ids, "labels": np.array([labels])})
+        assert [s["doc_uid"] for s in mb[0]["rows"][0]["doc_spans"]] == ["A", "B"], labels
