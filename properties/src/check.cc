@@ -65,6 +65,10 @@ class Checker {
  private:
   void Add(Invariant inv, std::string sentence, std::int64_t row = -1, std::int64_t slot = -1, std::string expected = "",
            std::string actual = "") {
+    if (result_.violations.size() >= kMaxViolationsKept) {
+      ++result_.not_kept[inv];  // counted, not kept (kMaxViolationsKept)
+      return;
+    }
     result_.violations.push_back({inv, std::move(sentence), row, slot, std::move(expected), std::move(actual), {}});
   }
   // A note for the report, once per case (notes are per step: the same sentence from two rows is one note).
@@ -73,7 +77,8 @@ class Checker {
       result_.notes.push_back(std::move(note));
   }
   bool Has(Invariant inv) const {
-    return std::any_of(result_.violations.begin(), result_.violations.end(),
+    return result_.not_kept.count(inv) > 0 ||
+           std::any_of(result_.violations.begin(), result_.violations.end(),
                        [inv](const Violation& v) { return v.invariant == inv; });
   }
   std::string At(std::size_t flat_row, std::int64_t slot = -1) const {
@@ -190,6 +195,7 @@ void Checker::Run() {
   std::stable_sort(result_.violations.begin(), result_.violations.end(),
                    [](const Violation& a, const Violation& b) { return a.invariant < b.invariant; });
   for (const auto& v : result_.violations) result_.not_applicable.erase(v.invariant);
+  for (const auto& [inv, n] : result_.not_kept) result_.not_applicable.erase(inv);
 }
 
 void Checker::CheckPacker() {
@@ -284,7 +290,7 @@ void Checker::CheckPacker() {
 }
 
 bool Checker::CheckShape() {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
@@ -338,11 +344,11 @@ bool Checker::CheckShape() {
       }
     }
   }
-  return result_.violations.size() == before;
+  return result_.found() == before;
 }
 
 bool Checker::CheckCoverage() {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   std::map<std::string, std::size_t> index;
   for (std::size_t d = 0; d < docs_.size(); ++d) index[docs_[d].uid] = d;
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces(docs_.size());  // (offset, length), in order
@@ -404,7 +410,7 @@ bool Checker::CheckCoverage() {
       }
     }
   }
-  if (result_.violations.size() != before) return false;
+  if (result_.found() != before) return false;
 
   // Every document, piece by piece in row order, tiles its tokens exactly once (or as the overflow policy
   // says: a truncated document keeps a prefix; only split policies cut a document into several pieces).
@@ -454,7 +460,7 @@ bool Checker::CheckCoverage() {
                                   std::to_string(doc.size()) + " tokens are packed",
         -1, -1, std::to_string(doc.size()), std::to_string(next));
   }
-  return result_.violations.size() == before;
+  return result_.found() == before;
 }
 
 // Segment starts at non-padding slots: every encoding must put them exactly where documents start. (How
@@ -810,9 +816,9 @@ bool Checker::CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const 
 void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                           const std::vector<ProducerTotals>& totals, const std::string& who,
                           std::int64_t dp_world_size) {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   CheckTotalValues(batch, mbs, totals, who, dp_world_size);
-  if (result_.violations.size() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
+  if (result_.found() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
   const ProducerTotals& t = totals.front();  // every micro-batch's scope is the same (CheckTotalValues)
   CheckGradient(batch, mbs, totals, who, t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator)),
                 dp_world_size);
@@ -835,8 +841,8 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   if (!totals_ok) return;
   // The step objective, where the totals and the losses allow it, decides; where they do not, what the
   // denominators weigh is all there is to judge (a guard, a dump of denominators alone).
-  const std::size_t before = result_.violations.size();
-  if (!CheckStepObjective(batch, mbs, totals, counts, who, dp_world_size) && result_.violations.size() == before)
+  const std::size_t before = result_.found();
+  if (!CheckStepObjective(batch, mbs, totals, counts, who, dp_world_size) && result_.found() == before)
     CheckWeighting(mbs, totals, counts);
 }
 
@@ -1077,20 +1083,20 @@ void Checker::CheckReducer() {
     }
     const std::string who = s == 0 ? std::string("the loss reducer")
                                    : "the loss reducer (the same rows split " + split.name + ")";
-    const std::size_t before = result_.violations.size();
+    const std::size_t before = result_.found();
     ReduceResult totals;
     try {
       totals = candidate_.reducer->Reduce(req);
     } catch (const std::exception& e) {
       Add(Invariant::kLoss, who + " threw: " + e.what());
     }
-    if (result_.violations.size() == before && totals.size() != mbs.size()) {
+    if (result_.found() == before && totals.size() != mbs.size()) {
       Add(Invariant::kDenominator, who + " returned " + std::to_string(totals.size()) + " totals for " +
                                        std::to_string(mbs.size()) + " micro-batches");
     }
-    if (result_.violations.size() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
-    if (s == 0 || result_.violations.size() > before) result_.reduced = totals;
-    if (result_.violations.size() > before) {
+    if (result_.found() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    if (s == 0 || result_.found() > before) result_.reduced = totals;
+    if (result_.found() > before) {
       if (s > 0 && !candidate_.packer) {
         result_.oracle = batch;  // draw the rows of the split that broke it
         microbatches_ = mbs;
