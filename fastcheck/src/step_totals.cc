@@ -126,7 +126,21 @@ void FastStepChecker::Impl::Totals() {
   auto finish = [&] {
     if (known) token_mean_of_oracle();
   };
-  if (!ok || (seq_mean && !known) || partial_ranks) return finish();
+  // Checker::CheckWeighting, where the step objective is not compared: the denominators against the
+  // policy's, by the one rule (producer_totals.h).
+  auto weigh_and_finish = [&] {
+    if (!(partial_ranks && std::string(ImpliedScope(policy.denominator)) == "global")) {
+      std::vector<MicrobatchDivision> divisions;
+      for (std::size_t m = 0; m < totals.size(); ++m)
+        if (totals[m]->denominator) divisions.push_back({mbs[m]->rank, m, n_mb[m], *totals[m]->denominator});
+      Weighting w = DenominatorWeighting(policy.denominator, divisions, "the step");
+      for (auto& note : w.notes) AddNote(std::move(note));
+      for (std::size_t k = 0; k < w.problems.size(); ++k) Add(Invariant::kDenominator);  // one finding each, as CheckCase
+    }
+    finish();
+  };
+  if (!ok) return finish();
+  if ((seq_mean && !known) || partial_ranks) return weigh_and_finish();
 
   auto scope_of = [&](const ProducerTotals& t) {
     return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy.denominator));
@@ -153,7 +167,7 @@ void FastStepChecker::Impl::Totals() {
   double sum = 0;
   for (const auto* t : totals) {
     const std::optional<double> loss = GivenLoss(*t);
-    if (!loss) return finish();
+    if (!loss) return weigh_and_finish();
     sum += *loss;
   }
   const auto R = static_cast<double>(in.dp_world_size);
@@ -210,7 +224,7 @@ void FastStepChecker::Impl::Totals() {
       }
     }
   } else {
-    if (!sums_given) return finish();
+    if (!sums_given) return weigh_and_finish();
     double total = 0, total_n = 0, per_mb = 0;
     std::map<std::int64_t, std::pair<double, double>> by_rank;
     for (std::size_t m = 0; m < totals.size(); ++m) {

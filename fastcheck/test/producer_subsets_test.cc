@@ -140,10 +140,42 @@ TEST(ProducerSubsets, WrongDenominatorAloneIsADenominatorViolation) {
 }
 
 TEST(ProducerSubsets, MicrobatchScopedDenominatorAloneIsCheckedAgainstItsMicrobatch) {
-  const Verdicts ok = Check(Lesson(), {Totals({}, 2, "microbatch", {}), Totals({}, 5, "microbatch", {})}, false);
+  PackRequest per_microbatch = Lesson();
+  per_microbatch.policy.denominator = Denominator::kMicrobatchMean;
+  const Verdicts ok = Check(per_microbatch, {Totals({}, 2, "microbatch", {}), Totals({}, 5, "microbatch", {})}, false);
   EXPECT_TRUE(ok.oracle.passed()) << Names(ok.oracle);
-  const Verdicts bad = Check(Lesson(), {Totals({}, 2, "microbatch", {}), Totals({}, 6, "microbatch", {})}, false);
+  EXPECT_TRUE(ok.oracle.notes.size() == 1 && Mentions(ok.oracle.notes, "denominator alone")) << ok.oracle.notes.size();
+  const Verdicts bad = Check(per_microbatch, {Totals({}, 2, "microbatch", {}), Totals({}, 6, "microbatch", {})}, false);
   ExpectOnly(bad.oracle, Invariant::kDenominator);
+}
+
+// Issue 27: the counts of the scope the producer declares, the wrong objective for the policy. Each
+// micro-batch divided by its own count (2 and 5) under global_targets (7) is a mean of micro-batch means,
+// whatever scope it says: the same rule as guard.check_step (DenominatorWeighting).
+TEST(ProducerSubsets, AMeanOfMicrobatchMeansIsADenominatorViolationWhateverItsScope) {
+  const Verdicts means = Check(Lesson(), {Totals({}, 2, "microbatch", {}), Totals({}, 5, "microbatch", {})}, false);
+  ExpectOnly(means.oracle, Invariant::kDenominator);
+  EXPECT_NE(means.oracle.violations.front().sentence.find("rank 0 micro-batch 0 divides by 2, the step's valid "
+                                                          "targets over every rank (global_targets) is 7"),
+            std::string::npos) << Names(means.oracle);
+  // Known losses compare the step objective itself: the finer verdict, under loss (4/2 + 5/5 against 9/7).
+  const Verdicts known = Check(Lesson(), {Totals(kA, 2, "microbatch", {}), Totals(kB, 5, "microbatch", {})}, true);
+  ExpectOnly(known.oracle, Invariant::kLoss);
+}
+
+TEST(DenominatorWeighting, AUniformRatioIsANoteAnUnequalOneNamesEachMicrobatchOff) {
+  const std::vector<MicrobatchDivision> scaled = {{0, 0, 4, 4}, {1, 0, 4, 4}};  // two ranks, own counts, equal
+  const Weighting note = DenominatorWeighting(Denominator::kGlobalTargets, scaled, "step 3");
+  EXPECT_TRUE(note.problems.empty());
+  ASSERT_EQ(note.notes.size(), 1u);
+  EXPECT_NE(note.notes.front().find("every denominator is 0.5 ×"), std::string::npos) << note.notes.front();
+  const std::vector<MicrobatchDivision> unequal = {{0, 0, 4, 4}, {1, 0, 6, 10}, {1, 1, 0, 3}};  // the empty one adds nothing
+  const Weighting bad = DenominatorWeighting(Denominator::kGlobalTargets, unequal, "step 3");
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_EQ(bad.problems.front(), "rank 0 micro-batch 0 divides by 4, the step's valid targets over every rank "
+                                  "(global_targets) is 10: the micro-batches of step 3 are weighted unequally");
+  EXPECT_TRUE(DenominatorWeighting(Denominator::kRankMean, scaled, "step 3").problems.empty());  // each its rank's
+  EXPECT_TRUE(DenominatorWeighting(Denominator::kSequenceMean, unequal, "step 3").problems.empty());
 }
 
 // ---- a loss_sum alone: checked as the sum ---------------------------------------------------------------

@@ -81,6 +81,7 @@ class Verifier {
   DocumentStore documents_;             // the documents held while pieces of them may still come
   Document expanded_;                   // one held document unpacked, storage reused
   std::vector<AuditViolation> findings_;
+  std::map<Invariant, std::int64_t> not_kept_;  // findings past kMaxViolationsKept, counted
   std::vector<StepSummary> steps_;
   DocumentPieces pieces_;
   bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
@@ -282,8 +283,13 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
     Where where{file, m.line, step, mb >= 0 ? m.microbatch.micro_step : -1, mb >= 0 ? m.microbatch.rank : -1};
     std::string drawing;
     if (flat >= 0 && drawn.insert(flat).second) drawing = DrawViolationRow(result, flat, policy_);
+    if (findings_.size() >= kMaxViolationsKept) {
+      ++not_kept_[v.invariant];  // counted, not kept: a huge bad dump reports rather than exhausts memory
+      continue;
+    }
     findings_.push_back(Finding(where, row_in_mb, v.slot, v, drawing));
   }
+  for (const auto& [invariant, n] : result.not_kept) not_kept_[invariant] += n;
 }
 
 AuditResult Verifier::Run() {
@@ -343,8 +349,9 @@ AuditResult Verifier::Result() {
   r.required_policy = policy_;
   r.policy_differences = policy_differences_;
   r.violations = std::move(findings_);
+  r.not_kept = std::move(not_kept_);
   r.steps = std::move(steps_);
-  r.exit_code = r.violations.empty() ? 0 : 1;
+  r.exit_code = r.clean() ? 0 : 1;
   AuditTotals& t = r.totals;
   for (const auto& s : r.steps) {
     for (const auto& text : s.notes) {
@@ -376,10 +383,17 @@ AuditResult Audit(const VerifyOptions& options, SourceOpener opener) {
 
 }  // namespace
 
-std::map<std::string, int> AuditResult::ViolationsPerInvariant() const {
-  std::map<std::string, int> per_invariant;
+std::map<std::string, std::int64_t> AuditResult::ViolationsPerInvariant() const {
+  std::map<std::string, std::int64_t> per_invariant;
   for (const auto& v : violations) per_invariant[Name(v.invariant)]++;
+  for (const auto& [invariant, n] : not_kept) per_invariant[Name(invariant)] += n;
   return per_invariant;
+}
+
+std::int64_t AuditResult::ViolationCount() const {
+  std::int64_t n = static_cast<std::int64_t>(violations.size());
+  for (const auto& [invariant, count] : not_kept) n += count;
+  return n;
 }
 
 AuditResult VerifyFiles(const VerifyOptions& options) {

@@ -15,6 +15,16 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// 9999000 as "9,999,000": counts of violations not kept run to millions.
+std::string Thousands(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
+    out += digits[k];
+  }
+  return out;
+}
+
 std::string PresetLabel(const Policy& policy) { return policy.preset.empty() ? "(custom)" : policy.preset; }
 
 void RenderViolation(const AuditViolation& v, std::ostream& out) {
@@ -105,9 +115,16 @@ std::string RenderAuditText(const AuditResult& r, int max_violations) {
     if (shown++ >= max_violations) break;
     RenderViolation(v, out);
   }
-  if (static_cast<int>(r.violations.size()) > max_violations) {
-    out << "  … and " << r.violations.size() - static_cast<std::size_t>(max_violations)
-        << " more (--max-violations to see them)\n";
+  const std::int64_t not_shown = r.ViolationCount() - std::min<std::int64_t>(max_violations, static_cast<std::int64_t>(r.violations.size()));
+  if (not_shown > 0) {
+    out << "  … and " << Thousands(not_shown) << " more";
+    if (!r.not_kept.empty()) {
+      out << " (the first " << kMaxViolationsKept << " kept in full, the rest counted";
+      out << (static_cast<int>(r.violations.size()) > max_violations ? "; --max-violations to see the kept ones)" : ")");
+    } else {
+      out << " (--max-violations to see them)";
+    }
+    out << "\n";
   }
   RenderStepTable(r.steps, out);
   char totals[200];
@@ -121,7 +138,7 @@ std::string RenderAuditText(const AuditResult& r, int max_violations) {
   if (r.clean()) {
     out << "  verdict: clean\n";
   } else {
-    out << "  verdict: " << r.violations.size() << " violation(s):";
+    out << "  verdict: " << r.ViolationCount() << " violation(s):";
     for (const auto& [name, n] : r.ViolationsPerInvariant()) out << " " << name << " " << n;
     out << "\n";
   }
@@ -136,6 +153,7 @@ std::string RenderAuditJson(const AuditResult& r) {
   j["required_policy"] = PolicyToJson(r.required_policy);
   j["policy_differences"] = r.policy_differences;
   j["violations_per_invariant"] = r.ViolationsPerInvariant();
+  j["violations_not_kept"] = r.ViolationCount() - static_cast<std::int64_t>(r.violations.size());  // counted only
   j["violations"] = Json::array();
   for (const auto& v : r.violations) {
     j["violations"].push_back({{"file", v.file}, {"line", v.line}, {"step", v.step}, {"micro_step", v.micro_step},

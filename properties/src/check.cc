@@ -65,6 +65,10 @@ class Checker {
  private:
   void Add(Invariant inv, std::string sentence, std::int64_t row = -1, std::int64_t slot = -1, std::string expected = "",
            std::string actual = "") {
+    if (result_.violations.size() >= kMaxViolationsKept) {
+      ++result_.not_kept[inv];  // counted, not kept (kMaxViolationsKept)
+      return;
+    }
     result_.violations.push_back({inv, std::move(sentence), row, slot, std::move(expected), std::move(actual), {}});
   }
   // A note for the report, once per case (notes are per step: the same sentence from two rows is one note).
@@ -73,7 +77,8 @@ class Checker {
       result_.notes.push_back(std::move(note));
   }
   bool Has(Invariant inv) const {
-    return std::any_of(result_.violations.begin(), result_.violations.end(),
+    return result_.not_kept.count(inv) > 0 ||
+           std::any_of(result_.violations.begin(), result_.violations.end(),
                        [inv](const Violation& v) { return v.invariant == inv; });
   }
   std::string At(std::size_t flat_row, std::int64_t slot = -1) const {
@@ -113,6 +118,11 @@ class Checker {
   void CheckTotalValues(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                         const std::vector<ProducerTotals>& totals, const std::string& who, std::int64_t dp_world_size);
   ScopeCounts CountScopes(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs) const;
+  bool CheckStepObjective(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                          const std::vector<ProducerTotals>& totals, const ScopeCounts& counts, const std::string& who,
+                          std::int64_t dp_world_size);
+  bool CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                      const ScopeCounts& counts);
   bool CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std::int64_t rank, const ScopeCounts& counts,
                              const std::string& who);
   bool CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
@@ -185,6 +195,7 @@ void Checker::Run() {
   std::stable_sort(result_.violations.begin(), result_.violations.end(),
                    [](const Violation& a, const Violation& b) { return a.invariant < b.invariant; });
   for (const auto& v : result_.violations) result_.not_applicable.erase(v.invariant);
+  for (const auto& [inv, n] : result_.not_kept) result_.not_applicable.erase(inv);
 }
 
 void Checker::CheckPacker() {
@@ -279,7 +290,7 @@ void Checker::CheckPacker() {
 }
 
 bool Checker::CheckShape() {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
@@ -333,11 +344,11 @@ bool Checker::CheckShape() {
       }
     }
   }
-  return result_.violations.size() == before;
+  return result_.found() == before;
 }
 
 bool Checker::CheckCoverage() {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   std::map<std::string, std::size_t> index;
   for (std::size_t d = 0; d < docs_.size(); ++d) index[docs_[d].uid] = d;
   std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces(docs_.size());  // (offset, length), in order
@@ -399,7 +410,7 @@ bool Checker::CheckCoverage() {
       }
     }
   }
-  if (result_.violations.size() != before) return false;
+  if (result_.found() != before) return false;
 
   // Every document, piece by piece in row order, tiles its tokens exactly once (or as the overflow policy
   // says: a truncated document keeps a prefix; only split policies cut a document into several pieces).
@@ -449,7 +460,7 @@ bool Checker::CheckCoverage() {
                                   std::to_string(doc.size()) + " tokens are packed",
         -1, -1, std::to_string(doc.size()), std::to_string(next));
   }
-  return result_.violations.size() == before;
+  return result_.found() == before;
 }
 
 // Segment starts at non-padding slots: every encoding must put them exactly where documents start. (How
@@ -785,14 +796,29 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   return true;
 }
 
+// The denominators against the policy's (DenominatorWeighting), where the step objective could not be
+// compared: a micro-batch divided by a count its scope declares correctly can still weigh the step's
+// micro-batches unequally (a mean of micro-batch means under global_targets). False when they do.
+bool Checker::CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
+                             const ScopeCounts& counts) {
+  if (options_.partial_ranks && std::string(ImpliedScope(policy_.denominator)) == "global") return true;
+  std::vector<MicrobatchDivision> divisions;
+  for (std::size_t m = 0; m < totals.size(); ++m)
+    if (totals[m].denominator) divisions.push_back({mbs[m].rank, m, counts.per_microbatch[m], *totals[m].denominator});
+  Weighting w = DenominatorWeighting(policy_.denominator, divisions, "the step");
+  for (auto& note : w.notes) AddNote(std::move(note));
+  for (auto& problem : w.problems) Add(Invariant::kDenominator, std::move(problem));
+  return w.problems.empty();
+}
+
 // The totals' values (denominator, loss), then, where they hold, the gradient the reducer backpropagated: a
 // reducer whose reported loss is already wrong is reported under `loss`, its gradient following it.
 void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
                           const std::vector<ProducerTotals>& totals, const std::string& who,
                           std::int64_t dp_world_size) {
-  const std::size_t before = result_.violations.size();
+  const std::size_t before = result_.found();
   CheckTotalValues(batch, mbs, totals, who, dp_world_size);
-  if (result_.violations.size() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
+  if (result_.found() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
   const ProducerTotals& t = totals.front();  // every micro-batch's scope is the same (CheckTotalValues)
   CheckGradient(batch, mbs, totals, who, t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator)),
                 dp_world_size);
@@ -813,9 +839,21 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   for (std::size_t m = 0; m < totals.size(); ++m)
     if (!CheckMicrobatchTotals(totals[m], m, mbs[m].rank, counts, who)) totals_ok = false;
   if (!totals_ok) return;
-  if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return;  // needs per-target losses
-  if (options_.partial_ranks) return;  // the step objective combines ranks not seen here
-  if (totals.empty()) return;  // an empty step: nothing was reported, nothing to combine
+  // The step objective, where the totals and the losses allow it, decides; where they do not, what the
+  // denominators weigh is all there is to judge (a guard, a dump of denominators alone).
+  const std::size_t before = result_.found();
+  if (!CheckStepObjective(batch, mbs, totals, counts, who, dp_world_size) && result_.found() == before)
+    CheckWeighting(mbs, totals, counts);
+}
+
+// The step objective the reported losses give under the declared formula, against the oracle's (or, without
+// per-target losses, against the one the producer's loss sums give). False when it could not be compared.
+bool Checker::CheckStepObjective(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                                 const std::vector<ProducerTotals>& totals, const ScopeCounts& counts,
+                                 const std::string& who, std::int64_t dp_world_size) {
+  if (policy_.denominator == Denominator::kSequenceMean && !options_.losses_known) return false;  // needs per-target losses
+  if (options_.partial_ranks) return false;  // the step objective combines ranks not seen here
+  if (totals.empty()) return false;  // an empty step: nothing was reported, nothing to combine
 
   // How a trainer combines the micro-batch losses follows from what each was divided by: losses divided by
   // the global count add up (HF, torchtune); by the rank's count, the ranks' gradients are averaged
@@ -831,7 +869,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
     if (scope_of(t) != scope) {
       Add(Invariant::kDenominator, who + " reports micro-batches with different denominator scopes ('" +
                                        label(totals.front()) + "' and '" + label(t) + "')");
-      return;
+      return true;
     }
   }
   // Without per-target losses, the kit's token mean comes from the producer's loss sums.
@@ -852,7 +890,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
   double sum = 0;
   for (const auto& t : totals) {
     const std::optional<double> loss = GivenLoss(t);
-    if (!loss) return;  // a micro-batch without its loss: no step objective (ProducerNotes says so)
+    if (!loss) return false;  // a micro-batch without its loss: no step objective (ProducerNotes says so)
     sum += *loss;
   }
   const auto R = static_cast<double>(dp_world_size);
@@ -872,7 +910,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
                                      StepShape{dp_world_size, max_micro + 1});
     want = objective.has_targets ? objective.value : 0.0;
   } else {
-    if (!sums_given) return;  // a loss alone, without per-target losses: nothing to compare (ProducerNotes)
+    if (!sums_given) return false;  // a loss alone, without per-target losses: nothing to compare (ProducerNotes)
     // From the producer's loss sums and the kit's counts, under the declared formula.
     double total = 0, total_n = 0;
     std::map<std::int64_t, std::pair<double, double>> per_rank;
@@ -904,6 +942,7 @@ void Checker::CheckTotalValues(const OracleBatch& batch, const std::vector<Candi
                               Name(policy_.denominator) + " over the step is " + Num(want) + gap,
         -1, -1, Num(want), Num(declared));
   }
+  return true;
 }
 
 // `gradient`: what the reducer backpropagates, differentiated with respect to each per-target loss it was
@@ -1044,20 +1083,20 @@ void Checker::CheckReducer() {
     }
     const std::string who = s == 0 ? std::string("the loss reducer")
                                    : "the loss reducer (the same rows split " + split.name + ")";
-    const std::size_t before = result_.violations.size();
+    const std::size_t before = result_.found();
     ReduceResult totals;
     try {
       totals = candidate_.reducer->Reduce(req);
     } catch (const std::exception& e) {
       Add(Invariant::kLoss, who + " threw: " + e.what());
     }
-    if (result_.violations.size() == before && totals.size() != mbs.size()) {
+    if (result_.found() == before && totals.size() != mbs.size()) {
       Add(Invariant::kDenominator, who + " returned " + std::to_string(totals.size()) + " totals for " +
                                        std::to_string(mbs.size()) + " micro-batches");
     }
-    if (result_.violations.size() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
-    if (s == 0 || result_.violations.size() > before) result_.reduced = totals;
-    if (result_.violations.size() > before) {
+    if (result_.found() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    if (s == 0 || result_.found() > before) result_.reduced = totals;
+    if (result_.found() > before) {
       if (s > 0 && !candidate_.packer) {
         result_.oracle = batch;  // draw the rows of the split that broke it
         microbatches_ = mbs;

@@ -1,6 +1,9 @@
 #include "packoracle/properties/producer_totals.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
 
 namespace packoracle {
 
@@ -51,6 +54,67 @@ std::vector<std::string> ProducerNotes(const std::vector<const ProducerTotals*>&
   if (!options.losses_known && any([](const ProducerTotals& t) { return t.loss && !t.loss_sum && !t.denominator; }))
     out.push_back("producer totals give a loss alone (no loss_sum, no denominator): without per-target losses "
                   "neither it nor the step objective could be checked");
+  return out;
+}
+
+namespace {
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+// Ratios of exact counts; 1e-9 relative leaves room for a denominator that went through float32 (a count below
+// 2^24 stays exact there) without letting one target in a million pass.
+bool SameRatio(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
+
+// What the policy's denominator divides micro-batch m by, in words, for the problem sentences.
+std::string Declared(Denominator policy) {
+  const std::string what = policy == Denominator::kAllPositions ? "positions" : "valid targets";
+  const std::string scope = ImpliedScope(policy);
+  if (scope == "global") return "the step's " + what + " over every rank";
+  if (scope == "step") return "its rank's " + what + " in the step";
+  return "its own " + what;
+}
+
+}  // namespace
+
+Weighting DenominatorWeighting(Denominator policy, const std::vector<MicrobatchDivision>& divisions,
+                               const std::string& where) {
+  Weighting out;
+  if (policy == Denominator::kSequenceMean) return out;
+  double global = 0;
+  std::map<std::int64_t, double> per_rank;
+  for (const auto& d : divisions) {
+    global += d.count;
+    per_rank[d.rank] += d.count;
+  }
+  const std::string scope = ImpliedScope(policy);
+  auto declared = [&](const MicrobatchDivision& d) {
+    return scope == "global" ? global : scope == "step" ? per_rank[d.rank] : d.count;
+  };
+  std::vector<std::pair<const MicrobatchDivision*, double>> ratios;  // d_m / e_m of each micro-batch with a count
+  for (const auto& d : divisions)
+    if (d.count > 0) ratios.emplace_back(&d, d.denominator / declared(d));
+  if (ratios.empty()) return out;
+  const double first = ratios.front().second;
+  const bool uniform = std::all_of(ratios.begin(), ratios.end(), [&](const auto& r) { return SameRatio(r.second, first); });
+  if (uniform && first > 0) {
+    if (!SameRatio(first, 1.0))
+      out.notes.push_back("every denominator is " + Num(first) + " × the one " + Name(policy) +
+                          " declares: the same objective up to scale at " + where +
+                          " (it changes at the first step whose counts differ between micro-batches)");
+    return out;
+  }
+  for (const auto& [d, ratio] : ratios) {
+    if (SameRatio(ratio, 1.0)) continue;
+    out.problems.push_back("rank " + std::to_string(d->rank) + " micro-batch " + std::to_string(d->index) +
+                           " divides by " + Num(d->denominator) + ", " + Declared(policy) + " (" + Name(policy) +
+                           ") is " + Num(declared(*d)) + ": the micro-batches of " + where +
+                           " are weighted unequally");
+  }
   return out;
 }
 

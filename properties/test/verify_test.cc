@@ -51,6 +51,37 @@ struct WholeRowShift {
   static std::vector<Policy> Policies() { return {FindPreset("torchtune-packed").policy}; }
 };
 
+// Issue 27: a long row wrong slot by slot (a token of no document in each of 5000 slots) keeps the first
+// kMaxViolationsKept violations in full and counts the rest under their invariant, rather than keeping all
+// (10^7 slots exhausted memory).
+struct NoDocumentAnywhere {
+  PackResult Pack(const PackRequest& request) {
+    CandidateMicrobatch mb;
+    CandidateRow row;
+    row.input_ids.assign(static_cast<std::size_t>(request.row_length), 7);
+    row.labels.assign(row.input_ids.size(), request.policy.ignore_index);
+    mb.rows.push_back(row);
+    PackResult out;
+    out.microbatches.push_back(mb);
+    return out;
+  }
+};
+
+TEST(Verify, ViolationsPastTheCapAreCountedNotKept) {
+  PackRequest request;
+  request.row_length = 5000;
+  request.micro_batch_rows = 1;
+  request.policy = FindPreset("reference").policy;
+  request.documents = {{"a", {5, 6}, {1, 1}}};
+  Candidate c = MakeCandidate("no-document-anywhere", NoDocumentAnywhere{});
+  const CaseResult result = CheckCase(c, request);
+  ASSERT_FALSE(result.passed());
+  EXPECT_EQ(result.violations.size(), kMaxViolationsKept);
+  ASSERT_TRUE(result.not_kept.count(Invariant::kCoverage));
+  EXPECT_GE(result.found(), 5000u);
+  EXPECT_EQ(result.found(), result.violations.size() + static_cast<std::size_t>(result.not_kept.at(Invariant::kCoverage)));
+}
+
 TEST(Verify, WholeRowShiftIsCaughtByTargetsAndShrunk) {
   Candidate c = MakeCandidate("whole-row-shift", WholeRowShift{}, WholeRowShift::Policies());
   const auto report = Verify(c);

@@ -6,11 +6,13 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -20,6 +22,7 @@
 #include "packoracle/fastcheck/memory_reader.h"
 #include "packoracle/jobs/draw.h"
 #include "packoracle/jobs/verify.h"
+#include "packoracle/properties/producer_totals.h"
 
 namespace packoracle::python {
 namespace {
@@ -212,6 +215,24 @@ void BindAudit(nb::module_& m) {
       },
       nb::arg("file"), nb::arg("row"), nb::arg("step").none(), nb::arg("svg"), nb::arg("write_svg"),
       nb::arg("required").none(), "packoracle draw FILE --row R as a function: (text, svg, path written or '').");
+  m.def(
+      "denominator_weighting",
+      [](nb::handle policy, const std::vector<std::tuple<std::int64_t, std::size_t, double, double, double>>& divisions,
+         const std::string& where) {
+        const Policy p = PolicyFromPython(policy, "policy");
+        std::vector<MicrobatchDivision> in;
+        for (const auto& [rank, index, valid_targets, positions, denominator] : divisions)
+          in.push_back({rank, index, p.denominator == Denominator::kAllPositions ? positions : valid_targets, denominator});
+        nb::dict out;
+        Weighting w = DenominatorWeighting(p.denominator, in, where);
+        out["problems"] = w.problems;
+        out["notes"] = w.notes;
+        return out;
+      },
+      nb::arg("policy"), nb::arg("divisions"), nb::arg("where"),
+      "guard.check_step: the step's denominators against the policy's, by the core's weighting rule "
+      "(properties/producer_totals.h DenominatorWeighting). divisions: (rank, micro-batch, valid targets, "
+      "positions, denominator) for each micro-batch that reported one. {'problems': [...], 'notes': [...]}.");
 }
 
 }  // namespace packoracle::python

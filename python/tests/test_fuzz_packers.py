@@ -119,7 +119,9 @@ def test_buggy_packer_gives_a_replayable_counterexample(bug):
     assert "=== Minimal counterexample" in text and "=== Reproduce" in text
     assert re.fullmatch(r"v1:\S+", e.reproduce), e.reproduce
     assert lines[-1] == f"Replay: {e.replay}"
-    assert lines[-1].startswith("Replay: packoracle.fuzz(")
+    # as_packer's closures have no import path (their names are the wrapped functions', which are no packers):
+    # the line says to pass the reproduce string to the test's own call (issue 27 item 2)
+    assert lines[-1].startswith(f'Replay: pass reproduce="{e.reproduce}" to your own packoracle.fuzz call ('), lines[-1]
     assert f'reproduce="{e.reproduce}")' in lines[-1]
     assert e.request is not None and e.request["policy"]["preset"] == policy
     assert e.regression is None  # nothing saved unless asked
@@ -206,3 +208,26 @@ def test_not_refusing_a_document_longer_than_the_row_fails():
 def test_replay_line_names_the_reducer():
     e = _fail(as_packer(pack_reference), reduce_mean_of_means, "reference", cases=CASES)
     assert "reducer=" in e.replay
+
+
+def positions_not_reset_packer(request):
+    """A packer(request) at a module's top level: the replay line imports it by its path."""
+    return as_packer(pack_positions_not_reset)(request)
+
+
+def test_the_replay_line_runs_as_written():
+    """Issue 27 item 2: a packer with an import path is replayed by a line that imports it and runs as it is
+    printed; a lambda's line says to pass the reproduce string to the user's own call."""
+    with pytest.raises(packoracle.Counterexample) as info:
+        packoracle.fuzz(positions_not_reset_packer, "reference", cases=CASES)
+    line = info.value.replay
+    assert line.startswith(f"from {__name__} import positions_not_reset_packer; packoracle.fuzz("), line
+    with pytest.raises(packoracle.Counterexample) as again:
+        exec(line, {"packoracle": packoracle})
+    assert again.value.reproduce == info.value.reproduce
+
+    with pytest.raises(packoracle.Counterexample) as info:
+        packoracle.fuzz(lambda request: positions_not_reset_packer(request), "reference", cases=CASES)
+    line = info.value.replay
+    assert line.startswith(f'pass reproduce="{info.value.reproduce}" to your own packoracle.fuzz call ('), line
+    assert "<lambda>" in line

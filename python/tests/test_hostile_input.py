@@ -485,3 +485,18 @@ def test_an_armed_timer_of_someone_else_is_left_alone():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_huge_bad_row_reports_the_first_violations_and_counts_the_rest():
+    """Issue 27 item 5: every slot of a long row wrong (a token of no document) is one coverage violation each;
+    the core keeps the first kMaxViolationsKept in full and counts the rest (10^7 slots gave
+    MemoryError: std::bad_alloc when every one was kept)."""
+    n = 100_000
+    batch = {"input_ids": np.full((1, n), 7, dtype=np.int64), "labels": np.full((1, n), -100), "doc_spans": [[]]}
+    report = packoracle.check_batch(batch, {"a": [5, 6]}, "reference")
+    assert not report.ok
+    assert len(report.violations) <= 1001  # 1000 kept of the row, and the document never placed
+    text = str(report)
+    assert f"verdict: {n + 1} violation(s): coverage {n + 1}" in text
+    assert "… and 99,981 more (the first 1000 kept in full, the rest counted" in text
+    assert report.to_json()["violations_not_kept"] == n + 1 - len(report.violations)

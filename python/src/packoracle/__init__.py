@@ -20,6 +20,7 @@ from ._checks import check_batch, check_step, draw, verify
 from ._documents import canonical_documents
 from ._fuzz import Counterexample, FuzzResult, Refuse, fuzz
 from ._policy import Policy, presets
+from ._which import PolicyFit, which_policy
 from .dump.spans import Document
 from .report import Report, Violation
 
@@ -46,11 +47,11 @@ def __dir__() -> list[str]:
 
 
 # Shown as packoracle.X in tracebacks, reprs and help(), where users meet them.
-for _public in (Counterexample, Document, FuzzResult, Policy, Refuse, Report, Violation):
+for _public in (Counterexample, Document, FuzzResult, Policy, PolicyFit, Refuse, Report, Violation):
     _public.__module__ = __name__
 del _public
 
 __all__ = [
-    "Counterexample", "Document", "FuzzResult", "Policy", "Refuse", "Report", "Violation", "__version__",
-    "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify",
+    "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "Violation", "__version__",
+    "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify", "which_policy",
 ]

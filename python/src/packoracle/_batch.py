@@ -137,7 +137,9 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
     if "doc_spans" in fields:
         row_spans = _spans_per_row(fields["doc_spans"], rows, where)
     elif spans is not None:
-        row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]") for r in range(rows)]
+        targets = _target_slots(arrays, policy)
+        row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]", None if targets is None else targets[r])
+                     for r in range(rows)]
     else:
         raise ValueError(f"{where}: field 'doc_spans' is missing (and no documents to derive it from)")
     out_rows = []
@@ -151,6 +153,18 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
             "producer": _producer(producer, where)}
 
 
+def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
+    """Which slots carry a target as the producer wrote them (a label that is not ignored, and a loss_mask that
+    is not 0 where there is one): the evidence SpanMatcher reads a run of pad ids by (padding is never a
+    target). None without a policy (the ignore index unknown)."""
+    if policy is None or "labels" not in arrays or policy.get("ignore_index") is None:
+        return None
+    targets = arrays["labels"] != policy["ignore_index"]
+    if "loss_mask" in arrays:
+        targets &= arrays["loss_mask"] != 0
+    return targets
+
+
 class SpanMatcher:
     """Derives doc_spans for batches that carry none, from the documents alone (never from the producer's
     boundary tensors, which are what is checked): each row is read left to right; a piece is the rest of the
@@ -162,7 +176,14 @@ class SpanMatcher:
     differently from what the packer did; give doc_spans to remove any doubt. When the greedy reading leaves
     the step unexplained (``misses``: slots left without a span that do not hold the pad id; ``unplaced()``:
     documents never placed), ``solve`` searches every reading of the rows seen for one that places every
-    document, padding being a trailing run of the pad id."""
+    document, padding being a trailing run of the pad id.
+
+    A document made only of the pad id, where the rest of the row is the pad id too, is read as padding unless
+    a slot it would cover is a target (a label that is not ignored, with a loss_mask that is not 0 where there
+    is one): padding is never a target. Read as a document there, padding would need the document's positions
+    and targets, a false counterexample for a packer that put that document elsewhere (under
+    `pad_positions: any` padding holds any position). One that covers no target anywhere is left to the search,
+    which places it where nothing else explains the rows."""
 
     SOLVE_STEPS = 20000  # the search's bound: beyond it the greedy reading stays
 
@@ -171,18 +192,23 @@ class SpanMatcher:
         self.pad_id = pad_id
         self.misses = 0
         self.seen: list[tuple[np.ndarray, list]] = []  # every row matched, with its span list (updated in place)
+        self.targets: list[Optional[np.ndarray]] = []  # per row seen: which slots are targets (None: unknown)
         self.cut = overflow in ("split", "truncate")
         self.split = overflow == "split"
         self.placed = [len(d["tokens"]) == 0 for d in effective_documents]
+        self.all_pad = [pad_id is not None and len(d["tokens"]) > 0 and bool((np.asarray(d["tokens"]) == pad_id).all())
+                        for d in effective_documents]
         self.by_first: dict[int, list[int]] = {}
         for k, d in enumerate(effective_documents):
             if len(d["tokens"]):
                 self.by_first.setdefault(int(d["tokens"][0]), []).append(k)
         self.open: Optional[tuple[int, int]] = None  # (document, offset) continued in the next row
 
-    def match(self, tokens: np.ndarray, where: str) -> list[dict]:
+    def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None) -> list[dict]:
+        """The spans of one row. ``targets``: which of its slots are targets (see the class docstring)."""
         spans, i, n = [], 0, len(tokens)
         self.seen.append((tokens, spans))
+        self.targets.append(targets)
         if self.open is not None:
             k, offset = self.open
             self.open = None
@@ -194,7 +220,7 @@ class SpanMatcher:
                     self.open = (k, offset + m)
                 i = m
         while i < n:
-            k = self._next_document(tokens, i)
+            k = self._next_document(tokens, i, len(self.seen) - 1)
             if k is None:
                 # the rest is unexplained unless it is padding (the pad id to the row's end)
                 if self.pad_id is None or not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
@@ -282,9 +308,21 @@ class SpanMatcher:
         self.misses = 0
         return True
 
-    def _next_document(self, tokens: np.ndarray, i: int) -> Optional[int]:
+    def _padding_rather_than(self, k: int, r: int, i: int) -> bool:
+        """Whether slots i.. of row r, where document k (made of the pad id) would go, read as padding: the
+        rest of the row is the pad id and none of the slots the document would cover is a target."""
+        if not self.all_pad[k]:
+            return False
+        tokens, _ = self.seen[r]
+        if not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
+            return False
+        targets = self.targets[r]
+        m = min(len(self.docs[k]["tokens"]), len(tokens) - i)
+        return targets is None or not bool(np.asarray(targets[i:i + m]).any())
+
+    def _next_document(self, tokens: np.ndarray, i: int, r: int) -> Optional[int]:
         for k in self.by_first.get(int(tokens[i]), ()):
-            if self.placed[k]:
+            if self.placed[k] or self._padding_rather_than(k, r, i):
                 continue
             doc = self.docs[k]["tokens"]
             m = min(len(doc), len(tokens) - i)

@@ -429,14 +429,44 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                       stopped_by=result["stopped_by"])
 
 
+def _import_path(obj: Any) -> Optional[tuple[str, str]]:
+    """(module, qualname) when `from module import <first part of qualname>` gives `obj` back by its qualname
+    (a function or class at a module's top level, or what one wraps with functools.wraps); ("__main__", name)
+    for one defined in the running script; None for a lambda, a closure, an instance, a partial or a bound
+    method, which no import reaches."""
+    import sys  # here, not at the top: docs/conformance.md quotes this module's line numbers above `drive`
+
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    target: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    wrapped = getattr(obj, "__wrapped__", None)
+    if target is None or not (target is obj or (wrapped is not None and target is wrapped)):
+        return None
+    return module, qualname
+
+
 def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
                  decoder: bool, sft_masks: bool = True, microbatch_consumer=None, gradient: bool = False) -> str:
-    """The call that replays a failing case ("{}" stands for its reproduce string): the same roles, policy and
-    the options the reproduce string depends on."""
-    args = [_name_of(packer) if packer is not None else "None", repr(policy) if isinstance(policy, str) else repr(resolved)]
-    for key, role in (("reducer", reducer), ("consumer", consumer), ("microbatch_consumer", microbatch_consumer)):
+    """The line that replays a failing case ("{}" stands for its reproduce string), to run as written: the
+    imports of its roles and the call with the same roles, policy and the options the reproduce string
+    depends on. A role no import reaches (a lambda, a closure: `test_pack.<locals>.<lambda>`) cannot be named
+    in a line that runs: the line then says to pass the reproduce string to the user's own call."""
+    roles = [("", packer), ("reducer=", reducer), ("consumer=", consumer), ("microbatch_consumer=", microbatch_consumer)]
+    paths = {key: _import_path(role) for key, role in roles if role is not None}
+    unreachable = [_name_of(role) for key, role in roles if role is not None and paths[key] is None]
+    imports: dict[str, list[str]] = {}
+    for module, qualname in (p for p in paths.values() if p is not None and p[0] != "__main__"):
+        names = imports.setdefault(module, [])
+        if qualname.split(".")[0] not in names:
+            names.append(qualname.split(".")[0])
+    args = [paths[""][1] if paths.get("") else "None" if packer is None else _name_of(packer),
+            repr(policy) if isinstance(policy, str) else repr(resolved)]
+    for key, role in roles[1:]:
         if role is not None:
-            args.append(f"{key}={_name_of(role)}")
+            args.append(f"{key}{paths[key][1] if paths[key] else _name_of(role)}")
     if max_row_length != 16:
         args.append(f"max_row_length={max_row_length}")
     if not decoder:
@@ -445,4 +475,8 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
         args.append("sft_masks=False")
     if gradient:
         args.append("gradient=True")
-    return f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string
+    call = f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string
+    if unreachable:
+        return (f"pass reproduce=\"{{}}\" to your own packoracle.fuzz call ({', '.join(unreachable)} has no import "
+                f"path to name it by), as in {call}")
+    return "".join(f"from {m} import {', '.join(names)}; " for m, names in imports.items()) + call

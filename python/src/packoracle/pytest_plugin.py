@@ -35,6 +35,7 @@ a closure so that its regressions are kept apart from other packers'. Requires p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -222,6 +223,7 @@ class PackoracleFuzz:
             seen: list = []
             recorder = None
             if packer is not None:
+                @functools.wraps(packer)  # the replay line and the report name the user's packer, not this
                 def recorder(request, _packer=packer, _seen=seen):
                     _seen.append(request)
                     return _packer(request)

@@ -99,13 +99,15 @@ struct AuditResult {
   Policy declared_policy;          // the headers'
   Policy required_policy;          // what the audit checked against (the declared one unless required)
   std::vector<std::string> policy_differences;  // "key: declared X, required Y", key by key
-  std::vector<AuditViolation> violations;
+  std::vector<AuditViolation> violations;  // kMaxViolationsKept at most, in the order found
+  std::map<Invariant, std::int64_t> not_kept;  // found past kMaxViolationsKept: counted by invariant, not kept
   std::vector<StepSummary> steps;
   std::vector<AuditNote> notes;  // the steps' notes, each once, in order of first appearance
   AuditTotals totals;
 
-  bool clean() const { return violations.empty(); }
-  std::map<std::string, int> ViolationsPerInvariant() const;  // by invariant name
+  bool clean() const { return violations.empty() && not_kept.empty(); }
+  std::int64_t ViolationCount() const;  // every violation found, kept or only counted
+  std::map<std::string, std::int64_t> ViolationsPerInvariant() const;  // by invariant name, kept or only counted
 };
 
 // Audits the files of options.files (one per rank, or ranks mixed), each read with the fast reader (or the

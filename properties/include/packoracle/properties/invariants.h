@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -88,8 +89,13 @@ struct Contamination {
 void Accumulate(Contamination& total, const Contamination& more);
 
 // Everything one case produced, for the verdict and for the report.
+// Violations one case keeps in full: past these, each is counted under its invariant and dropped (a row of
+// 10^7 slots wrong slot by slot reports, rather than exhausting memory; issue 27).
+inline constexpr std::size_t kMaxViolationsKept = 1000;
+
 struct CaseResult {
-  std::vector<Violation> violations;      // sorted by invariant; the first is the headline
+  std::vector<Violation> violations;      // sorted by invariant; the first is the headline; kMaxViolationsKept at most
+  std::map<Invariant, std::int64_t> not_kept;  // violations found past kMaxViolationsKept, counted by invariant
   std::set<Invariant> checked;            // invariants that applied and were checked
   std::set<Invariant> not_applicable;     // needing a role the candidate lacks, or nothing to check
   std::optional<PackResult> packed;       // the packer's answer
@@ -111,6 +117,12 @@ struct CaseResult {
   // packoracle/properties/producer_totals.h): a denominator alone checks the count, not the loss.
   std::vector<std::string> notes;
   bool passed() const { return violations.empty(); }
+  // Every violation found: those kept and those only counted.
+  std::size_t found() const {
+    std::size_t n = violations.size();
+    for (const auto& [invariant, count] : not_kept) n += static_cast<std::size_t>(count);
+    return n;
+  }
 };
 
 // Checks one case against every invariant the candidate's roles allow. Never throws for a candidate's

@@ -17,6 +17,7 @@
 // the report says that the loss was not (a silent pass on a loss nobody checked would be a false assurance).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,5 +51,36 @@ std::optional<double> GivenLossSum(const ProducerTotals& totals);
 // The checks the given fields of one step's totals (one per micro-batch) did not allow, one sentence each,
 // in a fixed order and wording (a report lists each once for a whole audit). Empty when every check ran.
 std::vector<std::string> ProducerNotes(const std::vector<const ProducerTotals*>& totals, const CheckOptions& options);
+
+// One micro-batch's division, as the weighting rule below sees it.
+struct MicrobatchDivision {
+  std::int64_t rank = 0;
+  std::size_t index = 0;  // the micro-batch's number where the caller reports it (its place in the step)
+  double count = 0;       // its own count on the basis the policy's denominator counts (positions under all_positions)
+  double denominator = 0; // what its loss sum was divided by
+};
+
+struct Weighting {
+  std::vector<std::string> problems;  // one sentence per micro-batch weighted off the declared objective
+  std::vector<std::string> notes;     // a uniform ratio other than 1: the declared objective up to a factor
+};
+
+// The weighting rule, the one owner of it for CheckCase, the fast verifier and the guard's check_step
+// (DESIGN §11). CheckCase and the fast verifier apply it where the step objective is not compared (no
+// per-target losses and no loss sums: a dump or a guard of denominators alone); where it is, the objective's
+// `loss` verdict is the finer one. The rule: the objective a step optimizes is Σ_m c·sum_m / d_m (d_m what micro-batch m divided by, c the
+// trainer's constant factor), and it is the declared one, Σ_m sum_m / e_m up to that factor, for every loss
+// value exactly when d_m / e_m is the same for every micro-batch with a count, e_m being the count of the
+// scope the policy's denominator implies (ImpliedScope: the step's over every rank under global_targets, the
+// rank's under rank_mean, the micro-batch's own under microbatch_mean), whatever scope the producer declares.
+// A ratio that differs between micro-batches changes the objective: a problem naming each micro-batch whose
+// ratio is not 1 (a mean of micro-batch means under global_targets divides by 7 and 3 where both should be 10).
+// One ratio for all other than 1 (every rank divided by its own count and the counts happened to be equal)
+// changes the scale alone: a note. Micro-batches without a count add nothing whatever they divide by and are
+// left out. `where` names the step in the sentences ("step 3"). Nothing under sequence_mean (a producer's
+// denominator is then its own affair: no count is compared with it). Not for a global count over ranks not
+// all seen (the caller leaves those out).
+Weighting DenominatorWeighting(Denominator policy, const std::vector<MicrobatchDivision>& divisions,
+                               const std::string& where);
 
 }  // namespace packoracle

@@ -100,13 +100,13 @@ class BatchGuard:
             checks = CHECKED_WITH_DOCUMENTS
         report = check_batch(fields, documents, self.policy, ignore=_not_read(fields))
         if not report.ok:
-            self.violation(report, fields, documents, checks, f"batch {self.state.seen - 1}")
+            self.violation(report, fields, documents, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report
 
     def violation(self, report: Report, batch: Mapping[str, Any], documents: list[dict], checks: Sequence[str],
-                  where: str) -> None:
+                  where: str, step: int = 0) -> None:
         self.state.violations += 1
-        dump = self.save(batch, documents, where)
+        dump = self.save(batch, documents, where, step)
         text = (f"packoracle guard: {where} breaks the declared policy (checked: {', '.join(checks)})\n"
                 f"{report.text}" + (f"replay: packoracle verify {dump}\n" if dump else ""))
         self.notify(GuardViolation(text, report=report, dump=dump, checks=checks, where=where))
@@ -120,22 +120,31 @@ class BatchGuard:
         else:
             self.on_violation(error)
 
-    def save(self, batch: Mapping[str, Any], documents: list[dict], where: str) -> Optional[str]:
-        """The batch as a dump (DESIGN §5) that `packoracle verify` replays; None if it cannot be written."""
+    def save(self, batch: Mapping[str, Any], documents: list[dict], where: str, step: int = 0) -> Optional[str]:
+        """The batch as a dump (DESIGN §5) that `packoracle verify` replays; None if it cannot be written.
+
+        Dumps of several batches and ranks verify together as they do alone (`packoracle verify dir/*.jsonl`
+        reads its files as the ranks of one run): each batch is its own step (its number among the batches
+        seen), on its own rank, and its documents' uids carry both, since a uid names one document in a
+        whole run (the segments of two batches are both `row0.seg0` before)."""
         from ..dump import DumpWriter
 
         try:
             os.makedirs(self.dump_dir, exist_ok=True)
-            rank = os.environ.get("RANK", "0")
+            rank, world = _rank_and_world()
             path = os.path.join(self.dump_dir, f"{where.replace(' ', '-')}.rank{rank}.jsonl")
             reader = Microbatches(documents, self.policy)
             mb = reader.read([dict(batch)])[0]
+            uid = f"step{step}.rank{rank}.{{}}".format
             with DumpWriter(path) as w:
-                w.header(system="packoracle.guard", component="a batch of the training run", policy=self.policy)
+                w.header(system="packoracle.guard", component="a batch of the training run", policy=self.policy,
+                         dp_world_size=world)
                 for d in documents:
-                    w.document(d["doc_uid"], d["tokens"], d.get("supervised"))
+                    w.document(uid(d["doc_uid"]), d["tokens"], d.get("supervised"))
                 rows = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()} for row in mb["rows"]]
-                w.write({"record": "microbatch", "step": 0, "micro_step": 0, "rank": 0, "rows": rows})
+                for row in rows:
+                    row["doc_spans"] = [dict(s, doc_uid=uid(s["doc_uid"])) for s in row.get("doc_spans") or []]
+                w.write({"record": "microbatch", "step": step, "micro_step": 0, "rank": rank, "rows": rows})
         except (OSError, TypeError, ValueError) as e:
             log.warning("packoracle guard: could not save the batch as a dump: %s", e)
             return None
@@ -204,3 +213,10 @@ def wrap_dataloader(loader: Iterable, policy: PolicyLike, *, every: int = 1, on_
     return GuardedLoader(loader, BatchGuard(policy, every=every, on_violation=on_violation, dump_dir=dump_dir))
 
 
+def _rank_and_world() -> tuple[int, int]:
+    """This process's rank and the world size as torchrun sets them (RANK, WORLD_SIZE); 0 and 1 alone."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
+    return (rank, world) if 0 <= rank < world else (0, 1)

@@ -3,13 +3,13 @@ through the run's own torch.distributed process group, checked once per optimize
 the same verdict from the same gathered numbers, so every rank raises together (no rank is left waiting in
 the next collective).
 
-The rule (DESIGN §11): the objective a step optimizes is Σ_m sum_m / d_m over its micro-batches m, where d_m
-is the denominator micro-batch m divided by. It is the declared one (the global token mean under
-`global_targets`: Σ_m sum_m / N) exactly when d_m / e_m is the same for every m, e_m being the denominator the
-policy declares (N, the step's valid targets over all ranks; the rank's count under `rank_mean`; the
-micro-batch's own under `microbatch_mean`). A ratio that differs between micro-batches changes the objective:
-a violation, naming the ranks. One ratio for all, other than 1 (every rank divided by its own count, and the
-counts happened to be equal), changes only the scale: a note.
+The rule (DESIGN §11) is the core's, the one check_step and `packoracle verify` apply (DenominatorWeighting in
+properties/producer_totals.h): the objective a step optimizes is Σ_m sum_m / d_m over its micro-batches m, and
+it is the declared one exactly when d_m / e_m is the same for every m, e_m being the count the policy's
+denominator divides by (N, the step's valid targets over all ranks, under `global_targets`; the rank's count
+under `rank_mean`; the micro-batch's own under `microbatch_mean`). A ratio that differs between micro-batches
+changes the objective: a violation, naming the ranks. One ratio for all, other than 1 (every rank divided by
+its own count, and the counts happened to be equal), changes only the scale: a note.
 """
 
 from __future__ import annotations
@@ -19,15 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .. import _core
 from .._batch import canonical_fields
 from .._checks import check_batch
 from .._policy import PolicyLike, resolve
 from ..report import Report
 from ._batches import BatchGuard, GuardViolation, OnViolation, _not_read
 from ._segments import CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
-
-RELATIVE_TOLERANCE = 1e-9
-
 
 @dataclass
 class StepVerdict:
@@ -63,17 +61,6 @@ class StepVerdict:
         return self.text
 
 
-def _expected(policy: Mapping[str, Any], total: float, rank_total: float, own: float, slots: float) -> float:
-    kind = policy["denominator"]
-    if kind == "rank_mean":
-        return rank_total
-    if kind in ("microbatch_mean", "sequence_mean"):
-        return own
-    if kind == "all_positions":
-        return slots
-    return total
-
-
 def _gather(local: dict, group) -> tuple[list[dict], int]:
     """Every rank's summary, through the run's process group (one all_gather_object); alone without one."""
     try:
@@ -91,35 +78,19 @@ def _gather(local: dict, group) -> tuple[list[dict], int]:
 
 
 def verdict(step: int, policy: Mapping[str, Any], gathered: Sequence[dict], local: list, exchanged: int) -> StepVerdict:
+    """The step's verdict from every rank's summary: the denominators by the core's weighting rule (the one
+    check_step and `packoracle verify` apply: producer_totals.h DenominatorWeighting), then the ranks whose
+    own batches broke the policy."""
     total = sum(r["valid"] for r in gathered)
-    slots_total = sum(r["slots"] for r in gathered)
     v = StepVerdict(step=step, ok=True, valid_targets=total, ranks=list(gathered), local=local, bytes_exchanged=exchanged)
-    ratios = []  # (rank, micro-batch, d / e)
-    for r in gathered:
-        for m, (d, own) in enumerate(zip(r["denominators"], r["per_microbatch"])):
-            if d is None:
-                continue
-            e = _expected(policy, total, r["valid"], own, slots_total)
-            if e == 0:
-                if d != 0 and total > 0:
-                    ratios.append((r["rank"], m, float("inf")))
-                continue
-            ratios.append((r["rank"], m, float(d) / e))
-    if ratios:
-        first = ratios[0][2]
-        if any(abs(q - first) > RELATIVE_TOLERANCE * max(1.0, abs(first)) for _, _, q in ratios):
-            v.ok = False
-            expected = "the step's valid targets over every rank" if policy["denominator"] == "global_targets" else \
-                f"what `denominator: {policy['denominator']}` declares"
-            for rank, m, q in ratios:
-                if abs(q - 1.0) > RELATIVE_TOLERANCE:
-                    r = next(x for x in gathered if x["rank"] == rank)
-                    v.problems.append(f"rank {rank} micro-batch {m} divides by {r['denominators'][m]:g}, {expected} is "
-                                      f"{_expected(policy, total, r['valid'], r['per_microbatch'][m], slots_total):g}: "
-                                      f"the micro-batches of step {step} are weighted unequally")
-        elif abs(first - 1.0) > RELATIVE_TOLERANCE:
-            v.notes.append(f"every denominator is {first:g} × the declared one: the same objective up to scale at "
-                           f"step {step} (it changes at the first step whose counts differ between micro-batches)")
+    divisions = [(r["rank"], m, own, slots, d)
+                 for r in gathered
+                 for m, (d, own, slots) in enumerate(zip(r["denominators"], r["per_microbatch"], r["per_microbatch_slots"]))
+                 if d is not None]
+    weighting = _core.denominator_weighting(dict(policy), divisions, f"step {step}")
+    v.problems += weighting["problems"]
+    v.notes += weighting["notes"]
+    v.ok = not v.problems
     bad = [r["rank"] for r in gathered if r["violations"]]
     if bad:
         v.ok = False
@@ -144,7 +115,7 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
-    reports, per_mb, slots = [], [], 0
+    reports, per_mb, slots = [], [], []
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
         fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
@@ -156,9 +127,9 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
         report = check_batch(batch, docs, policy, ignore=_not_read(batch))
         step = report.to_json()["steps"][0]
         per_mb.append(float(step["valid_targets"]))
-        slots += int(step["slots"])
+        slots.append(int(step["slots"]))
         reports.append(report)
-    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "slots": slots,
+    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "per_microbatch_slots": slots,
                "denominators": _denominators(microbatches, num_items_in_batch),
                "violations": sum(len(r.violations) for r in reports if _counts_violation(r))}
     return summary, reports

@@ -1,0 +1,144 @@
+"""Issue 27 item 7: the same numbers get one verdict wherever they are checked. Guard dumps of several batches
+verify together as each does alone (7b); check_step and guard.check_step judge denominators by the same core
+rule (7a); documents made of the pad id are not padding under `pad_positions: any` (7c)."""
+
+import numpy as np
+import pytest
+
+import packoracle
+from packoracle import guard
+
+
+def _flattened(docs, *, reset_positions=True):
+    """One row as HF's DataCollatorWithFlattening writes it (hf-flatten)."""
+    ids, labels, positions, cu = [], [], [], [0]
+    for doc in docs:
+        positions += range(len(doc)) if reset_positions else range(len(ids), len(ids) + len(doc))
+        ids += doc
+        labels += [-100] + doc[1:]
+        cu.append(len(ids))
+    return {"input_ids": np.array([ids]), "labels": np.array([labels]), "position_ids": np.array([positions]),
+            "cu_seq_lens_q": np.array(cu, dtype=np.int32)}
+
+
+def _guard_dumps(tmp_path, batches):
+    seen = []
+    loader = guard.wrap_dataloader(batches, "hf-flatten", on_violation=seen.append, dump_dir=str(tmp_path))
+    for _ in loader:
+        pass
+    return [v.dump for v in seen]
+
+
+def test_guard_dumps_of_several_batches_verify_together_as_alone(tmp_path):
+    # Positions that never reset: one positions violation per batch; the segments are the guard's own documents.
+    batches = [_flattened([[1, 2, 3], [4, 5, 6, 7]], reset_positions=False),
+               _flattened([[8, 9], [10, 11, 12, 13, 14]], reset_positions=False)]
+    dumps = _guard_dumps(tmp_path, batches)
+    assert len(dumps) == 2 and len(set(dumps)) == 2
+    alone = [packoracle.verify(d) for d in dumps]
+    assert [[v.invariant for v in r.violations] for r in alone] == [["positions"], ["positions"]]
+    together = packoracle.verify(dumps)
+    assert sorted(v.invariant for v in together.violations) == ["positions", "positions"], str(together)[:2000]
+    assert sorted(v.step for v in together.violations) == [0, 1]  # each batch its own step
+
+
+def test_guard_dumps_of_several_ranks_verify_together(tmp_path, monkeypatch):
+    batch = _flattened([[1, 2, 3], [4, 5, 6, 7]], reset_positions=False)
+    dumps = []
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        dumps += _guard_dumps(tmp_path, [batch])
+    together = packoracle.verify(dumps)
+    assert sorted((v.invariant, v.rank) for v in together.violations) == [("positions", 0), ("positions", 1)]
+
+
+# 7a: a mean of micro-batch means under global_targets. Two micro-batches of 7 and 3 valid targets, each divided
+# by its own count and saying so (scope `microbatch`): the step objective weighs each micro-batch's targets by
+# 1/7 and 1/3 where the declared one weighs every target by 1/10.
+SEVEN = [[1, 2, 3, 4], [5, 6, 7, 8, 9]]   # 3 + 4 shifted targets, the boundary excluded
+THREE = [[10, 11], [12, 13, 14]]          # 1 + 2
+OTHER_SEVEN = [[21, 22, 23, 24], [25, 26, 27, 28, 29]]
+
+
+def _docs(parts=(SEVEN, THREE)):
+    return {f"d{k}": d for k, d in enumerate(d for part in parts for d in part)}
+
+
+def _step(denominators, scope, parts=(SEVEN, THREE)):
+    return [dict(_flattened(docs), micro_step=m, producer={"denominator": d, "denominator_scope": scope})
+            for m, (docs, d) in enumerate(zip(parts, denominators))]
+
+
+def _guard_step(denominators, scope, parts=(SEVEN, THREE)):
+    return guard.check_step(_step(denominators, scope, parts), policy="hf-flatten", on_violation=lambda e: None)
+
+
+@pytest.mark.parametrize("scope", ["microbatch", "step"])
+def test_a_mean_of_microbatch_means_is_one_violation_in_check_step_and_the_guard(scope):
+    # Divided by 7 and 3, each its micro-batch's own count (`microbatch`), or the rank's count of two ranks
+    # (`step`, each rank one micro-batch): correct counts of the declared scope, the wrong objective.
+    step = _step([7, 3], scope)
+    world = 1
+    if scope == "step":
+        step[1].update(rank=1, micro_step=0)
+        world = 2
+    core = packoracle.check_step(step, _docs(), "hf-flatten", dp_world_size=world)
+    assert not core.ok, str(core)
+    assert {v.invariant for v in core.violations} == {"denominator"}
+    assert [v.message for v in core.violations if "weighted unequally" in v.message], str(core)
+    g = guard.check_step(_step([7, 3], scope), policy="hf-flatten", on_violation=lambda e: None)
+    assert not g.ok and any("divides by 7" in p and "weighted unequally" in p for p in g.problems), g.text
+
+
+def test_the_declared_denominators_are_clean_in_both():
+    core = packoracle.check_step(_step([10, 10], "global"), _docs(), "hf-flatten")
+    assert core.ok and not [n for n in core.notes if "scale" in n], str(core)
+    g = _guard_step([10, 10], "global")
+    assert g.ok and not g.notes, g.text
+
+
+def test_equal_counts_divided_by_their_own_are_a_note_in_both():
+    # Two micro-batches of 7 each divided by its own 7 under global_targets (14): the declared objective up to
+    # a factor, until the counts differ; the same note in both paths.
+    parts = (SEVEN, OTHER_SEVEN)
+    core = packoracle.check_step(_step([7, 7], "microbatch", parts), _docs(parts), "hf-flatten")
+    g = _guard_step([7, 7], "microbatch", parts)
+    assert core.ok and g.ok, (str(core), g.text)
+    scale = [n for n in core.notes if "up to scale" in n]
+    assert scale and [n.replace("the step", "step 0") for n in scale] == g.notes, (core.notes, g.notes)
+
+
+# 7c: documents made of the pad id. Under hf-padded (one document per row, padding anywhere in position) the
+# rows [5 6 7 pad pad] and [0 0 pad pad pad] hold A and B = [0 0]; derived spans read B into row 0's padding
+# (its tokens are the pad id) and then reported its positions, targets and mask there.
+PAD_DOCS = {"A": [5, 6, 7], "B": [0, 0]}
+
+
+def _padded(positions_of_padding=1):
+    ids = np.array([[5, 6, 7, 0, 0], [0, 0, 0, 0, 0]])
+    labels = np.array([[5, 6, 7, -100, -100], [0, 0, -100, -100, -100]])
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]])
+    pos = np.array([[0, 1, 2] + [positions_of_padding] * 2, [0, 1] + [positions_of_padding] * 3])
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask, "position_ids": pos}
+
+
+def test_padding_is_not_read_as_a_document_of_pad_ids():
+    spans = [[{"doc_uid": "A", "start": 0, "length": 3, "doc_offset": 0}],
+             [{"doc_uid": "B", "start": 0, "length": 2, "doc_offset": 0}]]
+    assert packoracle.check_batch(dict(_padded(), doc_spans=spans), PAD_DOCS, "hf-padded").ok
+    derived = packoracle.check_batch(_padded(), PAD_DOCS, "hf-padded")
+    assert derived.ok, str(derived)
+
+
+def test_a_document_of_pad_ids_that_is_there_is_still_read():
+    # B really in row 0's tail (its targets say so) is read there; without targets it is read where nothing
+    # else explains the rows (here: nowhere else), so it is never lost.
+    from packoracle._batch import Microbatches
+    from packoracle._policy import resolve
+    policy = resolve("hf-padded")
+    ids = np.array([[5, 6, 7, 0, 0, 0]])
+    for labels in ([5, 6, 7, 0, 0, -100], [5, 6, 7, -100, -100, -100]):
+        docs = [{"doc_uid": u, "tokens": t} for u, t in PAD_DOCS.items()]
+        mb = Microbatches(docs, policy).read({"input_ids": ids, "labels": np.array([labels])})
+        assert [s["doc_uid"] for s in mb[0]["rows"][0]["doc_spans"]] == ["A", "B"], labels
