@@ -20,8 +20,7 @@
 
 namespace packoracle {
 
-// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row)
-// or a loss reducer (checked under every split of the step).
+// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row).
 inline constexpr std::int64_t kRoleMaxRowLength = 512;
 
 struct VerifyOptions {
