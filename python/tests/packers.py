@@ -276,15 +276,18 @@ def pack_positions_clamped(token_lists, row_length, *, supervised=None):
     """BUG SZ-02: position_ids clamped to the model's max_position_embeddings - 1 (1023, GPT-2's) "to be safe",
     so every token of a document past its 1,024th gets position 1023."""
     batch = pack_reference(token_lists, row_length, supervised=supervised)
+    if not len(batch["input_ids"]):
+        return []  # no document: no micro-batch
     batch["position_ids"] = np.minimum(batch["position_ids"], 1023)
     batch["cu_seqlens"] = [_row_cu_seqlens(ids) for ids in batch["doc_ids"]]
     return batch
 
 
 def _row_cu_seqlens(doc_ids):
-    """A row's cu_seqlens (0, then the end of each document) from its doc_ids (-1 on padding)."""
-    real = doc_ids[doc_ids >= 0]
-    return np.concatenate([[0], np.cumsum(np.bincount(real))]).astype(np.int64)
+    """A row's cu_seqlens from its doc_ids (-1 on padding): 0, the end of each document, and the row's end
+    (the padding run a segment of its own)."""
+    ends = np.flatnonzero(np.diff(doc_ids)) + 1
+    return np.concatenate([[0], ends, [len(doc_ids)]]).astype(np.int64)
 
 
 def pack_cut_at_1000(token_lists, row_length, *, supervised=None):
