@@ -175,7 +175,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   // gets the steps a packer gets (tens of thousands of slots), checked under every split (splits.h).
   const std::int64_t longest = candidate.consumer ? std::min(options.max_row_length, kRoleMaxRowLength)
                                                   : options.max_row_length;
-  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents.value_or(8))};
+  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
   std::set<std::string> profiles_used;
   std::set<Invariant> ever_checked, ever_not_applicable;
   bool first_not_applicable = true;
