@@ -205,7 +205,7 @@ def test_pi01_microbatch_consumer_is_caught():
     assert "may attend key" in text and "the policy says no" in text
     # The minimal case needs a micro-batch of two rows (one row would have been read as packed).
     assert re.search(r"micro_batch_rows ([2-9]|\d\d)", text), text
-    assert re.search(r"microbatch_consumer=\S*pi01, reproduce=", e.replay), e.replay
+    assert re.search(r"microbatch_consumer=\S*pi01, max_row_length=16, max_documents=8, reproduce=", e.replay), e.replay
 
 
 def test_pi01_per_row_consumer_is_not_caught():
