@@ -286,6 +286,12 @@ TEST(GtestEnvironment, RefusesValuesItCannotRead) {
     const std::string error = EnvironmentError("PACKORACLE_SEED", bad);
     EXPECT_NE(error.find(std::string("PACKORACLE_SEED='") + bad + "'"), std::string::npos) << bad << ": " << error;
   }
+  for (const char* bad : {"0", "abc", "1048577"}) {
+    const std::string error = EnvironmentError("PACKORACLE_MAX_ROW_LENGTH", bad);
+    EXPECT_NE(error.find(std::string("PACKORACLE_MAX_ROW_LENGTH='") + bad + "'"), std::string::npos) << error;
+  }
+  EXPECT_NE(EnvironmentError("PACKORACLE_MAX_DOCUMENTS", "65537").find("PACKORACLE_MAX_DOCUMENTS='65537'"),
+            std::string::npos);
   EXPECT_NE(EnvironmentError("PACKORACLE_PROFILE", "").find("PACKORACLE_PROFILE is set but empty"), std::string::npos);
   EXPECT_NE(EnvironmentError("PACKORACLE_REPRODUCE", "").find("PACKORACLE_REPRODUCE"), std::string::npos);
 }
@@ -294,7 +300,11 @@ TEST(GtestEnvironment, ReadsWellFormedValues) {
   ScopedVariable cases("PACKORACLE_CASES", "0300");
   ScopedVariable seed("PACKORACLE_SEED", "18446744073709551615");
   ScopedVariable profile("PACKORACLE_PROFILE", "edges");
+  ScopedVariable length("PACKORACLE_MAX_ROW_LENGTH", "16");
+  ScopedVariable documents("PACKORACLE_MAX_DOCUMENTS", "8");
   const VerifyOptions options = OptionsFromEnvironment();
+  EXPECT_EQ(options.max_row_length, 16);
+  EXPECT_EQ(options.max_documents, 8u);
   EXPECT_EQ(options.cases, 300);
   EXPECT_EQ(options.seed, std::numeric_limits<std::uint64_t>::max());
   EXPECT_EQ(options.profile, std::optional<std::string>("edges"));
