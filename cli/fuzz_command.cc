@@ -216,7 +216,7 @@ Runner AddFuzzCommand(CLI::App& app) {
   fuzz->add_option("--max-documents", o->job.fuzz.max_documents,
                    "the most documents in one case, reached as the run grows (a reproduce string depends on it)")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
+      ->check(CLI::Range(std::size_t{1}, jobs::kMaxFuzzDocuments));
   fuzz->add_option("--timeout", o->job.timeout, "seconds the candidate has for one answer")->capture_default_str();
   fuzz->add_option("--profile", o->job.fuzz.profile,
                    "one fuzzing profile for every case (packed, edges, short, long, sft, collide, large); default: drawn per case");

@@ -179,6 +179,10 @@ void CheckFuzzOptions(const FuzzOptions& o, const std::function<void()>& more_ch
     throw InputError("--max-row-length must be in 1.." + std::to_string(kMaxFuzzRowLength) + ", got " +
                      std::to_string(o.max_row_length));
   }
+  if (o.max_documents < 1 || o.max_documents > kMaxFuzzDocuments) {
+    throw InputError("--max-documents must be in 1.." + std::to_string(kMaxFuzzDocuments) + ", got " +
+                     std::to_string(o.max_documents));
+  }
   if (more_checks) more_checks();
   if (!o.profile.empty()) {
     std::vector<std::string> known;

@@ -284,7 +284,7 @@ void Checker::CheckPacker() {
       Add(Invariant::kDenominator, "only " + std::to_string(totals.size()) + " of " +
                                        std::to_string(microbatches_.size()) + " micro-batches report producer totals");
     } else {
-      CheckTotals(*result_.oracle, microbatches_, totals, "the packer", request_.dp_world_size);
+      CheckTotals(*result_.oracle, microbatches_, totals, options_.totals_owner, request_.dp_world_size);
     }
   }
 }
@@ -1195,6 +1195,7 @@ CheckOptions DumpStepOptions() {
   o.partial_coverage = true;
   o.losses_known = false;
   o.packing_invariance = false;
+  o.totals_owner = "the loss reducer";  // the step's reported totals come from its loss code
   return o;
 }
 

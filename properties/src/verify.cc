@@ -131,12 +131,11 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
     replay_path = r.path;
     replay_edits = r.edits;
   }
-  // An attention consumer answers with dense L×L masks, and a loss reducer is checked under every split of
-  // the step (splits.h): their rows stay at kRoleMaxRowLength.
-  const std::int64_t longest = candidate.consumer || candidate.reducer
-                                   ? std::min(options.max_row_length, kRoleMaxRowLength)
-                                   : options.max_row_length;
-  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents.value_or(8))};
+  // An attention consumer answers with dense L×L masks: its rows stay at kRoleMaxRowLength. A loss reducer
+  // gets the steps a packer gets (tens of thousands of slots), checked under every split (splits.h).
+  const std::int64_t longest = candidate.consumer ? std::min(options.max_row_length, kRoleMaxRowLength)
+                                                  : options.max_row_length;
+  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
   std::set<std::string> profiles_used;
   std::set<Invariant> ever_checked, ever_not_applicable;
   bool first_not_applicable = true;

@@ -301,6 +301,8 @@ TEST(ExecAdaptiveDeadline, AHangingCandidateIsShrunkAtAboutASecondAStepAfterItsF
   ExecPacker& packer = PackerOf(c);
   VerifyOptions options;
   options.cases = 200;
+  options.max_row_length = 16;  // small cases: the test is about hangs, not sizes
+  options.max_documents = 8;
   options.check.determinism = false;
   const auto start = std::chrono::steady_clock::now();
   const VerifyReport report = Verify(c, options);

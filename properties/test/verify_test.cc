@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "packoracle/gtest.h"
 #include "packoracle/oracle.h"
@@ -140,6 +141,77 @@ TEST(Verify, ShrinkingALongDocumentLeavesOneCutOfItInTheReproducePath) {
     EXPECT_EQ(again.counterexample->documents[d].tokens, report.counterexample->documents[d].tokens);
 }
 
+// Verify's defaults draw the cases `packoracle fuzz` draws: sizes climb over the run to rows of 8,192 slots
+// and 512 documents a case (the `large` profile from the first case), not rows of 16 slots.
+TEST(Verify, DefaultCasesGrowToTheSizesOfRealTraining) {
+  Candidate c = ReferenceCandidate();
+  VerifyOptions options;
+  options.collect_stats = true;
+  options.check.packing_invariance = false;
+  const auto report = Verify(c, options);
+  ASSERT_TRUE(report.passed) << report.text;
+  ASSERT_TRUE(report.generated.has_value());
+  EXPECT_GE(report.generated->row_length.max(), 4096);
+  EXPECT_GE(report.generated->most_in_a_row.max(), 256);
+  EXPECT_EQ(options.max_row_length, 8192);
+  EXPECT_EQ(options.max_documents, 512u);
+}
+
+// A loss reducer that goes wrong only on long rows: past 2,048 slots it splits a row over 2 sequence-parallel
+// ranks (ring attention) and all-reduces the count over the data-parallel group only, so a long row counts
+// its first shard's targets. Correct otherwise (the token mean over the step, global scope).
+struct RingSplitCountsOneShard {
+  ReduceResult Reduce(const ReduceRequest& request) {
+    std::vector<double> sums(request.microbatches.size(), 0);
+    double count = 0;
+    for (std::size_t m = 0; m < request.microbatches.size(); ++m) {
+      const auto& rows = request.microbatches[m].rows;
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        const std::size_t n = rows[r].labels.size();
+        for (std::size_t i = 0; i < n; ++i) {
+          if (rows[r].labels[i] == request.policy.ignore_index) continue;
+          sums[m] += request.slot_losses[m][r][i];
+          if (n <= 2048 || i < n / 2) count += 1;
+        }
+      }
+    }
+    ReduceResult out;
+    for (double s : sums) {
+      ProducerTotals t;
+      t.loss_sum = s;
+      t.denominator = count;
+      t.denominator_scope = "global";
+      t.loss = count > 0 ? s / count : 0.0;
+      out.push_back(t);
+    }
+    return out;
+  }
+};
+
+TEST(Verify, AReducerBugThatNeedsLongRowsIsCaughtAtTheDefaults) {
+  Candidate c = MakeCandidate("ring-split-counts-one-shard", RingSplitCountsOneShard{}, {FindPreset("reference").policy});
+  const auto report = Verify(c);
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kDenominator);
+  ASSERT_TRUE(report.counterexample.has_value());
+  EXPECT_GT(report.counterexample->row_length, 2048) << report.text;
+  // rows of 512 slots (the former bound of a reducer's cases) never show it
+  VerifyOptions small;
+  small.max_row_length = 512;
+  small.cases = 100;
+  EXPECT_TRUE(Verify(c, small).passed);
+}
+
+// Shrinking stays readable at size: a document cut at 600 tokens shrinks to one document of 601 tokens.
+TEST(Verify, ASizeBugShrinksToItsThreshold) {
+  Candidate c = MakeCandidate("cuts-at-600", CutsAt600{}, {FindPreset("reference").policy});
+  const auto report = Verify(c);
+  ASSERT_FALSE(report.passed);
+  ASSERT_TRUE(report.counterexample.has_value());
+  ASSERT_EQ(report.counterexample->documents.size(), 1u) << report.text;
+  EXPECT_EQ(report.counterexample->documents[0].tokens.size(), 601u) << report.text;
+}
+
 // The kit's own reference packer through the typed suite: one test per invariant, all passing.
 struct KitReferencePacker {
   PackResult Pack(const PackRequest& request) { return ReferenceCandidate().packer->Pack(request); }
@@ -245,6 +317,12 @@ TEST(GtestEnvironment, RefusesValuesItCannotRead) {
     const std::string error = EnvironmentError("PACKORACLE_SEED", bad);
     EXPECT_NE(error.find(std::string("PACKORACLE_SEED='") + bad + "'"), std::string::npos) << bad << ": " << error;
   }
+  for (const char* bad : {"0", "abc", "1048577"}) {
+    const std::string error = EnvironmentError("PACKORACLE_MAX_ROW_LENGTH", bad);
+    EXPECT_NE(error.find(std::string("PACKORACLE_MAX_ROW_LENGTH='") + bad + "'"), std::string::npos) << error;
+  }
+  EXPECT_NE(EnvironmentError("PACKORACLE_MAX_DOCUMENTS", "65537").find("PACKORACLE_MAX_DOCUMENTS='65537'"),
+            std::string::npos);
   EXPECT_NE(EnvironmentError("PACKORACLE_PROFILE", "").find("PACKORACLE_PROFILE is set but empty"), std::string::npos);
   EXPECT_NE(EnvironmentError("PACKORACLE_REPRODUCE", "").find("PACKORACLE_REPRODUCE"), std::string::npos);
 }
@@ -253,7 +331,11 @@ TEST(GtestEnvironment, ReadsWellFormedValues) {
   ScopedVariable cases("PACKORACLE_CASES", "0300");
   ScopedVariable seed("PACKORACLE_SEED", "18446744073709551615");
   ScopedVariable profile("PACKORACLE_PROFILE", "edges");
+  ScopedVariable length("PACKORACLE_MAX_ROW_LENGTH", "16");
+  ScopedVariable documents("PACKORACLE_MAX_DOCUMENTS", "8");
   const VerifyOptions options = OptionsFromEnvironment();
+  EXPECT_EQ(options.max_row_length, 16);
+  EXPECT_EQ(options.max_documents, 8u);
   EXPECT_EQ(options.cases, 300);
   EXPECT_EQ(options.seed, std::numeric_limits<std::uint64_t>::max());
   EXPECT_EQ(options.profile, std::optional<std::string>("edges"));

@@ -13,6 +13,7 @@
 #include "callables.h"
 #include "convert.h"
 #include "packoracle/jobs/fuzz.h"
+#include "packoracle/jobs/generation_json.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
@@ -32,11 +33,13 @@ struct FuzzArgs {
   std::uint64_t seed = 0;
   double time = 0;              // seconds; 0: no budget
   std::optional<std::string> reproduce;
-  std::int64_t max_row_length = 16;
+  std::int64_t max_row_length = jobs::kDefaultFuzzMaxRowLength;
+  std::size_t max_documents = jobs::kDefaultFuzzMaxDocuments;
   bool decoder = true;
   std::optional<std::string> save_regressions;
   bool sft_masks = true;
   bool microbatch_consumer = false;
+  bool stats = false;
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
@@ -49,7 +52,8 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   options.seed = a.seed;
   options.time = a.time;
   options.max_row_length = a.max_row_length;
-  options.max_documents = 8;  // in-process Python candidates: small cases (the command line's fuzz grows to 512)
+  options.max_documents = a.max_documents;
+  options.stats = a.stats;
   options.no_decoder = !a.decoder;
   options.sft_masks = a.sft_masks;
   if (a.reproduce) options.reproduce = *a.reproduce;
@@ -74,6 +78,9 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   out["profiles"] = profiles;
   out["checked"] = Names(outcome.checked);
   out["gap"] = DescribeGap(outcome.gaps);
+  // What was generated (stats=True), as `fuzz --format json` holds it under "generated".
+  out["generated"] = outcome.generated ? nb::object(nb::str(jobs::GenerationStatsJson(*outcome.generated).dump().c_str()))
+                                       : nb::none();
   if (const auto& f = outcome.failure; f && f->counterexample) {
     std::string text = outcome.failure_text;
     // The report ends with a C++ regression test draft, for C++ users; a Python user replays the case instead.
@@ -98,16 +105,16 @@ void BindFuzz(nb::module_& m) {
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
          std::optional<int> cases, std::uint64_t seed, double time, std::optional<std::string> reproduce,
-         std::int64_t max_row_length, bool decoder, std::optional<std::string> save_regressions, bool sft_masks,
-         bool microbatch_consumer) {
+         std::int64_t max_row_length, std::size_t max_documents, bool decoder,
+         std::optional<std::string> save_regressions, bool sft_masks, bool microbatch_consumer, bool stats) {
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
-                        cases, seed, time, std::move(reproduce), max_row_length, decoder, std::move(save_regressions),
-                        sft_masks, microbatch_consumer});
+                        cases, seed, time, std::move(reproduce), max_row_length, max_documents, decoder,
+                        std::move(save_regressions), sft_masks, microbatch_consumer, stats});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("cases").none(), nb::arg("seed"), nb::arg("time"), nb::arg("reproduce").none(), nb::arg("max_row_length"),
-      nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
-      nb::arg("microbatch_consumer") = false,
+      nb::arg("max_documents"), nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
+      nb::arg("microbatch_consumer") = false, nb::arg("stats") = false,
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function).");
 }
 

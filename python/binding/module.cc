@@ -100,6 +100,10 @@ NB_MODULE(_core, m) {
   // The bounds the Python layer checks arguments against (packoracle/_args.py): the core's, not copies.
   m.attr("MAX_ROW_LENGTH") = packoracle::kMaxRowLength;               // row_length: 1..this
   m.attr("MAX_FUZZ_ROW_LENGTH") = packoracle::jobs::kMaxFuzzRowLength;  // fuzz(max_row_length=): 1..this
+  m.attr("MAX_FUZZ_DOCUMENTS") = packoracle::jobs::kMaxFuzzDocuments;   // fuzz(max_documents=): 1..this
+  // fuzz's bounds, as `packoracle fuzz` has them: the cases every entry point draws
+  m.attr("DEFAULT_FUZZ_MAX_ROW_LENGTH") = packoracle::jobs::kDefaultFuzzMaxRowLength;
+  m.attr("DEFAULT_FUZZ_MAX_DOCUMENTS") = packoracle::jobs::kDefaultFuzzMaxDocuments;
   packoracle::python::BindPolicies(m);
   packoracle::python::BindFuzz(m);
   packoracle::python::BindAudit(m);

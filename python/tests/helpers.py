@@ -86,3 +86,13 @@ class Candidate:
         self.proc.stdin.close()
         self.proc.wait(timeout=10)
         self.proc.stdout.close()
+
+
+def small_fuzz(*args, **kwargs):
+    """packoracle.fuzz on small cases (rows of at most 16 slots, 8 documents a case), for the tests that check
+    something other than size: seconds where the defaults (rows to 8,192 slots, 512 documents) take minutes."""
+    import packoracle
+
+    kwargs.setdefault("max_row_length", 16)
+    kwargs.setdefault("max_documents", 8)
+    return packoracle.fuzz(*args, **kwargs)

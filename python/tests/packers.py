@@ -257,3 +257,75 @@ def reduce_own_count_as_global(request):
         out.append({"loss_sum": s, "denominator": count, "denominator_scope": "global",
                     "loss": s / count if count else 0.0})
     return out
+
+
+# ---- bugs that need size (the zoo's SZ-*, fixtures/bugs/src/sizes.cc, written as Python packers) --------------
+# Each is invisible on rows of 16 slots and a handful of documents; packoracle.fuzz at its defaults (rows to
+# 8,192 slots, 512 documents) catches it in-process. Each pairs with the policy it claims (SIZE_BUG_POLICIES).
+
+def pack_doc_ids_uint8(token_lists, row_length, *, supervised=None):
+    """BUG SZ-01: doc_ids kept in a uint8 tensor (to save memory), so the 257th document of a row gets id 0
+    again and a document mask that compares ids lets it attend to the row's first document."""
+    batch = pack_reference(token_lists, row_length, supervised=supervised)
+    ids = batch["doc_ids"]
+    batch["doc_ids"] = np.where(ids >= 0, ids.astype(np.uint8).astype(np.int64), -1)  # padding stays -1
+    return batch
+
+
+def pack_positions_clamped(token_lists, row_length, *, supervised=None):
+    """BUG SZ-02: position_ids clamped to the model's max_position_embeddings - 1 (1023, GPT-2's) "to be safe",
+    so every token of a document past its 1,024th gets position 1023."""
+    batch = pack_reference(token_lists, row_length, supervised=supervised)
+    if not len(batch["input_ids"]):
+        return []  # no document: no micro-batch
+    batch["position_ids"] = np.minimum(batch["position_ids"], 1023)
+    batch["cu_seqlens"] = [_row_cu_seqlens(ids) for ids in batch["doc_ids"]]
+    return batch
+
+
+def _row_cu_seqlens(doc_ids):
+    """A row's cu_seqlens from its doc_ids (-1 on padding): 0, the end of each document, and the row's end
+    (the padding run a segment of its own)."""
+    ends = np.flatnonzero(np.diff(doc_ids)) + 1
+    return np.concatenate([[0], ends, [len(doc_ids)]]).astype(np.int64)
+
+
+def pack_cut_at_1000(token_lists, row_length, *, supervised=None):
+    """BUG SZ-03: tokenised with truncation=True, max_length=1000 (a default copied from an example), so a longer
+    document loses its tail before packing, silently."""
+    cut = [list(t)[:1000] for t in token_lists]
+    sup = None if supervised is None else [list(s)[:1000] for s in supervised]
+    return pack_reference(cut, row_length, supervised=sup)
+
+
+def pack_cu_seqlens_int16(request):
+    """BUG SZ-04: one cu_seqlens over each micro-batch's flattened tokens (THD, rows one after the other) by
+    torch.cumsum(lengths, dtype=torch.int16), sliced per row minus the row's start offset: once a micro-batch
+    passes 32,767 slots the sums wrap and the later rows' cu_seqlens go negative. A ``packer(request)`` (it
+    deals rows into micro-batches of the request's micro_batch_rows)."""
+    try:
+        batch = pack_reference(_tokens(request), request["row_length"], supervised=_supervised(request))
+    except DocumentTooLong as e:
+        raise packoracle.Refuse(str(e)) from e
+    per_mb = request["micro_batch_rows"]
+    rows = len(batch["input_ids"])
+    out = []
+    for first in range(0, rows, per_mb):
+        part = {k: v[first:first + per_mb] for k, v in batch.items()}
+        cu, offset = [], 0
+        for ids in part["doc_ids"]:
+            cu.append((offset + _row_cu_seqlens(ids)).astype(np.int16).astype(np.int64) - offset)
+            offset += len(ids)
+        part["cu_seqlens"] = cu
+        out.append(part)
+    return out
+
+
+# Each SZ-* packer as packoracle.fuzz takes it, with the policy it claims and the invariant that catches it.
+SIZE_BUGS = {
+    "SZ-01": (as_packer(pack_doc_ids_uint8), {"preset": "reference", "boundary_source": "doc_ids"}, "segments"),
+    "SZ-02": (as_packer(pack_positions_clamped), {"preset": "reference", "boundary_source": "cu_seqlens"},
+              "positions"),
+    "SZ-03": (as_packer(pack_cut_at_1000), "reference", "coverage"),
+    "SZ-04": (pack_cu_seqlens_int16, {"preset": "reference", "boundary_source": "cu_seqlens"}, "shape"),
+}

@@ -87,6 +87,8 @@ def test_check_step_checks_the_denominator_over_the_step():
     report = packoracle.check_step(step, docs, "hf-flatten")
     assert not report.ok
     assert {v.invariant for v in report.violations} == {"denominator"}
+    # The totals are the step's loss code's (a loss reducer's), not a packer's: the report says whose.
+    assert report.violations[0].message.startswith("the loss reducer, micro-batch 0: divided by 2"), report
     good = [dict(m, producer=dict(m["producer"], denominator=7)) for m in step]
     assert packoracle.check_step(good, docs, "hf-flatten").ok
 

@@ -13,6 +13,7 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask
 
 import packoracle
+from tests.helpers import small_fuzz
 
 CASES = 300
 POLICY = "reference"  # doc_causal: a query sees the earlier keys of its own document; padding is seen by nobody
@@ -125,7 +126,7 @@ CORRECT_ANSWERS = [answer_segment_ids, answer_segment_ids_torch, answer_dense_bo
 @pytest.mark.parametrize("answer", CORRECT_ANSWERS, ids=[f.__name__[len("answer_"):] for f in CORRECT_ANSWERS])
 def test_correct_microbatch_consumer_passes(answer):
     recorder = MicrobatchRecorder(answer)
-    result = packoracle.fuzz(None, POLICY, cases=CASES, microbatch_consumer=recorder)
+    result = small_fuzz(None, POLICY, cases=CASES, microbatch_consumer=recorder)
     assert isinstance(result, packoracle.FuzzResult)
     assert result.cases == CASES
     assert "attention" in result.checked, result.checked
@@ -143,7 +144,7 @@ def test_correct_per_row_consumer_passes():
         rows.append(len(row["input_ids"]))
         return row["doc_ids"]
 
-    result = packoracle.fuzz(None, POLICY, cases=CASES, consumer=segment_ids)
+    result = small_fuzz(None, POLICY, cases=CASES, consumer=segment_ids)
     assert result.cases == CASES
     assert "attention" in result.checked, result.checked
     assert len(rows) >= CASES
@@ -156,7 +157,7 @@ def test_block_mask_is_really_read():
         return create_block_mask(lambda b, h, q, k: k <= q, rows, None, n, n, device="cpu", BLOCK_SIZE=2)
 
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=CASES, microbatch_consumer=causal_block_mask)
+        small_fuzz(None, POLICY, cases=CASES, microbatch_consumer=causal_block_mask)
     assert info.value.invariant == "attention"
     assert "may attend key" in str(info.value)
 
@@ -168,7 +169,7 @@ def test_mask_mod_gets_the_row_index_as_b():
         return lambda b, h, q, k: (docs[0, q] == docs[0, k]) & (docs[0, k] >= 0) & (k <= q)
 
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=CASES, microbatch_consumer=row_zero_only)
+        small_fuzz(None, POLICY, cases=CASES, microbatch_consumer=row_zero_only)
     assert info.value.invariant == "attention"
     assert re.search(r"micro-batch \d+ row [1-9]\d*:", str(info.value)), str(info.value)
 
@@ -178,7 +179,7 @@ def test_mask_function_with_a_default_argument_is_a_two_argument_mask():
         return [lambda q, k, d=np.asarray(row["doc_ids"]): (d[q] == d[k]) & (d[k] >= 0) & (k <= q)
                 for row in microbatch["rows"]]
 
-    packoracle.fuzz(None, POLICY, cases=50, microbatch_consumer=answer)
+    small_fuzz(None, POLICY, cases=50, microbatch_consumer=answer)
 
 
 # ---- 2. PI-01: packing detected only in a one-row micro-batch --------------------------------------------------
@@ -197,14 +198,14 @@ def test_pi01_microbatch_consumer_is_caught():
         return [np.tril(np.ones((len(row["input_ids"]),) * 2, dtype=bool)) for row in rows]  # plain causal
 
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=CASES, microbatch_consumer=pi01)
+        small_fuzz(None, POLICY, cases=CASES, microbatch_consumer=pi01)
     e = info.value
     assert e.invariant == "attention", str(e)
     text = str(e)
     assert "may attend key" in text and "the policy says no" in text
     # The minimal case needs a micro-batch of two rows (one row would have been read as packed).
     assert re.search(r"micro_batch_rows ([2-9]|\d\d)", text), text
-    assert re.search(r"microbatch_consumer=\S*pi01, reproduce=", e.replay), e.replay
+    assert re.search(r"microbatch_consumer=\S*pi01, max_row_length=16, max_documents=8, reproduce=", e.replay), e.replay
 
 
 def test_pi01_per_row_consumer_is_not_caught():
@@ -213,7 +214,7 @@ def test_pi01_per_row_consumer_is_not_caught():
     def pi01_per_row(row, policy):
         return segments_from_positions(row)  # a lone row: packing detected
 
-    result = packoracle.fuzz(None, POLICY, cases=CASES, consumer=pi01_per_row)
+    result = small_fuzz(None, POLICY, cases=CASES, consumer=pi01_per_row)
     assert result.cases == CASES
     assert "attention" in result.checked
 
@@ -233,7 +234,7 @@ def leaky_microbatch(microbatch, policy):
 def test_leaky_consumer_is_caught_with_a_minimal_counterexample(form):
     consumer = leaky if form == "consumer" else leaky_microbatch
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=CASES, **{form: consumer})
+        small_fuzz(None, POLICY, cases=CASES, **{form: consumer})
     e = info.value
     text = str(e)
     assert isinstance(e, AssertionError)
@@ -246,7 +247,7 @@ def test_leaky_consumer_is_caught_with_a_minimal_counterexample(form):
     assert "row_length 2" in text, text
     # The reproduce string replays the same failure.
     with pytest.raises(packoracle.Counterexample) as again:
-        packoracle.fuzz(None, POLICY, reproduce=e.reproduce, **{form: consumer})
+        small_fuzz(None, POLICY, reproduce=e.reproduce, **{form: consumer})
     assert again.value.invariant == "attention"
     assert again.value.reproduce == e.reproduce
 
@@ -303,7 +304,7 @@ def test_bad_answer_fails_the_case_named(bad, form):
     consumer.__name__ = consumer.__qualname__ = f"{bad}_{form}"
 
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=50, **{form: consumer})
+        small_fuzz(None, POLICY, cases=50, **{form: consumer})
     e = info.value
     text = str(e)
     assert e.invariant == "attention", text
@@ -349,7 +350,7 @@ BAD_MICROBATCH_ANSWERS = {
 def test_bad_microbatch_answer_fails_the_case_named(bad):
     consumer, named = BAD_MICROBATCH_ANSWERS[bad]
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, POLICY, cases=50, microbatch_consumer=consumer)
+        small_fuzz(None, POLICY, cases=50, microbatch_consumer=consumer)
     e = info.value
     text = str(e)
     assert e.invariant == "attention", text
@@ -362,28 +363,28 @@ def test_bad_microbatch_answer_fails_the_case_named(bad):
 
 def test_consumer_and_microbatch_consumer_together_is_a_type_error():
     with pytest.raises(TypeError, match="not both"):
-        packoracle.fuzz(None, POLICY, cases=10, consumer=lambda row, policy: row["doc_ids"],
+        small_fuzz(None, POLICY, cases=10, consumer=lambda row, policy: row["doc_ids"],
                         microbatch_consumer=answer_segment_ids)
 
 
 @pytest.mark.parametrize("value", ["segment ids", 3, [answer_segment_ids]], ids=["str", "int", "list"])
 def test_non_callable_microbatch_consumer_is_a_type_error(value):
     with pytest.raises(TypeError, match="microbatch_consumer must be callable"):
-        packoracle.fuzz(None, POLICY, cases=10, microbatch_consumer=value)
+        small_fuzz(None, POLICY, cases=10, microbatch_consumer=value)
 
 
 def test_non_callable_consumer_is_a_type_error():
     with pytest.raises(TypeError, match="consumer must be callable"):
-        packoracle.fuzz(None, POLICY, cases=10, consumer=np.zeros((4, 4)))
+        small_fuzz(None, POLICY, cases=10, consumer=np.zeros((4, 4)))
 
 
 def test_nothing_to_check_is_a_type_error():
     with pytest.raises(TypeError):
-        packoracle.fuzz(None, POLICY, cases=10)
+        small_fuzz(None, POLICY, cases=10)
 
 
 def test_a_passing_run_says_what_it_did_not_check_and_how_to_check_it():
-    result = packoracle.fuzz(None, "reference", microbatch_consumer=lambda mb, p: [np.asarray(r["doc_ids"])
+    result = small_fuzz(None, "reference", microbatch_consumer=lambda mb, p: [np.asarray(r["doc_ids"])
                                                                                    for r in mb["rows"]], cases=20)
     text = str(result)
     assert text.startswith("20 cases passed")

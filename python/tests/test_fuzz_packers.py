@@ -7,6 +7,7 @@ import re
 import pytest
 
 import packoracle
+from tests.helpers import small_fuzz
 from tests.packers import (
     as_budget_packer, as_packer, pack_hf_flatten, pack_json_string, pack_labels_cut, pack_positions_not_reset,
     pack_reference, pack_refuse_exact_fit, pack_row_shifted, pack_stack_rows, reduce_mean_of_means,
@@ -49,7 +50,7 @@ CORE = {"shape", "coverage", "segments", "positions", "targets", "attention"}
 ], ids=["reference", "hf-flatten"])
 def test_correct_packer_passes(packer, policy):
     recorder = Recorder(packer)
-    result = packoracle.fuzz(recorder, policy, cases=CASES)
+    result = small_fuzz(recorder, policy, cases=CASES)
     assert isinstance(result, packoracle.FuzzResult)
     assert result.cases == CASES
     assert CORE <= set(result.checked), result.checked
@@ -65,14 +66,14 @@ def test_correct_packer_passes(packer, policy):
 
 def test_same_seed_same_cases_and_another_seed_passes_too():
     packer = as_packer(pack_reference)
-    a = packoracle.fuzz(packer, "reference", cases=50, seed=7)
-    b = packoracle.fuzz(packer, "reference", cases=50, seed=8)
+    a = small_fuzz(packer, "reference", cases=50, seed=7)
+    b = small_fuzz(packer, "reference", cases=50, seed=8)
     assert a.cases == b.cases == 50
     assert a.checked == b.checked
 
 
 def test_correct_packer_with_correct_loss_reducer_checks_the_loss():
-    result = packoracle.fuzz(as_packer(pack_reference), "reference", reducer=reduce_token_mean, cases=CASES)
+    result = small_fuzz(as_packer(pack_reference), "reference", reducer=reduce_token_mean, cases=CASES)
     assert {"denominator", "loss"} <= set(result.checked)
     assert CORE <= set(result.checked)
     assert result.not_applicable == ("gradient",)  # its totals are numbers: nothing backpropagated
@@ -101,7 +102,7 @@ BUGS = {
 
 def _fail(packer, reducer, policy, **kwargs):
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(packer, policy, reducer=reducer, **kwargs)
+        small_fuzz(packer, policy, reducer=reducer, **kwargs)
     return info.value
 
 
@@ -153,7 +154,7 @@ def test_the_raising_packers_traceback_is_in_the_report():
 
 def test_a_fixed_packer_passes_the_replayed_case():
     e = _fail(as_packer(pack_row_shifted), None, "reference", cases=CASES)
-    result = packoracle.fuzz(as_packer(pack_reference), "reference", reproduce=e.reproduce)
+    result = small_fuzz(as_packer(pack_reference), "reference", reproduce=e.reproduce)
     assert result.cases == 1
     assert "targets" in result.checked
 
@@ -177,7 +178,7 @@ def test_save_regressions_writes_the_minimal_case(tmp_path):
 
 def test_refusing_a_document_longer_than_the_row_under_overflow_error_passes():
     recorder = Recorder(as_packer(pack_reference))
-    packoracle.fuzz(recorder, "reference", cases=CASES)
+    small_fuzz(recorder, "reference", cases=CASES)
     assert packoracle.Policy("reference")["overflow"] == "error"
     assert recorder.refusals >= 1  # the refusal was exercised, and judged right
 

@@ -7,6 +7,7 @@ value than it reports, fails under `gradient`; one without tensors has `gradient
 import pytest
 
 import packoracle
+from tests.helpers import small_fuzz
 
 torch = pytest.importorskip("torch")
 
@@ -98,7 +99,7 @@ def floats_only(request):
 
 
 def test_a_correct_torch_reducer_passes_and_has_its_gradient_checked():
-    result = packoracle.fuzz(None, "reference", reducer=torch_token_mean, cases=CASES, gradient=True)
+    result = small_fuzz(None, "reference", reducer=torch_token_mean, cases=CASES, gradient=True)
     assert {"loss", "denominator", "gradient"} <= set(result.checked)
     assert "gradient" not in result.not_applicable
 
@@ -118,7 +119,7 @@ def torch_rank_mean(request):
                                               ("rank_mean", torch_rank_mean)])
 def test_a_correct_reducer_under_another_declared_formula_passes(formula, reducer):
     policy = {"preset": "reference", "denominator": formula}
-    result = packoracle.fuzz(None, policy, reducer=reducer, cases=CASES, gradient=True)
+    result = small_fuzz(None, policy, reducer=reducer, cases=CASES, gradient=True)
     assert "gradient" in result.checked
 
 
@@ -126,7 +127,7 @@ def test_a_correct_reducer_under_another_declared_formula_passes(formula, reduce
                                      normalised_after_backward])
 def test_a_right_value_with_a_wrong_gradient_is_caught_under_gradient(reducer):
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, "reference", reducer=reducer, cases=CASES, gradient=True)
+        small_fuzz(None, "reference", reducer=reducer, cases=CASES, gradient=True)
     e = info.value
     assert e.invariant == "gradient", str(e)
     text = str(e)
@@ -134,7 +135,7 @@ def test_a_right_value_with_a_wrong_gradient_is_caught_under_gradient(reducer):
     assert "gradient=True" in e.replay
     # The replay line replays it.
     with pytest.raises(packoracle.Counterexample) as again:
-        packoracle.fuzz(None, "reference", reducer=reducer, gradient=True, reproduce=e.reproduce)
+        small_fuzz(None, "reference", reducer=reducer, gradient=True, reproduce=e.reproduce)
     assert again.value.invariant == "gradient"
 
 
@@ -147,26 +148,26 @@ def torch_mean_of_means(request):
 
 def test_a_wrong_loss_backpropagated_as_reported_is_caught_under_loss():
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, "reference", reducer=torch_mean_of_means, cases=CASES, gradient=True)
+        small_fuzz(None, "reference", reducer=torch_mean_of_means, cases=CASES, gradient=True)
     assert info.value.invariant == "loss", str(info.value)
 
 
 def test_the_detached_backward_is_reported_with_its_slot_and_values():
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, "reference", reducer=detached_backward, cases=CASES, gradient=True)
+        small_fuzz(None, "reference", reducer=detached_backward, cases=CASES, gradient=True)
     text = str(info.value)
     assert "gives this target's loss the gradient 0, but m / Σm over the step is" in text, text
 
 
 def test_a_reducer_without_tensors_has_gradient_not_checked():
-    result = packoracle.fuzz(None, "reference", reducer=floats_only, cases=CASES, gradient=True)
+    result = small_fuzz(None, "reference", reducer=floats_only, cases=CASES, gradient=True)
     assert "gradient" in result.not_applicable
     assert "gradient" not in result.checked
     assert "loss" in result.checked
 
 
 def test_without_gradient_true_the_gradient_is_not_checked():
-    result = packoracle.fuzz(None, "reference", reducer=torch_token_mean, cases=CASES)
+    result = small_fuzz(None, "reference", reducer=torch_token_mean, cases=CASES)
     assert "gradient" in result.not_applicable
     assert "loss" in result.checked
 
@@ -175,12 +176,12 @@ def test_a_backward_that_is_not_a_scalar_tensor_fails_the_case():
     def reducer(request):
         return [dict(t, backward=1.5) for t in torch_token_mean(request)]
     with pytest.raises(packoracle.Counterexample) as info:
-        packoracle.fuzz(None, "reference", reducer=reducer, cases=CASES, gradient=True)
+        small_fuzz(None, "reference", reducer=reducer, cases=CASES, gradient=True)
     assert "must be a 0-dim torch tensor" in str(info.value)
 
 
 def test_gradient_arguments_are_checked_at_the_door():
     with pytest.raises(TypeError, match="gradient must be True or False"):
-        packoracle.fuzz(None, "reference", reducer=torch_token_mean, gradient="yes")
+        small_fuzz(None, "reference", reducer=torch_token_mean, gradient="yes")
     with pytest.raises(TypeError, match="give a reducer"):
-        packoracle.fuzz(lambda r: [], "reference", gradient=True)
+        small_fuzz(lambda r: [], "reference", gradient=True)

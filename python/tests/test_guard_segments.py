@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import packoracle
+from tests.helpers import small_fuzz
 from packoracle import _core
 from packoracle.guard import documents_from_segments
 
@@ -90,7 +91,7 @@ def _real(starts, piece) -> list:
 def test_guard_segments_are_the_cores_on_every_generated_row(preset):
     policy = packoracle.Policy(preset).to_dict()
     recorder = Recorder()
-    packoracle.fuzz(None, preset, cases=CASES, microbatch_consumer=recorder, decoder=False)
+    small_fuzz(None, preset, cases=CASES, microbatch_consumer=recorder, decoder=False)
     rows = multi = 0
     for microbatch in recorder.microbatches:
         guard_spans = [spans for batch in _as_batches(microbatch)

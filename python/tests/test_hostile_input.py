@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import packoracle
+from tests.helpers import small_fuzz
 from packoracle import strategies
 from packoracle.dump import DumpWriter
 from tests.packers import as_packer, pack_reference
@@ -86,7 +87,7 @@ def check_step(mbs=None, **kw):
 
 def fuzz(**kw):
     kw.setdefault("cases", 1)
-    return packoracle.fuzz(as_packer(pack_reference), "reference", **kw)
+    return small_fuzz(as_packer(pack_reference), "reference", **kw)
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +283,7 @@ class ArrayRaises:
 ], ids=["Mapping.items", "__array__"])
 def test_an_answer_that_raises_fails_its_case(answer, words):
     with pytest.raises(packoracle.Counterexample) as raised:
-        packoracle.fuzz(answer, "reference", cases=4)
+        small_fuzz(answer, "reference", cases=4)
     for word in words:
         assert word in str(raised.value)
 
@@ -293,9 +294,9 @@ def test_uint64_labels_from_a_fuzzed_packer_are_not_read_as_minus_100():
         labels = np.asarray(out["labels"])
         wrapped = labels.astype(np.uint64)  # -100 wraps to 2**64 - 100
         return dict(out, labels=wrapped)
-    assert packoracle.fuzz(as_packer(pack_reference), "reference", cases=64).cases == 64  # the packer itself is right
+    assert small_fuzz(as_packer(pack_reference), "reference", cases=64).cases == 64  # the packer itself is right
     with pytest.raises(packoracle.Counterexample) as raised:
-        packoracle.fuzz(uint64_labels, "reference", cases=64)
+        small_fuzz(uint64_labels, "reference", cases=64)
     assert str(2**64 - 100) in str(raised.value) and "labels" in str(raised.value)
 
 
@@ -405,8 +406,8 @@ def test_paths_and_numpy_numbers_in_verify_and_draw(dump):
 
 
 def test_numpy_numbers_in_fuzz_run_the_same_cases():
-    plain = packoracle.fuzz(as_packer(pack_reference), "reference", cases=40, seed=7, max_row_length=12)
-    numpy = packoracle.fuzz(as_packer(pack_reference), "reference", cases=np.int32(40), seed=np.uint64(7),
+    plain = small_fuzz(as_packer(pack_reference), "reference", cases=40, seed=7, max_row_length=12)
+    numpy = small_fuzz(as_packer(pack_reference), "reference", cases=np.int32(40), seed=np.uint64(7),
                             max_row_length=np.int64(12), decoder=np.bool_(True))
     assert (numpy.cases, numpy.profiles, numpy.checked) == (plain.cases, plain.profiles, plain.checked)
 
@@ -422,7 +423,7 @@ def test_a_fuzzed_packer_answering_unusual_arrays_passes(convert):
     def packer(request):
         out = as_packer(pack_reference)(request)
         return {k: convert(v) for k, v in out.items()}
-    assert packoracle.fuzz(packer, "reference", cases=64).cases == 64
+    assert small_fuzz(packer, "reference", cases=64).cases == 64
 
 
 # ---- a per-answer deadline: a callable that hangs fails its case, with its stack; the run never hangs -----------
@@ -445,7 +446,7 @@ def _spins_on_three_documents(request):
 def test_a_packer_that_hangs_fails_its_case_with_its_stack(packer, line):
     start = time.monotonic()
     with pytest.raises(packoracle.Counterexample) as raised:
-        packoracle.fuzz(packer, "reference", cases=200, timeout=1)
+        small_fuzz(packer, "reference", cases=200, timeout=1)
     elapsed = time.monotonic() - start
     text = str(raised.value)
     assert "the packer gave no answer within" in text and line in text and packer.__name__ in text
@@ -457,7 +458,7 @@ def test_a_reducer_that_hangs_fails_its_case():
     def reducer(request):
         time.sleep(1000)
     with pytest.raises(packoracle.Counterexample) as raised:
-        packoracle.fuzz(as_packer(pack_reference), "reference", reducer=reducer, cases=5, timeout=0.5)
+        small_fuzz(as_packer(pack_reference), "reference", reducer=reducer, cases=5, timeout=0.5)
     assert "the loss reducer gave no answer within" in str(raised.value)
 
 
@@ -466,7 +467,7 @@ def test_the_deadline_leaves_no_timer_and_restores_the_handler():
         pass
     previous = signal.signal(signal.SIGALRM, mine)
     try:
-        assert packoracle.fuzz(as_packer(pack_reference), "reference", cases=64, timeout=5).cases == 64
+        assert small_fuzz(as_packer(pack_reference), "reference", cases=64, timeout=5).cases == 64
         assert signal.getsignal(signal.SIGALRM) is mine
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     finally:
@@ -479,7 +480,7 @@ def test_an_armed_timer_of_someone_else_is_left_alone():
     previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
     signal.setitimer(signal.ITIMER_REAL, 30)
     try:
-        packoracle.fuzz(as_packer(pack_reference), "reference", cases=32, timeout=5)
+        small_fuzz(as_packer(pack_reference), "reference", cases=32, timeout=5)
         remaining = signal.getitimer(signal.ITIMER_REAL)[0]
         assert 0 < remaining <= 30 and not fired
     finally:

@@ -12,6 +12,7 @@ import pytest
 import packoracle
 from packoracle._fuzz import DEFAULT_CASES
 from tests import packers
+from tests.helpers import small_fuzz
 
 pytest_plugins = ["pytester"]
 
@@ -50,7 +51,7 @@ INNER = textwrap.dedent('''
         return pack_rows
 
 
-    @pytest.mark.packoracle(policy="reference")
+    @pytest.mark.packoracle(policy="reference", max_row_length=16, max_documents=8)  # small cases: seconds
     def test_packer(packoracle_fuzz):
         result = packoracle_fuzz(recorded(PACKER))
         with open("result.json", "w") as f:
@@ -170,8 +171,8 @@ def test_cases_option_and_ini_and_marker(inner):
     run(inner, "--packoracle-cases", "5").assert_outcomes(passed=1)  # the command line over the ini file
     assert result_of(inner)["cases"] == 5
     # The test's marker over the command line, and the call's own argument over the marker.
-    inner.makepyfile(test_inner=INNER.replace('@pytest.mark.packoracle(policy="reference")',
-                                              '@pytest.mark.packoracle(policy="reference", cases=11)'))
+    inner.makepyfile(test_inner=INNER.replace('@pytest.mark.packoracle(policy="reference", ',
+                                              '@pytest.mark.packoracle(policy="reference", cases=11, '))
     run(inner, "--packoracle-cases", "5").assert_outcomes(passed=1)
     assert result_of(inner)["cases"] == 11
     inner.makepyfile(test_inner=INNER.replace('packoracle_fuzz(recorded(PACKER))',
@@ -194,7 +195,7 @@ def test_seed_option_fixes_the_cases(inner):
     def pack_rows(request):
         direct.append(json.loads(json.dumps(request)))
         return packers.as_packer(packers.pack_reference)(request)
-    packoracle.fuzz(pack_rows, "reference", cases=20, seed=2)
+    small_fuzz(pack_rows, "reference", cases=20, seed=2)
     assert direct == two
     result = run(inner, "--packoracle-cases", "20", "--packoracle-seed", "2")
     result.stdout.fnmatch_lines(["packoracle: cases=20, seed=2, *"])

@@ -40,3 +40,12 @@ def test_an_unexplainable_step_keeps_the_greedy_reading():
     spans, m = _read([("a", [11])], [[11, 7, 0]])
     assert spans == [[("a", 0, 1)]]
     assert m.matcher().misses == 1
+
+
+def test_padding_before_a_later_document_where_the_next_one_does_not_fit():
+    # The packer (greedy in order, rows of 3): [d0 pad pad] [d1] [d2 pad], every token the pad id 0. At row 0
+    # slot 1 the next document in order (d1, 3 tokens) does not fit; d2 matches, and so does padding: padding is
+    # read, as the packer left it (taking d2 there would read row 2 as padding: d2 in the wrong row).
+    spans, m = _read([("d0", [0]), ("d1", [0, 0, 0]), ("d2", [0, 0])], [[0, 0, 0], [0, 0, 0], [0, 0, 0]])
+    assert spans == [[("d0", 0, 1)], [("d1", 0, 3)], [("d2", 0, 2)]]
+    assert m.matcher().unplaced() == 0

@@ -16,7 +16,8 @@
 // The failure message is the whole report: the broken invariant, the minimal counterexample, the rows and
 // the attention grid, the reproduce string and a regression test draft. Environment variables steer a run
 // without recompiling: PACKORACLE_CASES (cases per property), PACKORACLE_SEED, PACKORACLE_REPRODUCE (replay
-// one reproduce string), PACKORACLE_PROFILE, PACKORACLE_REGRESSIONS (a directory: every failure found is saved
+// one reproduce string), PACKORACLE_PROFILE, PACKORACLE_MAX_ROW_LENGTH and PACKORACLE_MAX_DOCUMENTS (the bounds the
+// cases grow to: by default those of `packoracle fuzz`, rows of 8,192 slots and 512 documents), PACKORACLE_REGRESSIONS (a directory: every failure found is saved
 // there as a regression file; replay them with ReplayRegressions). A value that cannot be read (PACKORACLE_CASES=abc,
 // a negative seed, an empty string) fails the test with a message naming the variable and its value.
 #pragma once
@@ -87,6 +88,14 @@ inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
   }
   if (const char* reproduce = std::getenv("PACKORACLE_REPRODUCE")) {
     base.reproduce = EnvironmentText("PACKORACLE_REPRODUCE", reproduce, "a reproduce string v1:...");
+  }
+  if (const char* length = std::getenv("PACKORACLE_MAX_ROW_LENGTH")) {
+    base.max_row_length = static_cast<std::int64_t>(
+        EnvironmentInteger("PACKORACLE_MAX_ROW_LENGTH", length, 1, std::uint64_t{1} << 20, "the longest row generated"));
+  }
+  if (const char* documents = std::getenv("PACKORACLE_MAX_DOCUMENTS")) {
+    base.max_documents = static_cast<std::size_t>(
+        EnvironmentInteger("PACKORACLE_MAX_DOCUMENTS", documents, 1, std::uint64_t{1} << 16, "the most documents a case"));
   }
   if (const char* profile = std::getenv("PACKORACLE_PROFILE")) {
     base.profile = EnvironmentText("PACKORACLE_PROFILE", profile, "a profile name");

@@ -27,6 +27,7 @@ UINT64_MAX = 2**64 - 1
 INT32_MAX = 2**31 - 1
 MAX_ROW_LENGTH: int = _core.MAX_ROW_LENGTH            # the longest row any check reads (the oracle's bound)
 MAX_FUZZ_ROW_LENGTH: int = _core.MAX_FUZZ_ROW_LENGTH  # the largest L `fuzz` generates (as --max-row-length)
+MAX_FUZZ_DOCUMENTS: int = _core.MAX_FUZZ_DOCUMENTS    # the most documents `fuzz` puts in a case (--max-documents)
 MAX_SECONDS = 10**6  # a time budget beyond 11 days is a mistake, not a plan
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -221,6 +221,8 @@ class SpanMatcher:
                 i = m
         while i < n:
             k = self._next_document(tokens, i, len(self.seen) - 1)
+            if k is not None and k != self._first_unplaced() and self._padding_from(tokens, i):
+                k = None  # as solve() chooses: a document out of order only where the rest is not padding
             if k is None:
                 # the rest is unexplained unless it is padding (the pad id to the row's end)
                 if self.pad_id is None or not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
@@ -237,6 +239,12 @@ class SpanMatcher:
 
     def unplaced(self) -> int:
         return sum(1 for placed in self.placed if not placed)
+
+    def _first_unplaced(self) -> Optional[int]:
+        return next((k for k, placed in enumerate(self.placed) if not placed), None)
+
+    def _padding_from(self, tokens: np.ndarray, i: int) -> bool:
+        return self.pad_id is not None and bool((np.asarray(tokens[i:]) == self.pad_id).all())
 
     def solve(self, pad_id: int) -> bool:
         """Depth-first over the rows seen: at each slot a continued piece, padding when the rest of the row is

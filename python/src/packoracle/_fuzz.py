@@ -4,6 +4,7 @@ generation and shrinking (the exec protocol of DESIGN §6, with Python objects i
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import threading
 import time as _time
@@ -21,6 +22,12 @@ from ._masks import ConsumerAnswerError, densify
 from ._policy import PolicyLike, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
+# The bounds the cases grow to, as `packoracle fuzz` has them (rows of 8,192 slots, 512 documents a case).
+DEFAULT_MAX_ROW_LENGTH: int = _core.DEFAULT_FUZZ_MAX_ROW_LENGTH
+DEFAULT_MAX_DOCUMENTS: int = _core.DEFAULT_FUZZ_MAX_DOCUMENTS
+# Small cases (rows of at most 16 slots, 8 documents a case): the bounds of the runs that drive real models
+# (the conformance matrix's consumer column, guard.check_model), where a row costs a forward pass.
+SMALL_CASES = {"max_row_length": 16, "max_documents": 8}
 DEFAULT_SEED = 20261129
 # Seconds a callable has for one answer. `packoracle fuzz --exec` gives 10; in-process callables include real
 # models whose first call may build or compile, so more.
@@ -38,9 +45,9 @@ class Counterexample(AssertionError):
     invariant, the policy, the documents, the drawn rows) and ends with the line that replays it.
 
     Attributes: ``invariant`` (the broken one's name), ``reproduce`` (the ``v1:`` string), ``replay`` (the call
-    that replays it), ``request`` (the minimal case, as the packer was handed it), ``regression`` (the file it
-    was saved to, if any), ``cases`` (1-based index of the first failing case of the run) and ``shrinks``
-    (shrink steps from that case to the minimal one)."""
+    that replays it), ``request`` (the minimal case, as the packer was handed it; ``minimal_case`` is the same
+    dict), ``regression`` (the file it was saved to, if any), ``cases`` (1-based index of the first failing
+    case of the run) and ``shrinks`` (shrink steps from that case to the minimal one)."""
 
     def __init__(self, text: str, *, invariant: Optional[str], reproduce: str, replay: str,
                  request: Optional[dict], regression: Optional[str] = None, cases: int = 0, shrinks: int = 0):
@@ -52,6 +59,11 @@ class Counterexample(AssertionError):
         self.regression = regression
         self.cases = cases
         self.shrinks = shrinks
+
+    @property
+    def minimal_case(self) -> Optional[dict]:
+        """The minimal failing case (the request a packer is handed): ``request`` by its role's name."""
+        return self.request
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,9 @@ class FuzzResult:
     profiles: tuple[str, ...] = ()
     objective_gap: str = ""  # under a declared non-global objective: how far it was from the token mean
     stopped_by: str = "cases"  # "cases", or "time" when the time budget ended the run
+    # fuzz(stats=True): what was generated, as `packoracle fuzz --format json` holds it under "generated"
+    # (documents per case and per row, row lengths, tokens: median / p90 / max; shares), else None
+    generated: Optional[dict] = None
 
     @property
     def cases_per_second(self) -> float:
@@ -323,10 +338,11 @@ def _name_of(obj: Any) -> str:
 def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: Optional[int] = None,
          seed: Optional[int] = None, time: Optional[float] = None, reducer: Optional[Callable[[dict], Any]] = None,
          consumer: Optional[Callable[[dict, dict], Any]] = None, reproduce: Optional[str] = None,
-         max_row_length: int = 16, decoder: bool = True, save_regressions: Optional[str] = None,
+         max_row_length: int = DEFAULT_MAX_ROW_LENGTH, max_documents: int = DEFAULT_MAX_DOCUMENTS,
+         decoder: bool = True, save_regressions: Optional[str] = None,
          name: Optional[str] = None, sft_masks: bool = True,
          microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None,
-         timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False) -> FuzzResult:
+         timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False, stats: bool = False) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -359,12 +375,19 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     Runs ``cases`` cases (default 1000), or as many as fit in ``time`` seconds, in batches of 32 exactly as
     ``packoracle fuzz --cases N --seed S`` does (each batch with its own derived seed and fuzzing profile);
-    ``seed`` fixes them. Returns a
+    ``seed`` fixes them. The cases are the command line's: every profile (``large`` among them), sizes that
+    climb over the run's first 2,048 cases (all of them in a shorter run) to rows of ``max_row_length`` slots
+    (default 8,192) and ``max_documents`` documents a case (default 512), steps of up to about 65,536 slots.
+    A default run of a plain Python packer (lists or numpy, the README's) checks about 130 cases a second: 1000
+    cases take about 8 s of one core; give ``max_row_length=16, max_documents=8`` (or ``time=``) for seconds-long runs of
+    small cases. A loss reducer gets the same steps; an attention consumer gets rows of at most 512 slots
+    (it answers with masks of n × n). Returns a
     FuzzResult when every case passes; raises ``Counterexample`` (an AssertionError) with the minimal failing
     case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
     minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
     documents whose every token is supervised, for packers that take no per-token supervision (pretraining
-    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length``.
+    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length`` and
+    ``max_documents``. ``stats=True`` measures every generated case (``FuzzResult.generated``).
 
     ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that
     does not come in time fails that case with the stack where the callable was stopped, and the cases that
@@ -387,6 +410,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     time = None if time is None else _args.seconds(time, at, "time")
     reproduce = _args.optional_text(reproduce, at, "reproduce")
     max_row_length = _args.integer(max_row_length, at, "max_row_length", 1, _args.MAX_FUZZ_ROW_LENGTH)
+    max_documents = _args.integer(max_documents, at, "max_documents", 1, _args.MAX_FUZZ_DOCUMENTS)
+    stats = _args.flag(stats, at, "stats")
     decoder = _args.flag(decoder, at, "decoder")
     sft_masks = _args.flag(sft_masks, at, "sft_masks")
     save_regressions = _args.optional_path(save_regressions, at, "save_regressions")
@@ -404,8 +429,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
-    replay = _replay_line(packer, reducer, consumer, policy, resolved, max_row_length, decoder, sft_masks,
-                          microbatch_consumer, gradient)
+    replay = _replay_line(packer, reducer, consumer, policy, resolved, (max_row_length, max_documents), decoder,
+                          sft_masks, microbatch_consumer, gradient)
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
     deadline = _Deadline(timeout)
@@ -414,8 +439,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
-                        reproduce, max_row_length, decoder, save_regressions, sft_masks,
-                        microbatch_consumer is not None)
+                        reproduce, max_row_length, max_documents, decoder, save_regressions, sft_masks,
+                        microbatch_consumer is not None, stats)
     if not result["passed"]:
         raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
                              invariant=result["invariant"], reproduce=result["reproduce"],
@@ -426,7 +451,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     return FuzzResult(cases=result["cases"], seconds=result["seconds"], checked=checked,
                       not_applicable=tuple(i for i in _core.invariants() if i not in checked),
                       profiles=tuple(result["profiles"]), objective_gap=result["gap"],
-                      stopped_by=result["stopped_by"])
+                      stopped_by=result["stopped_by"],
+                      generated=json.loads(result["generated"]) if result["generated"] else None)
 
 
 def _import_path(obj: Any) -> Optional[tuple[str, str]]:
@@ -448,7 +474,7 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     return module, qualname
 
 
-def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, max_row_length: int,
+def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
                  decoder: bool, sft_masks: bool = True, microbatch_consumer=None, gradient: bool = False) -> str:
     """The line that replays a failing case ("{}" stands for its reproduce string), to run as written: the
     imports of its roles and the call with the same roles, policy and the options the reproduce string
@@ -467,8 +493,11 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
     for key, role in roles[1:]:
         if role is not None:
             args.append(f"{key}{paths[key][1] if paths[key] else _name_of(role)}")
-    if max_row_length != 16:
+    max_row_length, max_documents = bounds
+    if max_row_length != DEFAULT_MAX_ROW_LENGTH:
         args.append(f"max_row_length={max_row_length}")
+    if max_documents != DEFAULT_MAX_DOCUMENTS:
+        args.append(f"max_documents={max_documents}")
     if not decoder:
         args.append("decoder=False")
     if not sft_masks:

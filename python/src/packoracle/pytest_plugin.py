@@ -20,6 +20,11 @@ Options (command line, or the ini keys of the same name with underscores: ``pack
   ``.packoracle/regressions`` under the rootdir; a relative DIR is taken from the current directory on the
   command line, from the rootdir in the ini file; ``none`` neither saves nor replays).
 
+A call at the defaults generates what ``packoracle fuzz`` generates: 1000 cases of every profile, sizes climbing
+to rows of 8,192 slots and 512 documents a case; for a plain Python packer that is about 8 s of one core (some 130 cases/s).
+For a quick test of small cases give ``max_row_length=16, max_documents=8`` (in the call or the marker), or
+fewer cases.
+
 What wins, most specific first: an argument of the ``packoracle_fuzz(...)`` call, the test's
 ``@pytest.mark.packoracle(...)``, the command line, the ini file, packoracle.fuzz's defaults.
 

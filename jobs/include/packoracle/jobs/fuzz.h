@@ -36,9 +36,10 @@ inline constexpr int kDefaultFuzzCases = 1000;
 // Case sizes climb from CI-sized (L ≤ 16, 8 documents) to the bounds over a run's first cases (all of them
 // when the run has fewer), so that a long session reaches real sizes in its first minute.
 inline constexpr std::int64_t kFuzzRampCases = 2048;
-inline constexpr std::int64_t kDefaultFuzzMaxRowLength = 8192;
+inline constexpr std::int64_t kDefaultFuzzMaxRowLength = packoracle::kDefaultMaxRowLength;
 inline constexpr std::int64_t kMaxFuzzRowLength = std::int64_t{1} << 20;  // max_row_length: 1..this
-inline constexpr std::size_t kDefaultFuzzMaxDocuments = 512;
+inline constexpr std::size_t kDefaultFuzzMaxDocuments = packoracle::kDefaultMaxDocuments;
+inline constexpr std::size_t kMaxFuzzDocuments = std::size_t{1} << 16;  // max_documents: 1..this
 
 struct FuzzOptions {
   // The policies the candidate claims: a preset, a JSON policy file, a Policy object (at most one), or with

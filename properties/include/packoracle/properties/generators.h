@@ -148,7 +148,7 @@ struct Profile {
   int length_mode = 0;         // 0 around the row's share, 1 short (1..3), 2 long (L/2..L), 3 anything up to L
   int edge_percent = 12;       // cases whose documents hit the row's edges (1, L-1, L, L+1, exact fits)
   bool large = false;          // sizes of real training from the first case: L ≥ max/32, many documents
-  std::size_t max_documents = 0;  // 0: the run's bound (VerifyOptions::max_documents, default 8 ... 512)
+  std::size_t max_documents = 0;  // 0: the run's bound (VerifyOptions::max_documents, default 512)
 };
 
 // Every profile keeps some of everything (a bug that needs SFT masks or long documents is found whatever the

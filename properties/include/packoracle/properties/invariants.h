@@ -64,6 +64,9 @@ struct CheckOptions {
   // denominator and the step objective span ranks not seen here, so they are not compared (packoracle merge
   // checks them across the ranks' summaries); everything rank-local still is.
   bool partial_ranks = false;
+  // Who computed the micro-batches' producer totals, as the reports name them: a packer candidate's own, or
+  // in an audited step (check_step, packoracle verify) the training loop's loss code, a loss reducer's.
+  std::string totals_owner = "the packer";
   bool efficiency = false;  // report utilization below `min_utilization` as a violation
   double min_utilization = 0.0;
   bool packing_invariance = true;  // run the tiny decoder (15–40% of a case's time, bench/properties_bench)

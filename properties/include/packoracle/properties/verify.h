@@ -20,15 +20,20 @@
 
 namespace packoracle {
 
-// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row)
-// or a loss reducer (checked under every split of the step).
+// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row).
 inline constexpr std::int64_t kRoleMaxRowLength = 512;
+
+// The bounds a run's cases grow to by default, for every entry point (Verify, the typed suite,
+// `packoracle fuzz`, packoracle.fuzz): rows of 8,192 slots, 512 documents a case (steps of up to about
+// 65,536 slots). A test that wants small cases says so: max_row_length = 16, max_documents = 8.
+inline constexpr std::int64_t kDefaultMaxRowLength = 8192;
+inline constexpr std::size_t kDefaultMaxDocuments = 512;
 
 struct VerifyOptions {
   int cases = 400;                       // generated cases before declaring a pass
   std::uint64_t seed = 20261129;         // the run's seed: the same seed gives the same cases
-  std::int64_t max_row_length = 16;
-  std::optional<std::size_t> max_documents;  // documents per case at full size (default 8)
+  std::int64_t max_row_length = kDefaultMaxRowLength;
+  std::size_t max_documents = kDefaultMaxDocuments;  // documents per case at full size
   // The generation size climbs from small to max_row_length / max_documents over the first ramp_cases
   // cases of the run (0: over `cases`); ramp_offset is the number of the run's cases before this call.
   std::int64_t ramp_cases = 0;

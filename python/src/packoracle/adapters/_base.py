@@ -60,6 +60,7 @@ class Adapter:
     # user dumping the library's real output writes them (checked by verify against the in-process verdict).
     dump: Optional[Callable[[dict, Any], list]] = None
     max_row_length: int = 16
+    max_documents: int = 8  # the conformance matrix's bounds (its verdicts and time), not fuzz's defaults
     # False for a library that takes no per-token supervision (a pretraining dataset): the kit then generates
     # documents whose every token is supervised, instead of failing on that at every case.
     sft_masks: bool = True

@@ -125,7 +125,8 @@ class MaskBuilder:
 
     def replay(self, reproduce: str) -> str:
         return (f"from packoracle.adapters.mask_builders import get; b = get({self.name!r}); packoracle.fuzz(None, "
-                f"{self.policy!r}, microbatch_consumer=b.consumer(), reproduce=\"{reproduce}\")")
+                f"{self.policy!r}, microbatch_consumer=b.consumer(), max_row_length=16, max_documents=8, "
+                f"reproduce=\"{reproduce}\")")
 
 
 BUILDERS = (

@@ -354,7 +354,8 @@ class ModelConsumer:
         """The Python that replays one of this cell's cases."""
         return (f"from packoracle.adapters.transformers_models import ModelConsumer; packoracle.fuzz(None, "
                 f"\"reference\", microbatch_consumer=ModelConsumer({self.family!r}, {self.attention!r}, "
-                f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), reproduce=\"{reproduce}\")")
+                f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), max_row_length=16, max_documents=8, "
+                f"reproduce=\"{reproduce}\")")
 
     def kernel_control(self) -> float:
         """The kernel control: one document alone (positions from 3, as a piece in the middle of a row has them)

@@ -86,7 +86,8 @@ def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> 
     start = time.perf_counter()
     try:
         result = fuzz(packer, adapter.resolved_policy(), reducer=reducer, cases=cases, seed=seed,
-                      max_row_length=adapter.max_row_length, name=f"{adapter.name} ({role})",
+                      max_row_length=adapter.max_row_length, max_documents=adapter.max_documents,
+                      name=f"{adapter.name} ({role})",
                       sft_masks=adapter.sft_masks)
     except Counterexample as e:
         text = str(e)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .._fuzz import Counterexample, fuzz
+from .._fuzz import SMALL_CASES, Counterexample, fuzz
 
 DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
@@ -69,7 +69,7 @@ def run_cell(consumer, cases: int, seed: int) -> Cell:
     start = time.perf_counter()
     try:
         result = fuzz(None, getattr(consumer, "policy", POLICY), microbatch_consumer=drive, cases=cases, seed=seed,
-                      name=consumer.name)
+                      name=consumer.name, **SMALL_CASES)
     except Counterexample as e:
         text = str(e)
         seconds = time.perf_counter() - start

@@ -107,7 +107,7 @@ def _failure(row: "Row", role: str, outcome) -> list[str]:
                    f"Upstream: {finding.upstream}.")
     else:
         out.append("**Not examined yet.**")
-    options = (", reducer=a.reducer()" if role == "loss" else "") + f", max_row_length={a.max_row_length}" + (
+    options = (", reducer=a.reducer()" if role == "loss" else "") + f", max_row_length={a.max_row_length}, max_documents={a.max_documents}" + (
         "" if a.sft_masks else ", sft_masks=False")
     out += ["", f"Replay: `a = packoracle.adapters.get(\"{a.name}\"); packoracle.fuzz(a.packer(), a.resolved_policy()"
                 f"{options}, reproduce=\"{outcome.reproduce}\")`", "", "```", outcome.counterexample.rstrip(), "```", ""]

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .._arrays import as_array
-from .._fuzz import Counterexample, FuzzResult, fuzz
+from .._fuzz import SMALL_CASES, Counterexample, FuzzResult, fuzz
 from .._policy import PolicyLike
 from ._batches import GuardViolation
 
@@ -48,7 +48,8 @@ def check_model(model: Any, batch: Mapping[str, Any], *, policy: PolicyLike = "r
     position_ids only, cu_seq_lens_*, seq_idx, or an attention_mask), called with `use_cache` as the loop calls
     it (default: the model's own default, config.use_cache, as ``model(**batch)`` runs it; the HF Trainer
     passes False). Returns the FuzzResult when every case holds; otherwise raises GuardViolation with the kit's
-    report and minimal counterexample (or, with ``on_violation="log"``, logs it and returns None)."""
+    report and minimal counterexample (or, with ``on_violation="log"``, logs it and returns None). Its cases are
+    small (rows of at most 16 slots, 8 documents a case): each row costs the model a forward pass."""
     if not hasattr(model, "config") or not callable(model):
         raise TypeError(f"guard.check_model: model must be a transformers model (a module with a config), got "
                         f"{type(model).__name__}")
@@ -63,7 +64,7 @@ def check_model(model: Any, batch: Mapping[str, Any], *, policy: PolicyLike = "r
     name = f"{type(model).__name__} ({model.config._attn_implementation}, {feed}, use_cache={cache})"
     consumer = mask_consumer(model, feed, cache)
     try:
-        return fuzz(None, policy, microbatch_consumer=consumer, cases=cases, seed=seed, name=name)
+        return fuzz(None, policy, microbatch_consumer=consumer, cases=cases, seed=seed, name=name, **SMALL_CASES)
     except Counterexample as e:
         text = (f"packoracle.guard: {name} does not keep the documents of a packed batch apart:\n{e}")
         if on_violation == "raise":
