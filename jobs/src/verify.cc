@@ -187,7 +187,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
     return false;  // CheckCase throws the same error
   }
   fastcheck::StepDocuments docs;
-  for (const auto& d : effective_) docs.docs.push_back(&d);
+  for (const auto& d : effective_) docs.docs.push_back(fastcheck::DocumentView::Of(d));
   docs.Index();
   fastcheck::StepInput in;
   in.policy = &request.policy;
