@@ -330,7 +330,6 @@ bool Verifier::ResolveDocument(std::string_view uid, fastcheck::DocumentView& vi
 // record replaced mid-step), is checked whole by CheckStep, exactly as before: from the held micro-batches,
 // or read again from where the step starts.
 void Verifier::StreamStep(std::int64_t step) {
-  constexpr std::int64_t kHoldBytes = std::int64_t{16} << 20;  // about: 48 B a slot
   Source& s = sources_.front();
   const std::int64_t first_offset = s.next_offset, first_line = s.next->line;
   streamable_ = true;
@@ -366,7 +365,7 @@ void Verifier::StreamStep(std::int64_t step) {
     for (const auto& row : mb.rows) {
       ++summary.rows;
       summary.slots += static_cast<std::int64_t>(row.input_ids.size());
-      held_bytes += 48 * static_cast<std::int64_t>(row.input_ids.size());
+      held_bytes += 48 * static_cast<std::int64_t>(row.input_ids.size());  // about: six arrays of 8 B
       places_a_document = places_a_document || !row.doc_spans.empty();
       for (const auto& span : row.doc_spans) summary.tokens += span.length;
     }
@@ -376,7 +375,7 @@ void Verifier::StreamStep(std::int64_t step) {
     }
     if (holding) {
       held.push_back({std::move(m), s.reader->path()});
-      if (held_bytes > kHoldBytes && first_offset >= 0) {  // too large to hold: read again if it fails
+      if (held_bytes > options_.hold_step_bytes && first_offset >= 0) {  // too large: read again if it fails
         holding = false;
         for (auto& [h, file] : held)
           if (spare_.size() < 64) spare_.push_back(std::move(h));
