@@ -22,6 +22,11 @@
 //   in.SetPacked(pack_result); in.documents = &docs; in.options = options;
 //   const fastcheck::StepVerdict& v = checker.Check(in);
 //   if (v.outcome != fastcheck::Outcome::kPassed) { /* run CheckCase for the full report */ }
+//
+// Streamed (verify, a step of many micro-batches): the same checks and the same verdict, rows checked as each
+// micro-batch is added; the property test checks it too, with L and the documents known only at the end.
+//   in.row_length = 0;  docs.resolve = ...;  docs.uid_order = true;
+//   checker.Begin(in);  for (each micro-batch read) checker.Add(mb);  const auto& v = checker.Finish();
 #pragma once
 
 #include <cstdint>
