@@ -100,7 +100,12 @@ class Verifier {
   fastcheck::FastStepChecker fast_;
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
-  std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
+  // Checked micro-batch records, their storage reused by Advance: up to 64 of them and about 16 MiB (a reader
+  // that moves its records out, ParallelBatchReader, never takes them back, and 64 micro-batches of 8 rows
+  // of 8,192 slots would be 150 MiB).
+  std::vector<MicrobatchRecord> spare_;
+  std::int64_t spare_bytes_ = 0;
+  void Recycle(MicrobatchRecord&& m);
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
   std::unique_ptr<SummaryCollector> summary_;  // --summary
@@ -161,6 +166,20 @@ void Verifier::Open() {
   if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(names_, sources_.front().header, policy_);
 }
 
+// About the bytes a micro-batch record's rows take (six arrays of 8 B a slot).
+std::int64_t RecordBytes(const MicrobatchRecord& m) {
+  std::int64_t slots = 0;
+  for (const auto& row : m.microbatch.rows) slots += static_cast<std::int64_t>(row.input_ids.capacity());
+  return 48 * slots;
+}
+
+void Verifier::Recycle(MicrobatchRecord&& m) {
+  const std::int64_t bytes = RecordBytes(m);
+  if (spare_.size() >= 64 || spare_bytes_ + bytes > (std::int64_t{16} << 20)) return;
+  spare_bytes_ += bytes;
+  spare_.push_back(std::move(m));
+}
+
 void Verifier::Advance(Source& s) {
   s.next.reset();
   s.next_offset = -1;
@@ -169,6 +188,7 @@ void Verifier::Advance(Source& s) {
     // (A document line keeps it aside in the reader for the micro-batch line that follows.)
     auto* held = std::get_if<MicrobatchRecord>(&s.scratch);
     if ((!held || held->microbatch.rows.empty()) && !spare_.empty()) {
+      spare_bytes_ -= RecordBytes(spare_.back());
       s.scratch = std::move(spare_.back());
       spare_.pop_back();
     }
@@ -377,12 +397,11 @@ void Verifier::StreamStep(std::int64_t step) {
       held.push_back({std::move(m), s.reader->path()});
       if (held_bytes > options_.hold_step_bytes && first_offset >= 0) {  // too large: read again if it fails
         holding = false;
-        for (auto& [h, file] : held)
-          if (spare_.size() < 64) spare_.push_back(std::move(h));
+        for (auto& [h, file] : held) Recycle(std::move(h));
         held.clear();
       }
-    } else if (spare_.size() < 64) {
-      spare_.push_back(std::move(m));
+    } else {
+      Recycle(std::move(m));
     }
     Advance(s);
   }
@@ -403,8 +422,7 @@ void Verifier::StreamStep(std::int64_t step) {
     for (const auto& d : step_documents_.docs) uids.emplace_back(d.uid);
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
     pieces_.RetireFinished(uids, documents_);
-    for (auto& [h, file] : held)
-      if (spare_.size() < 64) spare_.push_back(std::move(h));
+    for (auto& [h, file] : held) Recycle(std::move(h));
     return;
   }
   StepMicrobatches mbs = holding ? std::move(held) : ReadStepAgain(step, first_offset, first_line);
@@ -479,8 +497,7 @@ void Verifier::NoDocuments(std::int64_t step) const {
 void Verifier::CheckGathered(std::int64_t step, StepMicrobatches& mbs) {
   CheckStep(step, mbs);
   pieces_.RetireFinished(mbs, documents_);
-  for (auto& [m, file] : mbs)
-    if (spare_.size() < 64) spare_.push_back(std::move(m));
+  for (auto& [m, file] : mbs) Recycle(std::move(m));
 }
 
 void Verifier::Report() const {
