@@ -7,8 +7,8 @@ took 108 MiB here against a bound of 107.6 MiB; it now takes about 75).
 
 --shape one-big-step (issue 26, item 1): the same bound on a dump of one optimizer step of 24 micro-batches of
 8 x 8,192 slots (gradient accumulation; the producer gives a denominator alone), documents first, with
---jobs 1 and --jobs 2. Holding the step took 104 MiB here against a bound of 75; rows checked as they stream
-take about 55.
+--jobs 1 and --jobs 2. Holding the step took 93 MiB here against a bound of 75; rows checked as they stream
+take about 31 (--jobs 1) and 54 (--jobs 2).
 
   verify_memory.py --make-dump BIN --packoracle BIN --dir DIR [--mib MIB] [--shape documents-first|one-big-step]
 
