@@ -35,7 +35,7 @@ struct StepFixture {
   PackRequest request;
   PackResult packed;
   std::vector<EffectiveDocument> effective;
-  fastcheck::StepDocuments docs;
+  mutable fastcheck::StepDocuments docs;
   std::int64_t slots = 0;
 };
 
@@ -64,7 +64,7 @@ const StepFixture& Step(std::int64_t L, std::int64_t D) {
   }
   f.packed = ReferenceCandidate().packer->Pack(f.request);
   f.effective = Effective(f.request.documents, f.request.policy);
-  for (const auto& d : f.effective) f.docs.docs.push_back(&d);
+  for (const auto& d : f.effective) f.docs.docs.push_back(fastcheck::DocumentView::Of(d));
   f.docs.Index();
   for (const auto& mb : f.packed.microbatches)
     for (const auto& row : mb.rows) f.slots += static_cast<std::int64_t>(row.input_ids.size());

@@ -4,15 +4,20 @@
 // under a preset, so `packoracle verify` must find the dump clean.
 //
 //   make_dump OUT [PRESET [MIB [ROW_LENGTH [ROWS_PER_MICROBATCH [SEED]]]]] [--order O] [--documents D] [--ranks N]
+//                 [--microbatches M] [--totals T]
 //   defaults:      torchtune-packed  64   2048         8                     1    interleaved   mixed        1
+//                  4                  full
 //
 // Layout of the file: the header (the preset's policy, fully resolved), then
 //   --order interleaved:      per step the document records of that step's documents (delimiters included, as
 //                             a producer adds them) followed by its micro-batch records (step field set);
 //   --order documents-first:  every document record of the dump, then every micro-batch record (a dumper that
 //                             writes the dataset first: verify then holds the whole dataset at once).
-// Steps are written until the files hold at least MIB MiB together. Each step gets about
-// kMicrobatchesPerStep micro-batches' worth of documents per rank; the packer decides the exact row count.
+// Steps are written until the files hold at least MIB MiB together. Each step gets about M (--microbatches)
+// micro-batches' worth of documents per rank; the packer decides the exact row count. Gradient accumulation
+// over many micro-batches makes one large step: --microbatches 140 with L = 8192 and 8 rows is 9.2 M slots.
+// --totals full: each micro-batch's producer totals as the reference packer reports them (loss_sum,
+// denominator, loss); denominator: the denominator alone (a producer that logs only its count).
 // --ranks N: dp_world_size N, one file per rank (OUT with `.jsonl` replaced by `.rankK.jsonl`), each holding
 // its micro-batches and the document records they use.
 //
@@ -40,8 +45,6 @@
 
 namespace {
 
-constexpr std::int64_t kMicrobatchesPerStep = 4;
-
 enum class Order { kInterleaved, kDocumentsFirst };
 enum class Lengths { kMixed, kShort, kLong };
 
@@ -50,6 +53,8 @@ struct Args {
   Order order = Order::kInterleaved;
   Lengths lengths = Lengths::kMixed;
   std::int64_t ranks = 1;
+  std::int64_t microbatches = 4;  // per rank and step
+  bool denominator_only = false;
   std::string preset = "torchtune-packed";
   std::int64_t mib = 64;
   std::int64_t row_length = 2048;
@@ -61,7 +66,9 @@ struct Args {
   std::cerr << "make_dump: " << why << "\n"
             << "usage: make_dump OUT [PRESET [MIB [ROW_LENGTH [ROWS_PER_MICROBATCH [SEED]]]]]\n"
             << "                 [--order interleaved|documents-first] [--documents mixed|short|long] [--ranks N]\n"
-            << "       defaults: torchtune-packed 64 2048 8 1 --order interleaved --documents mixed --ranks 1\n";
+            << "                 [--microbatches M] [--totals full|denominator]\n"
+            << "       defaults: torchtune-packed 64 2048 8 1 --order interleaved --documents mixed --ranks 1\n"
+            << "                 --microbatches 4 --totals full\n";
   std::exit(2);
 }
 
@@ -89,6 +96,9 @@ Args Parse(int argc, char** argv) {
     else if (arg == "--documents" && value == "short") a.lengths = Lengths::kShort;
     else if (arg == "--documents" && value == "long") a.lengths = Lengths::kLong;
     else if (arg == "--ranks") a.ranks = Positive(value.c_str(), "--ranks");
+    else if (arg == "--microbatches") a.microbatches = Positive(value.c_str(), "--microbatches");
+    else if (arg == "--totals" && value == "full") a.denominator_only = false;
+    else if (arg == "--totals" && value == "denominator") a.denominator_only = true;
     else Usage("unknown option or value: " + arg + " " + value);
   }
   if (positional.empty() || positional.size() > 6) Usage("expected 1 to 6 positional arguments");
@@ -181,7 +191,7 @@ int main(int argc, char** argv) {
   header.bos_id = policy.bos_id;
   header.eos_id = policy.eos_id;
   header.dp_world_size = args.ranks;
-  header.grad_accum_steps = kMicrobatchesPerStep;
+  header.grad_accum_steps = args.microbatches;
   header.policy = policy;
   for (auto& f : files) f->documents.Header(header);
 
@@ -189,7 +199,7 @@ int main(int argc, char** argv) {
   const std::int64_t max_len = args.row_length - delimiters;  // no document needs more than one row
   if (max_len < 1) Usage("ROW_LENGTH leaves no room for a document after the preset's delimiters");
   const std::int64_t tokens_per_step = std::max<std::int64_t>(
-      1, args.ranks * kMicrobatchesPerStep * args.rows_per_microbatch * args.row_length * 9 / 10);
+      1, args.ranks * args.microbatches * args.rows_per_microbatch * args.row_length * 9 / 10);
   const std::int64_t target_bytes = args.mib << 20;
 
   std::mt19937 rng(args.seed);
@@ -252,6 +262,10 @@ int main(int argc, char** argv) {
     }
     for (auto& mb : packed.microbatches) {
       mb.step = step;
+      if (args.denominator_only && mb.producer) {
+        mb.producer->loss_sum.reset();
+        mb.producer->loss.reset();
+      }
       rows += static_cast<std::int64_t>(mb.rows.size());
       files[static_cast<std::size_t>(mb.rank)]->microbatches().Microbatch(mb);
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # verify on dumps of every shape (issue 16, items 3 and 4), in one run: interleaved and documents-first, short
-# and long documents, one file and eight rank files. On each: verify --jobs 1 and --jobs 2, the Python
+# and long documents, one file and eight rank files, and one step of 140 micro-batches (issue 26). On each: verify --jobs 1 and --jobs 2, the Python
 # checker (bench/audit/python_checker.py) and the single-threaded simdjson parse of the same bytes
 # (bench/audit/simdjson_parse.cc), wall and CPU seconds and peak RSS of each; then the table, printed and
 # written into bench/README.md between <!-- audit-shapes:begin --> and <!-- audit-shapes:end -->.
@@ -40,6 +40,9 @@ shapes=(
   "long documents|torchtune-packed $mb 8192 8 1 --documents long"
   "8 rank files|torchtune-packed $mb 8192 2 1 --ranks 8"
   "8 rank files, documents-first|torchtune-packed $mb 8192 2 1 --ranks 8 --order documents-first"
+  # Gradient accumulation: one optimizer step of 140 micro-batches (9.2 M slots, 240 MiB; 200 MiB written: the
+  # first step already passes it), documents first, the producer's denominator alone (issue 26).
+  "one big step, documents-first, 140 micro-batches|torchtune-packed 200 8192 8 1 --order documents-first --microbatches 140 --totals denominator"
 )
 
 times="$dump_dir/times.tsv"

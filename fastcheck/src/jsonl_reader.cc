@@ -420,6 +420,14 @@ FastBatchReader::FastBatchReader(std::FILE* file, std::string name, std::size_t 
   if (!file_) throw InputError(path_ + ": no stream to read");
 }
 
+FastBatchReader::FastBatchReader(std::string path, std::int64_t offset, std::int64_t line)
+    : path_(std::move(path)), file_(std::fopen(path_.c_str(), "rb")), line_(line - 1), offset_(offset),
+      parser_(std::make_unique<LineParser>(path_, true)) {
+  if (!file_) throw InputError(path_ + ": cannot open the file");
+  if (std::fseek(file_, static_cast<long>(offset), SEEK_SET) != 0)
+    throw InputError(path_ + ": cannot read it again from byte " + std::to_string(offset));
+}
+
 FastBatchReader::~FastBatchReader() {
   if (file_) std::fclose(file_);
 }
@@ -469,8 +477,13 @@ bool FastBatchReader::Next(PackedBatchRecord& record) {
   while (NextLine(data, size)) {
     ++line_;
     bytes_ += static_cast<std::int64_t>(size) + 1;
+    const std::int64_t line_start = offset_;
+    offset_ += static_cast<std::int64_t>(size) + 1;
     const std::size_t capacity = buffer_.size() - static_cast<std::size_t>(data - buffer_.data());
-    if (parser_->Parse(data, size, capacity, line_, record)) return true;
+    if (parser_->Parse(data, size, capacity, line_, record)) {
+      record_offset_ = line_start;
+      return true;
+    }
   }
   if (!parser_->seen_header()) throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
   return false;

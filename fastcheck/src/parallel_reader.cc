@@ -74,6 +74,8 @@ bool ParallelBatchReader::ReadBlock(Block& block, std::size_t target) {
   block.size = cut;
   text.resize(cut + simdjson::SIMDJSON_PADDING);
   block.first_line = next_line_;
+  block.first_offset = next_offset_;
+  next_offset_ += static_cast<std::int64_t>(cut);
   // Lines are long (a micro-batch is kilobytes to megabytes): memchr from newline to newline is far faster
   // than a byte loop, and this runs under the lock.
   for (const char* at = text.data(); (at = static_cast<const char*>(std::memchr(at, '\n', text.data() + cut - at)));) {
@@ -95,7 +97,10 @@ void ParallelBatchReader::ParseBlock(Block& block, LineParser& parser) {
       const void* nl = std::memchr(start, '\n', block.size - at);
       const std::size_t length = nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - start) : block.size - at;
       if (block.count == block.records.size()) block.records.emplace_back();
-      if (parser.Parse(start, length, block.text.size() - at, line, block.records[block.count])) ++block.count;
+      if (parser.Parse(start, length, block.text.size() - at, line, block.records[block.count])) {
+        if (block.offsets.size() <= block.count) block.offsets.resize(block.count + 1);
+        block.offsets[block.count++] = block.first_offset + static_cast<std::int64_t>(at);
+      }
       at += length + 1;
       ++line;
     }
@@ -115,6 +120,7 @@ void ParallelBatchReader::ReadHeader() {
     bytes_handed_ += static_cast<std::int64_t>(block.size);
     if (block.count > 0) {
       header_ = std::move(block.records[0]);
+      record_offset_ = block.offsets[0];
       return;
     }
   }
@@ -198,6 +204,7 @@ bool ParallelBatchReader::Next(PackedBatchRecord& record) {
       if (next_record_ < current_->count) {
         // Moved out, nothing given back: storage swapped back into the blocks would pile up there (a block
         // of a thousand document lines keeps a thousand documents' capacity), and memory must stay bounded.
+        record_offset_ = current_->offsets[next_record_];
         record = std::move(current_->records[next_record_++]);
         return true;
       }

@@ -1,25 +1,49 @@
-// FastStepChecker: CheckCase's packer checks, one pass per row. Each block names the Checker method of
-// properties/src/check.cc it mirrors; the order of findings follows it (see step_check.h for the contract).
-// This file: the flow, shape, coverage and the layout; step_rows.cc the per-row pass; step_totals.cc totals.
+// FastStepChecker: CheckCase's packer checks, one pass per row, rows checked as they are added. Each block
+// names the Checker method of properties/src/check.cc it mirrors; the order of findings follows it (see
+// step_check.h for the contract). This file: the flow, shape, coverage and the layout; step_rows.cc the
+// per-row pass; step_totals.cc the producer totals.
+//
+// CheckCase runs its passes over the whole step one after another (shape, coverage, then the rows) and stops
+// at the first that finds something. Streamed, every row goes through all of them at once, each pass's
+// findings kept apart; Finish then reports the first pass that found something, as CheckCase would. Only the
+// checks that need the whole step wait for Finish: the policy's demand to refuse, L when it is the longest row,
+// the tiling of each document's pieces, and a row-end target that is the next document of the stream.
 #include "packoracle/fastcheck/step_check.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "packoracle/oracle/layout.h"
+#include "packoracle/properties/encoding_notes.h"
 #include "step_impl.h"
 
 namespace packoracle::fastcheck {
 
-std::int64_t StepDocuments::Find(std::string_view uid) const {
+DocumentView DocumentView::Of(const EffectiveDocument& d) {
+  DocumentView view;
+  view.uid = d.uid;
+  view.size = d.size();
+  view.wide = d.tokens.data();
+  view.ints = d.supervised.data();
+  return view;
+}
+
+std::int64_t StepDocuments::Find(std::string_view uid) {
   auto it = by_uid_.find(uid);
-  return it == by_uid_.end() ? -1 : it->second;
+  if (it != by_uid_.end()) return it->second;
+  DocumentView view;
+  if (!resolve || !resolve(uid, view)) return -1;
+  const auto d = static_cast<std::int64_t>(docs.size());
+  docs.push_back(view);
+  by_uid_.emplace(docs.back().uid, d);  // the view's uid: storage that outlives the row naming it
+  return d;
 }
 
 StepDocuments StepDocuments::Of(const std::vector<EffectiveDocument>& effective,
                                 const std::map<std::string, std::vector<double>>& target_losses) {
   StepDocuments docs;
   for (const auto& d : effective) {
-    docs.docs.push_back(&d);
+    docs.docs.push_back(DocumentView::Of(d));
     auto it = target_losses.find(d.uid);
     docs.losses.push_back(it == target_losses.end() ? nullptr : &it->second);
   }
@@ -30,260 +54,357 @@ StepDocuments StepDocuments::Of(const std::vector<EffectiveDocument>& effective,
 void StepDocuments::Index() {
   by_uid_.clear();
   by_uid_.reserve(docs.size());
-  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_[docs[d]->uid] = static_cast<std::int64_t>(d);
+  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_[docs[d].uid] = static_cast<std::int64_t>(d);
+}
+
+FastStepChecker::FastStepChecker() : impl_(std::make_unique<Impl>()) {}
+FastStepChecker::~FastStepChecker() = default;
+
+void FastStepChecker::Impl::Begin(const StepInput& in) {
+  policy_ptr = in.policy;
+  given_row_length = in.row_length;
+  dp_world_size = in.dp_world_size;
+  options = in.options;
+  refusal = in.refusal;
+  fault = in.fault;
+  docs_ptr = in.documents;
+  v = StepVerdict{};
+  mbs.clear();
+  sums.clear();
+  row_microbatch.clear();
+  row_shape.clear();
+  longest = 0;
+  doc_count = 0;
+  mb_loss.clear();
+  coverage.clear();
+  row_findings.clear();
+  layout_invalid = defer = false;
+  targets.reset();
+  pending.clear();
+  visible_padding = missing_encoding = false;
+  slots = used = 0;
+  length_read = 0;
+  EnsureDocument(static_cast<std::int64_t>(docs().docs.size()) - 1);
+}
+
+// The per-document state up to document d (found by a row, or given), its storage reused step to step.
+void FastStepChecker::Impl::EnsureDocument(std::int64_t d) {
+  for (; doc_count <= d; ++doc_count) {
+    const auto k = static_cast<std::size_t>(doc_count);
+    if (pieces.size() <= k) pieces.emplace_back();
+    pieces[k].clear();
+    if (last_row.size() <= k) last_row.push_back(-1);
+    last_row[k] = -1;
+    if (per_doc.size() <= k) per_doc.emplace_back();
+    per_doc[k] = {0.0, 0.0};
+  }
 }
 
 bool FastStepChecker::Impl::PolicyDemandsRefusal() const {
   std::int64_t total = 0;
   bool overlong = false;
-  for (const auto* d : docs.docs) {
-    total += d->size();
-    overlong = overlong || d->size() > in.row_length;
+  const std::int64_t L = RowLength();
+  for (const auto& d : docs_ptr->docs) {
+    total += d.size;
+    overlong = overlong || d.size > L;
   }
-  const bool stream_only_full = policy.stream_stride != StreamStride::kNone && policy.padding == Padding::kNone;
-  const std::int64_t window = in.row_length + (policy.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
+  const bool stream_only_full = policy().stream_stride != StreamStride::kNone && policy().padding == Padding::kNone;
+  const std::int64_t window = L + (policy().row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
   if (stream_only_full) return total > 0 && total < window;
-  if (PadsBeyondTheRow(policy, in.row_length) && total > 0) return true;
-  return policy.overflow == Overflow::kError && overlong;
+  if (PadsBeyondTheRow(policy(), L) && total > 0) return true;
+  return policy().overflow == Overflow::kError && overlong;
 }
 
-// Checker::CheckShape.
-bool FastStepChecker::Impl::Shape() {
-  const std::size_t before = v.findings.size();
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const CandidateRow& row = *rows[r];
-    const auto R = static_cast<std::int64_t>(r);
-    const auto n = static_cast<std::int64_t>(row.input_ids.size());
-    auto same = [&](std::size_t size) {
-      if (static_cast<std::int64_t>(size) != n) Add(Invariant::kShape, R);
-    };
-    same(row.labels.size());
-    if (row.loss_mask) same(row.loss_mask->size());
-    if (row.position_ids) same(row.position_ids->size());
-    if (row.doc_ids) same(row.doc_ids->size());
-    if (row.attention_mask) same(row.attention_mask->size());
-    if (policy.loss_mask && !row.loss_mask) Add(Invariant::kShape, R);
-    if (n > in.row_length) Add(Invariant::kShape, R);
-    if (policy.padding == Padding::kRight && policy.pad_to.kind == PadTo::Kind::kRowLen && n != in.row_length)
-      Add(Invariant::kShape, R);
-    if (policy.padding == Padding::kRight && policy.pad_to.kind == PadTo::Kind::kMultipleOf &&
-        n % policy.pad_to.multiple != 0)
-      Add(Invariant::kShape, R);
-    if (row.cu_seqlens) {
-      const auto& cu = *row.cu_seqlens;
-      bool monotone = true;
-      for (std::size_t k = 1; k < cu.size(); ++k) monotone = monotone && cu[k] >= cu[k - 1];
-      if (cu.empty() || cu.front() != 0 || cu.back() != n || !monotone) Add(Invariant::kShape, R);
-    }
-    if (row.seq_lens) {
-      std::int64_t sum = 0;
-      bool nonnegative = true;
-      for (auto x : *row.seq_lens) {
-        sum += x;
-        nonnegative = nonnegative && x >= 0;
-      }
-      if (sum != n || !nonnegative) Add(Invariant::kShape, R);
-    }
+// Checker::CheckShape, the findings of one row that need no L (all of a row's findings are alike: a count).
+std::int32_t FastStepChecker::Impl::ShapeRow(const CandidateRow& row) const {
+  std::int32_t found = 0;
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  auto same = [&](std::size_t size) { found += static_cast<std::int64_t>(size) != n ? 1 : 0; };
+  same(row.labels.size());
+  if (row.loss_mask) same(row.loss_mask->size());
+  if (row.position_ids) same(row.position_ids->size());
+  if (row.doc_ids) same(row.doc_ids->size());
+  if (row.attention_mask) same(row.attention_mask->size());
+  if (policy().loss_mask && !row.loss_mask) ++found;
+  if (policy().padding == Padding::kRight && policy().pad_to.kind == PadTo::Kind::kMultipleOf &&
+      n % policy().pad_to.multiple != 0)
+    ++found;
+  if (row.cu_seqlens) {
+    const auto& cu = *row.cu_seqlens;
+    bool monotone = true;
+    for (std::size_t k = 1; k < cu.size(); ++k) monotone = monotone && cu[k] >= cu[k - 1];
+    if (cu.empty() || cu.front() != 0 || cu.back() != n || !monotone) ++found;
   }
-  return v.findings.size() == before;
+  if (row.seq_lens) {
+    std::int64_t sum = 0;
+    bool nonnegative = true;
+    for (auto x : *row.seq_lens) {
+      sum += x;
+      nonnegative = nonnegative && x >= 0;
+    }
+    if (sum != n || !nonnegative) ++found;
+  }
+  return found;
 }
 
-// Checker::CheckCoverage: spans against document tokens, padding, then each document's pieces.
-bool FastStepChecker::Impl::Coverage() {
-  const std::size_t before = v.findings.size();
-  for (auto& p : b.pieces) p.clear();
-  b.pieces.resize(docs.docs.size());
-  b.span_doc.clear();
-  b.row_spans.clear();
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const CandidateRow& row = *rows[r];
-    const auto R = static_cast<std::int64_t>(r);
-    const auto n = static_cast<std::int64_t>(row.input_ids.size());
-    b.covered.assign(static_cast<std::size_t>(n), 0);
-    b.row_spans.push_back(b.span_doc.size());
-    for (const DocSpan& span : row.doc_spans) {
-      const std::int64_t d = docs.Find(span.doc_uid);
-      b.span_doc.push_back(static_cast<std::int32_t>(d));
-      if (d < 0) {
-        Add(Invariant::kCoverage, R);
-        continue;
-      }
-      const EffectiveDocument& doc = Doc(d);
-      if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
-          span.doc_offset > doc.size() - span.length) {
-        Add(Invariant::kCoverage, R);
-        continue;
-      }
-      const Token* want = doc.tokens.data() + span.doc_offset;
-      const Token* got = row.input_ids.data() + span.start;
-      std::uint8_t* cov = b.covered.data() + span.start;
+// Checker::CheckShape, the findings of a row of n slots against L.
+std::int32_t FastStepChecker::Impl::ShapeWithLength(std::int64_t n) const {
+  const std::int64_t L = RowLength();
+  std::int32_t found = n > L ? 1 : 0;
+  if (policy().padding == Padding::kRight && policy().pad_to.kind == PadTo::Kind::kRowLen && n != L) ++found;
+  return found;
+}
+
+// Checker::CheckCoverage, one row: spans against document tokens, then padding. Each valid span becomes a
+// piece of its document. False when the row has a finding.
+bool FastStepChecker::Impl::CoverageRow(const CandidateRow& row, std::int64_t R) {
+  const std::size_t before = coverage.size();
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  covered.assign(static_cast<std::size_t>(n), 0);
+  span_doc.clear();
+  for (const DocSpan& span : row.doc_spans) {
+    const std::int64_t d = docs().Find(span.doc_uid);
+    span_doc.push_back(static_cast<std::int32_t>(d));
+    if (d < 0) {
+      coverage.push_back({Invariant::kCoverage, R, -1});
+      continue;
+    }
+    EnsureDocument(d);
+    const DocumentView& doc = Doc(d);
+    if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
+        span.doc_offset > doc.size - span.length) {
+      coverage.push_back({Invariant::kCoverage, R, -1});
+      continue;
+    }
+    const Token* got = row.input_ids.data() + span.start;
+    std::uint8_t* cov = covered.data() + span.start;
+    auto compare = [&](const auto* want) {
       for (std::int64_t t = 0; t < span.length; ++t) {
-        if (cov[t]) Add(Invariant::kCoverage, R, span.start + t);
+        if (cov[t]) coverage.push_back({Invariant::kCoverage, R, span.start + t});
         cov[t] = 1;
-        if (got[t] != want[t]) Add(Invariant::kCoverage, R, span.start + t);
+        if (got[t] != want[t]) coverage.push_back({Invariant::kCoverage, R, span.start + t});
       }
-      b.pieces[static_cast<std::size_t>(d)].push_back({span.doc_offset, span.length});
-    }
-    bool seen_pad = false;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto s = static_cast<std::size_t>(i);
-      if (!b.covered[s]) {
-        seen_pad = true;
-        if (row.input_ids[s] != policy.pad_id) Add(Invariant::kCoverage, R, i);
-        if (policy.padding == Padding::kNone) Add(Invariant::kCoverage, R, i);
-      } else if (seen_pad && policy.padding == Padding::kRight) {
-        Add(Invariant::kCoverage, R, i);
-      }
+    };
+    if (doc.wide) compare(doc.wide + span.doc_offset);
+    else compare(doc.narrow + span.doc_offset);
+    pieces[static_cast<std::size_t>(d)].push_back({span.doc_offset, span.length});
+  }
+  bool seen_pad = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto s = static_cast<std::size_t>(i);
+    if (!covered[s]) {
+      seen_pad = true;
+      if (row.input_ids[s] != policy().pad_id) coverage.push_back({Invariant::kCoverage, R, i});
+      if (policy().padding == Padding::kNone) coverage.push_back({Invariant::kCoverage, R, i});
+    } else if (seen_pad && policy().padding == Padding::kRight) {
+      coverage.push_back({Invariant::kCoverage, R, i});
     }
   }
-  if (v.findings.size() != before) return false;
+  return coverage.size() == before;
+}
 
-  const bool stream = policy.stream_stride != StreamStride::kNone;
+// Checker::CheckCoverage, the step: each document's pieces (rows in order) against its tokens, the documents
+// in the step's order. True when nothing is found.
+bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
+  const auto& views = docs_ptr->docs;
+  const std::vector<std::int64_t> order = StepOrder();
+  const std::size_t before = out.size();
+  const bool stream = policy().stream_stride != StreamStride::kNone;
   std::int64_t last_doc = -1;
-  for (std::size_t d = 0; d < docs.docs.size(); ++d)
-    if (docs.docs[d]->size() > 0) last_doc = static_cast<std::int64_t>(d);
-  for (std::size_t d = 0; d < docs.docs.size(); ++d) {
-    const auto& pieces = b.pieces[d];
-    const std::int64_t size = docs.docs[d]->size();
-    if (in.options.partial_coverage) {
-      if (pieces.size() > 1 && policy.overflow != Overflow::kSplit) Add(Invariant::kCoverage);
+  for (auto d : order)
+    if (views[d].size > 0) last_doc = d;
+  for (auto d : order) {
+    const auto& list = pieces[static_cast<std::size_t>(d)];
+    const std::int64_t size = views[d].size;
+    if (options.partial_coverage) {
+      if (list.size() > 1 && policy().overflow != Overflow::kSplit) out.push_back({Invariant::kCoverage, -1, -1});
       continue;
     }
     std::int64_t next = 0;
-    const bool skips = stream && policy.stream_stride == StreamStride::kLPlus1;
-    for (const auto& [offset, length] : pieces) {
+    const bool skips = stream && policy().stream_stride == StreamStride::kLPlus1;
+    for (const auto& [offset, length] : list) {
       if (skips && offset == next + 1) next = offset;
       if (offset != next) {
-        Add(Invariant::kCoverage);
+        out.push_back({Invariant::kCoverage, -1, -1});
         return false;
       }
       next += length;
     }
-    if (pieces.size() > 1 && policy.overflow != Overflow::kSplit) Add(Invariant::kCoverage);
+    if (list.size() > 1 && policy().overflow != Overflow::kSplit) out.push_back({Invariant::kCoverage, -1, -1});
     if (next == size) continue;
     if (skips && next == size - 1) continue;
-    if (policy.overflow == Overflow::kTruncate && next >= std::min(size, in.row_length)) continue;
-    if (stream && policy.padding == Padding::kNone) continue;
-    if (stream && policy.row_end_target == RowEndTarget::kNextInStream && static_cast<std::int64_t>(d) == last_doc &&
-        next == size - 1)
-      continue;
-    Add(Invariant::kCoverage);
+    if (policy().overflow == Overflow::kTruncate && next >= std::min(size, RowLength())) continue;
+    if (stream && policy().padding == Padding::kNone) continue;
+    if (stream && policy().row_end_target == RowEndTarget::kNextInStream && d == last_doc && next == size - 1) continue;
+    out.push_back({Invariant::kCoverage, -1, -1});
   }
-  return v.findings.size() == before;
+  return out.size() == before;
 }
 
-// What Materialize's ValidateLayout (oracle/src/layout.cc) would throw on, once shape and coverage passed:
-// a micro_step or rank out of range, two pieces of one document in a row, a token placed twice in the step.
-bool FastStepChecker::Impl::LayoutIsValid() {
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const auto& mb = *in.microbatches[row_microbatch[r]];
-    if (mb.micro_step < 0 || mb.rank < 0 || mb.micro_step >= kMaxMicrobatchesPerStep ||
-        mb.rank >= kMaxMicrobatchesPerStep)
-      return false;
-  }
-  // Pieces with their row, per document; the coverage pass kept (offset, length) only, so count again.
-  auto& last_row = b.last_row;
-  last_row.assign(docs.docs.size(), -1);
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (std::size_t p = 0; p < rows[r]->doc_spans.size(); ++p) {
-      const auto d = static_cast<std::size_t>(b.span_doc[b.row_spans[r] + p]);
-      if (last_row[d] == static_cast<std::int64_t>(r)) return false;
-      last_row[d] = static_cast<std::int64_t>(r);
-    }
-  }
-  for (auto& pieces : b.pieces) {
-    if (pieces.size() < 2) continue;
-    std::sort(pieces.begin(), pieces.end());
-    for (std::size_t k = 1; k < pieces.size(); ++k)
-      if (pieces[k].first < pieces[k - 1].first + pieces[k - 1].second) return false;
-  }
-  return true;
+std::vector<std::int64_t> FastStepChecker::Impl::StepOrder() const {
+  const auto& views = docs_ptr->docs;
+  std::vector<std::int64_t> order(views.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (docs_ptr->uid_order)
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return views[a].uid < views[b].uid; });
+  return order;
 }
 
-void FastStepChecker::Impl::FillSlots(std::size_t r) {
-  const CandidateRow& row = *rows[r];
+// What Materialize's ValidateLayout (oracle/src/layout.cc) would throw on, once shape and coverage passed: a
+// micro_step or rank out of range and two pieces of one document in a row (here, row by row), a token placed
+// twice in the step (PiecesOverlap, at Finish).
+void FastStepChecker::Impl::LayoutRow(const CandidateMicrobatch& mb, std::int64_t R) {
+  if (mb.micro_step < 0 || mb.rank < 0 || mb.micro_step >= kMaxMicrobatchesPerStep ||
+      mb.rank >= kMaxMicrobatchesPerStep)
+    layout_invalid = true;
+  for (const std::int32_t d : span_doc) {
+    auto& last = last_row[static_cast<std::size_t>(d)];
+    if (last == R) layout_invalid = true;
+    last = R;
+  }
+}
+
+bool FastStepChecker::Impl::PiecesOverlap() {
+  for (std::int64_t d = 0; d < doc_count; ++d) {
+    auto& list = pieces[static_cast<std::size_t>(d)];
+    if (list.size() < 2) continue;
+    std::sort(list.begin(), list.end());
+    for (std::size_t k = 1; k < list.size(); ++k)
+      if (list[k].first < list[k - 1].first + list[k - 1].second) return true;
+  }
+  return false;
+}
+
+void FastStepChecker::Impl::FillSlots(const CandidateRow& row) {
   const std::size_t n = row.input_ids.size();
-  b.slot_doc.assign(n, -1);
-  b.slot_offset.resize(n);
-  b.slot_piece.resize(n);
-  b.piece_base.resize(row.doc_spans.size());
+  slot_doc.assign(n, -1);
+  slot_offset.resize(n);
+  slot_piece.resize(n);
+  piece_base.resize(row.doc_spans.size());
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
     const DocSpan& span = row.doc_spans[p];
-    const std::int32_t d = b.span_doc[b.row_spans[r] + p];
-    b.piece_base[p] = span.doc_offset;
+    const std::int32_t d = span_doc[p];
+    piece_base[p] = span.doc_offset;
     for (std::int64_t t = 0; t < span.length; ++t) {
       const auto s = static_cast<std::size_t>(span.start + t);
-      b.slot_doc[s] = d;
-      b.slot_offset[s] = span.doc_offset + t;
-      b.slot_piece[s] = static_cast<std::int32_t>(p);
+      slot_doc[s] = d;
+      slot_offset[s] = span.doc_offset + t;
+      slot_piece[s] = static_cast<std::int32_t>(p);
     }
   }
 }
 
-// PredictionOf (oracle/src/batch.cc), rules 1-4.
+// A row's last slot whose document ends there under row_end_target next_in_stream: its target is the first
+// token of the next document of the step's stream (PredictionOf), which Finish resolves.
+bool FastStepChecker::Impl::RowEndWaitsForStream(std::size_t i, std::size_t n) const {
+  if (i + 1 != n || policy().row_end_target != RowEndTarget::kNextInStream) return false;
+  const std::int64_t d = slot_doc[i];
+  return d >= 0 && slot_offset[i] + 1 >= Doc(d).size;
+}
+
+// PredictionOf (oracle/src/batch.cc), rules 1-4; the row end that waits for the stream is not asked here.
 Pred FastStepChecker::Impl::PredictionAt(std::size_t i, std::size_t n) const {
-  const std::int64_t d = b.slot_doc[i];
+  const std::int64_t d = slot_doc[i];
   if (d < 0) return {};
-  const std::int64_t k = b.slot_offset[i];
-  const EffectiveDocument& doc = Doc(d);
-  auto in_doc = [&](std::int64_t td, std::int64_t tk, double w) {
-    return Pred{true, Doc(td).tokens[static_cast<std::size_t>(tk)], td, tk, w};
-  };
+  const std::int64_t k = slot_offset[i];
+  const DocumentView& doc = Doc(d);
+  auto in_doc = [&](std::int64_t td, std::int64_t tk, double w) { return Pred{true, Doc(td).token(tk), td, tk, w}; };
   auto boundary_weight = [&](std::int64_t td) {
-    return policy.boundary_target == BoundaryTarget::kIncluded && Doc(td).supervised[0] == 1 ? 1.0 : 0.0;
+    return policy().boundary_target == BoundaryTarget::kIncluded && Doc(td).supervised(0) == 1 ? 1.0 : 0.0;
   };
   if (i + 1 < n) {
-    const std::int64_t nd = b.slot_doc[i + 1];
-    if (nd >= 0 && nd == d && b.slot_offset[i + 1] == k + 1)
-      return in_doc(d, k + 1, doc.supervised[static_cast<std::size_t>(k + 1)] == 1 ? 1.0 : 0.0);
-    if (nd >= 0 && b.slot_offset[i + 1] == 0 && nd != d) return in_doc(nd, 0, boundary_weight(nd));
+    const std::int64_t nd = slot_doc[i + 1];
+    if (nd >= 0 && nd == d && slot_offset[i + 1] == k + 1)
+      return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
+    if (nd >= 0 && slot_offset[i + 1] == 0 && nd != d) return in_doc(nd, 0, boundary_weight(nd));
     return {};
   }
-  const bool goes_on = k + 1 < doc.size();
-  switch (policy.row_end_target) {
-    case RowEndTarget::kNone: return {};
-    case RowEndTarget::kNextInDoc:
-    case RowEndTarget::kNextInStream:
-      if (goes_on) return in_doc(d, k + 1, doc.supervised[static_cast<std::size_t>(k + 1)] == 1 ? 1.0 : 0.0);
-      if (policy.row_end_target == RowEndTarget::kNextInDoc) return {};
-      {
-        const std::int64_t e = b.next_nonempty[static_cast<std::size_t>(d)];
-        return e >= 0 ? in_doc(e, 0, boundary_weight(e)) : Pred{};
-      }
-  }
-  return {};
+  if (policy().row_end_target == RowEndTarget::kNone) return {};
+  if (k + 1 < doc.size) return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
+  return {};  // next_in_doc: none; next_in_stream: RowEndWaitsForStream
 }
 
-bool FastStepChecker::Impl::Run() {
-  if (in.fault) {
-    Add(Invariant::kShape);
-    return true;
+void FastStepChecker::Impl::Add(const CandidateMicrobatch& mb) {
+  if (defer) return;
+  const std::size_t m = mbs.size();
+  Microbatch info{mb.micro_step, mb.rank, static_cast<std::int64_t>(mb.rows.size()), mb.producer};
+  if (info.producer) info.producer->gradient.reset();
+  mbs.push_back(std::move(info));
+  mb_loss.push_back(0.0);
+  for (const CandidateRow& row : mb.rows) {
+    const auto R = static_cast<std::int64_t>(sums.size());
+    const auto n = static_cast<std::int64_t>(row.input_ids.size());
+    sums.push_back({});
+    sums.back().length = n;
+    row_microbatch.push_back(static_cast<std::int32_t>(m));
+    row_shape.push_back(ShapeRow(row));
+    longest = std::max(longest, n);
+    if (!CoverageRow(row, R) || row_shape.back() > 0 || !coverage.empty()) continue;  // the step reports shape or coverage
+    LayoutRow(mb, R);
+    RowPass(row, R, m);
   }
+}
+
+// Finish's flow, as Checker::Run: the packer's refusal or fault, then the passes in CheckCase's order.
+void FastStepChecker::Impl::Decide() {
+  auto add = [&](Invariant inv) { v.findings.push_back({inv, -1, -1}); };
+  if (fault) return add(Invariant::kShape);
   const bool demanded = PolicyDemandsRefusal();
-  if (in.refusal) {
-    if (!demanded) Add(Invariant::kCoverage);
-    return true;
+  if (refusal) {
+    if (!demanded) add(Invariant::kCoverage);
+    return;
   }
-  if (demanded) {
-    Add(Invariant::kCoverage);
-    return true;
+  if (demanded) return add(Invariant::kCoverage);
+  for (std::size_t r = 0; r < sums.size(); ++r) {
+    const std::int32_t found = row_shape[r] + ShapeWithLength(sums[r].length);
+    for (std::int32_t k = 0; k < found; ++k) v.findings.push_back({Invariant::kShape, static_cast<std::int64_t>(r), -1});
   }
-  for (std::size_t m = 0; m < in.microbatches.size(); ++m)
-    for (const auto& row : in.microbatches[m]->rows) {
-      rows.push_back(&row);
-      row_microbatch.push_back(m);
-    }
-  if (!Shape() || !Coverage()) return true;
-  if (!LayoutIsValid()) return false;
-  b.next_nonempty.assign(docs.docs.size(), -1);
-  for (std::size_t d = docs.docs.size(), e = static_cast<std::size_t>(-1); d-- > 0;) {
-    b.next_nonempty[d] = static_cast<std::int64_t>(e);
-    if (docs.docs[d]->size() > 0) e = d;
+  if (!v.findings.empty()) return;
+  if (!coverage.empty()) {
+    v.findings = coverage;
+    return;
   }
-  Rows();
-  if (in.options.efficiency && v.utilization < in.options.min_utilization) Add(Invariant::kEfficiency);
+  if (!Tiling(v.findings)) return;
+  const std::int64_t L = RowLength();
+  if (layout_invalid || PiecesOverlap() || (length_read > 0 && length_read != L)) {
+    defer = true;  // CheckCase throws (the layout), or the positions were read with another L than the step's
+    return;
+  }
+  next_nonempty.assign(static_cast<std::size_t>(doc_count), -1);
+  const std::vector<std::int64_t> order = StepOrder();
+  for (std::int64_t e = -1, k = static_cast<std::int64_t>(order.size()); k-- > 0;) {
+    next_nonempty[static_cast<std::size_t>(order[k])] = e;
+    if (Doc(order[k]).size > 0) e = order[k];
+  }
+  ResolvePending();
+  v.findings.insert(v.findings.end(), row_findings.begin(), row_findings.end());
+  if (targets) v.findings.push_back(*targets);
+  if (visible_padding) AddNote(VisiblePaddingNote());
+  if (missing_encoding) AddNote(MissingBoundaryEncodingNote(RequiredBoundaryField(policy().boundary_source)));
+  v.utilization = slots > 0 ? static_cast<double>(used) / static_cast<double>(slots) : 1.0;
+  for (auto& s : sums) {
+    s.count = policy().count_basis == CountBasis::kTargets ? s.weight : s.labels;
+    v.valid_targets += s.weight;
+  }
+  if (options.efficiency && v.utilization < options.min_utilization) add(Invariant::kEfficiency);
   Totals();
-  return true;
+}
+
+void FastStepChecker::Impl::Finish() {
+  if (!defer) {
+    try {
+      Decide();
+    } catch (Outcome) {
+      defer = true;
+    }
+  }
+  if (defer) {
+    v.outcome = Outcome::kDefer;
+    return;
+  }
+  std::stable_sort(v.findings.begin(), v.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.invariant < b.invariant; });
+  v.outcome = v.findings.empty() ? Outcome::kPassed : Outcome::kViolated;
 }
 
 void StepInput::SetPacked(const PackResult& packed) {
@@ -293,24 +414,20 @@ void StepInput::SetPacked(const PackResult& packed) {
   fault = packed.fault ? &*packed.fault : nullptr;
 }
 
+void FastStepChecker::Begin(const StepInput& input) { impl_->Begin(input); }
+
+void FastStepChecker::Add(const CandidateMicrobatch& microbatch) { impl_->Add(microbatch); }
+
+const StepVerdict& FastStepChecker::Finish() {
+  impl_->Finish();
+  return impl_->v;
+}
+
 const StepVerdict& FastStepChecker::Check(const StepInput& input) {
-  verdict_ = StepVerdict{};
-  verdict_.findings.clear();
-  Impl impl{input, *input.policy, *input.documents, buffers_, verdict_, {}, {}, {}, {}, {}};
-  bool decided;
-  try {
-    decided = impl.Run();
-  } catch (Outcome) {
-    decided = false;
-  }
-  if (!decided) {
-    verdict_.outcome = Outcome::kDefer;
-    return verdict_;
-  }
-  std::stable_sort(verdict_.findings.begin(), verdict_.findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.invariant < b.invariant; });
-  verdict_.outcome = verdict_.findings.empty() ? Outcome::kPassed : Outcome::kViolated;
-  return verdict_;
+  Begin(input);
+  if (!input.fault && !input.refusal)
+    for (const auto* mb : input.microbatches) Add(*mb);
+  return Finish();
 }
 
 }  // namespace packoracle::fastcheck

@@ -13,19 +13,19 @@ namespace packoracle::fastcheck {
 
 // Checker::CheckTotals for the packer's producer totals, and the token mean of Checker::Run.
 void FastStepChecker::Impl::Totals() {
-  const auto& mbs = in.microbatches;
-  const bool known = in.options.losses_known;
+  const bool known = options.losses_known;
+  const Policy& policy = this->policy();
+  auto Add = [&](Invariant inv) { v.findings.push_back({inv, -1, -1}); };
   std::int64_t max_micro = 0, max_rank = 0;
-  for (const auto* mbp : mbs) {
-    const auto& mb = *mbp;
+  for (const auto& mb : mbs) {
     max_micro = std::max(max_micro, mb.micro_step);
     max_rank = std::max(max_rank, mb.rank);
   }
   // Objective's StepShape checks (Resolve in oracle/src/denominator.cc) throw on these: defer.
   auto shape_ok = [&](std::int64_t R, std::int64_t M) {
     if (R > kMaxMicrobatchesPerStep || M > kMaxMicrobatchesPerStep || R * M > kMaxMicrobatchesPerStep) return false;
-    for (const auto* mb : mbs)
-      if (!mb->rows.empty() && (mb->rank >= R || mb->micro_step >= M)) return false;
+    for (const auto& mb : mbs)
+      if (mb.rows > 0 && (mb.rank >= R || mb.micro_step >= M)) return false;
     return true;
   };
   if (known && !shape_ok(max_rank + 1, max_micro + 1)) throw Outcome::kDefer;
@@ -38,20 +38,20 @@ void FastStepChecker::Impl::Totals() {
     std::size_t flat = 0;
     for (std::size_t m = 0; m < mbs.size(); ++m) {
       double n = 0;
-      for (std::size_t k = 0; k < mbs[m]->rows.size(); ++k, ++flat) {
+      for (std::int64_t k = 0; k < mbs[m].rows; ++k, ++flat) {
         const RowSums& s = sums[flat];
         if (policy.denominator == Denominator::kAllPositions) n += static_cast<double>(s.length);
         else if (policy.count_basis == CountBasis::kUnshiftedLabels) n += s.labels;
         else n += s.weight;
       }
       n_mb[m] = n;
-      per_rank[mbs[m]->rank] += n;
+      per_rank[mbs[m].rank] += n;
       global += n;
     }
   }
   std::vector<const ProducerTotals*> totals;
-  for (const auto* mb : mbs)
-    if (mb->producer) totals.push_back(&*mb->producer);
+  for (const auto& mb : mbs)
+    if (mb.producer) totals.push_back(&*mb.producer);
 
   auto token_mean_of_oracle = [&] {
     double w = 0, l = 0;
@@ -67,13 +67,13 @@ void FastStepChecker::Impl::Totals() {
     if (known) token_mean_of_oracle();
     return;
   }
-  for (auto& note : ProducerNotes(totals, in.options)) AddNote(std::move(note));
+  for (auto& note : ProducerNotes(totals, options)) AddNote(std::move(note));
   const bool seq_mean = policy.denominator == Denominator::kSequenceMean;
-  const bool partial_ranks = in.options.partial_ranks;
+  const bool partial_ranks = options.partial_ranks;
   // The count of micro-batch m under a scope, as ScopeCounts::Of; none for a scope that is not one of §5's.
   auto count_of = [&](const std::string& scope, std::size_t m) -> std::optional<double> {
     if (scope == "microbatch") return n_mb[m];
-    if (scope == "step") return per_rank[mbs[m]->rank];
+    if (scope == "step") return per_rank[mbs[m].rank];
     if (scope == "global") return global;
     return std::nullopt;
   };
@@ -170,7 +170,7 @@ void FastStepChecker::Impl::Totals() {
     if (!loss) return weigh_and_finish();
     sum += *loss;
   }
-  const auto R = static_cast<double>(in.dp_world_size);
+  const auto R = static_cast<double>(dp_world_size);
   const auto M = static_cast<double>(max_micro + 1);
   double declared = sum;
   if (!seq_mean) {
@@ -181,7 +181,7 @@ void FastStepChecker::Impl::Totals() {
   double want = 0;
   if (known) {
     // Objective (oracle/src/denominator.cc) under the policy's formula, from the per-row sums.
-    if (!shape_ok(in.dp_world_size, max_micro + 1)) throw Outcome::kDefer;
+    if (!shape_ok(dp_world_size, max_micro + 1)) throw Outcome::kDefer;
     double weight = 0, loss = 0, count = 0;
     std::int64_t length = 0;
     for (const auto& s : sums) {
@@ -198,9 +198,9 @@ void FastStepChecker::Impl::Totals() {
           const bool by_rank = policy.denominator == Denominator::kRankMean;
           std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> groups;
           std::size_t flat = 0;
-          for (const auto* mb : mbs)
-            for (std::size_t k = 0; k < mb->rows.size(); ++k, ++flat) {
-              auto& sn = groups[{mb->rank, by_rank ? 0 : mb->micro_step}];
+          for (const auto& mb : mbs)
+            for (std::int64_t k = 0; k < mb.rows; ++k, ++flat) {
+              auto& sn = groups[{mb.rank, by_rank ? 0 : mb.micro_step}];
               sn.first += sums[flat].loss;
               sn.second += sums[flat].count;
             }
@@ -212,7 +212,8 @@ void FastStepChecker::Impl::Totals() {
         case Denominator::kSequenceMean: {
           double total = 0;
           std::int64_t count_docs = 0;
-          for (const auto& [l, w] : per_doc) {
+          for (const std::int64_t d : StepOrder()) {
+            const auto [l, w] = per_doc[static_cast<std::size_t>(d)];
             if (w == 0) continue;
             total += l / w;
             ++count_docs;
@@ -230,8 +231,8 @@ void FastStepChecker::Impl::Totals() {
     for (std::size_t m = 0; m < totals.size(); ++m) {
       total += loss_sums[m];
       total_n += n_mb[m];
-      by_rank[mbs[m]->rank].first += loss_sums[m];
-      by_rank[mbs[m]->rank].second += n_mb[m];
+      by_rank[mbs[m].rank].first += loss_sums[m];
+      by_rank[mbs[m].rank].second += n_mb[m];
       per_mb += loss_sums[m] / std::max(1.0, n_mb[m]);
     }
     switch (policy.denominator) {

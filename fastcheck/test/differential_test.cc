@@ -11,6 +11,8 @@
 #include <rapidcheck.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "packoracle/bugzoo.h"
@@ -52,8 +54,9 @@ struct Tally {
   int decided = 0, deferred = 0, violated = 0;
 };
 
-// One case, one mode: the property proper.
-void Agree(const PackRequest& request, const PackResult& out, const CheckOptions& options, Tally& tally) {
+// The fast verdict against CheckCase's on `request`: the property proper.
+void Compare(const PackRequest& request, const PackResult& out, const CheckOptions& options, const StepVerdict& got,
+             Tally& tally) {
   Candidate replay = MakeCandidate("replay", Replay{out});
   bool oracle_threw = false;
   CaseResult want;
@@ -62,17 +65,6 @@ void Agree(const PackRequest& request, const PackResult& out, const CheckOptions
   } catch (const InputError&) {
     oracle_threw = true;
   }
-  const auto effective = Effective(request.documents, request.policy, request.delimiters);
-  StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
-  static FastStepChecker checker;  // reused across cases, as in production: stale buffers must not leak
-  StepInput in;
-  in.policy = &request.policy;
-  in.row_length = request.row_length;
-  in.dp_world_size = request.dp_world_size;
-  in.SetPacked(out);
-  in.documents = &docs;
-  in.options = options;
-  const StepVerdict& got = checker.Check(in);
   if (got.outcome == Outcome::kDefer) {
     ++tally.deferred;
     return;  // CheckCase decides (and may throw); nothing of the fast path's is used
@@ -99,6 +91,69 @@ void Agree(const PackRequest& request, const PackResult& out, const CheckOptions
   RC_ASSERT(want.notes == got.notes);
 }
 
+// One case, one mode, the whole step at once (Check).
+void Agree(const PackRequest& request, const PackResult& out, const CheckOptions& options, Tally& tally) {
+  const auto effective = Effective(request.documents, request.policy, request.delimiters);
+  StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
+  static FastStepChecker checker;  // reused across cases, as in production: stale buffers must not leak
+  StepInput in;
+  in.policy = &request.policy;
+  in.row_length = request.row_length;
+  in.dp_world_size = request.dp_world_size;
+  in.SetPacked(out);
+  in.documents = &docs;
+  in.options = options;
+  Compare(request, out, options, checker.Check(in), tally);
+}
+
+// One case streamed as verify streams a dump's step: L unknown until the last row (the longest row), the
+// documents found by uid as rows name them and ordered by uid (verify's request: the step's held documents),
+// each micro-batch a copy gone once added. CheckCase sees the request verify would build for it.
+void AgreeStreamed(const PackRequest& request, const PackResult& out, const CheckOptions& options, Tally& tally) {
+  if (out.fault || out.refusal) return;  // a dump holds rows
+  PackRequest as_dumped = request;
+  std::int64_t longest = 0;
+  std::set<std::string> named;
+  for (const auto& mb : out.microbatches)
+    for (const auto& row : mb.rows) {
+      longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(row.input_ids.size()));
+      for (const auto& span : row.doc_spans) named.insert(span.doc_uid);
+    }
+  as_dumped.row_length = std::max<std::int64_t>(1, longest);
+  std::map<std::string, Document> by_uid;
+  for (const auto& d : request.documents) by_uid[d.uid] = d;
+  as_dumped.documents.clear();
+  for (const auto& uid : named)
+    if (by_uid.count(uid)) as_dumped.documents.push_back(by_uid[uid]);
+  std::map<std::string, EffectiveDocument, std::less<>> effective;
+  try {
+    for (const auto& d : as_dumped.documents) effective[d.uid] = Effective(d, request.policy, request.delimiters);
+  } catch (const InputError&) {
+    return;  // verify's resolver refuses such a document: the step is deferred
+  }
+  StepDocuments docs;
+  docs.uid_order = true;
+  docs.resolve = [&](std::string_view uid, DocumentView& view) {
+    auto it = effective.find(uid);
+    if (it == effective.end()) return false;
+    view = DocumentView::Of(it->second);
+    return true;
+  };
+  static FastStepChecker checker;
+  StepInput in;
+  in.policy = &request.policy;
+  in.row_length = 0;
+  in.dp_world_size = request.dp_world_size;
+  in.documents = &docs;
+  in.options = options;
+  checker.Begin(in);
+  for (const auto& mb : out.microbatches) {
+    const CandidateMicrobatch copy = mb;
+    checker.Add(copy);
+  }
+  Compare(as_dumped, out, options, checker.Finish(), tally);
+}
+
 void BothModes(const PackRequest& request, const PackResult& out, Tally& tally) {
   CheckOptions generated;
   generated.determinism = false;
@@ -108,6 +163,7 @@ void BothModes(const PackRequest& request, const PackResult& out, Tally& tally) 
   dump.partial_coverage = true;
   dump.losses_known = false;
   Agree(request, out, dump, tally);
+  AgreeStreamed(request, out, dump, tally);
   CheckOptions efficiency = generated;  // utilization required: efficiency findings
   efficiency.efficiency = true;
   efficiency.min_utilization = 0.75;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -287,6 +288,42 @@ TEST(ParallelBatchReader, EmptyFileIsRefusedLikeTheFastReader) {
     EXPECT_NE(ReadAll<FastBatchReader>(path).error, "");
   }
   std::filesystem::remove(path);
+}
+
+// verify reads a failing step again to report it: each record's offset is where its line starts (blank lines
+// and all), in both readers, and a reader resumed there gives the same records from that one on.
+TEST(RecordOffsets, EachRecordsLineStartAndAReaderResumedThereGivesTheSameRecords) {
+  for (const auto& entry : std::filesystem::directory_iterator(PACKORACLE_EXAMPLE_DUMPS)) {
+    const std::string path = entry.path().string();
+    SCOPED_TRACE(path);
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::int64_t> line_start{0};  // line k + 1 starts at line_start[k]
+    for (std::size_t k = 0; k < text.size(); ++k)
+      if (text[k] == '\n') line_start.push_back(static_cast<std::int64_t>(k + 1));
+    FastBatchReader fast(path);
+    ParallelBatchReader parallel(path, 2, nullptr, 64);
+    std::vector<std::pair<std::int64_t, PackedBatchRecord>> records;  // (offset, record)
+    for (PackedBatchRecord r; fast.Next(r);) {
+      PackedBatchRecord same;
+      ASSERT_TRUE(parallel.Next(same));
+      EXPECT_EQ(fast.record_offset(), parallel.record_offset());
+      records.emplace_back(fast.record_offset(), std::move(r));
+    }
+    for (std::size_t k = 1; k < records.size(); ++k) {
+      const auto* m = std::get_if<MicrobatchRecord>(&records[k].second);
+      if (!m) continue;
+      ASSERT_LT(static_cast<std::size_t>(m->line - 1), line_start.size());
+      EXPECT_EQ(records[k].first, line_start[static_cast<std::size_t>(m->line - 1)]);
+      FastBatchReader resumed(path, records[k].first, m->line);
+      for (std::size_t j = k; j < records.size(); ++j) {
+        auto r = resumed.Next();
+        ASSERT_TRUE(r.has_value());
+        EXPECT_TRUE(Equal(*r, records[j].second)) << j;
+      }
+      EXPECT_FALSE(resumed.Next().has_value());
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,6 +48,7 @@ struct Source {
   std::unique_ptr<fastcheck::RecordReader> reader;
   HeaderRecord header;
   std::optional<MicrobatchRecord> next;  // the next micro-batch, not yet used
+  std::int64_t next_offset = -1;         // where its line starts (-1: the reader cannot tell)
   bool done = false;
   PackedBatchRecord scratch;             // what the reader reads into (its storage is reused)
 };
@@ -56,6 +58,9 @@ struct Source {
 struct SourceOpener {
   std::size_t count = 0;
   std::function<std::unique_ptr<fastcheck::RecordReader>(std::size_t)> open;
+  // Source k read again from byte `offset`, where line `line` starts; null when sources cannot be read again
+  // (verify then holds each step whole, as it always did).
+  std::function<std::unique_ptr<fastcheck::RecordReader>(std::size_t, std::int64_t offset, std::int64_t line)> reopen;
 };
 
 class Verifier {
@@ -69,7 +74,14 @@ class Verifier {
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
+  bool Streams() const;
+  void StreamStep(std::int64_t step);
+  bool StreamMicrobatch(std::int64_t step, MicrobatchRecord& m, StepSummary& summary, std::int64_t& longest);
+  StepMicrobatches ReadStepAgain(std::int64_t step, std::int64_t offset, std::int64_t line);
+  void CheckGathered(std::int64_t step, StepMicrobatches& mbs);
+  bool ResolveDocument(std::string_view uid, fastcheck::DocumentView& view);
   void Report() const;  // options_.progress
+  [[noreturn]] void NoDocuments(std::int64_t step) const;
   AuditResult Result();
 
   const VerifyOptions& options_;
@@ -89,10 +101,19 @@ class Verifier {
   fastcheck::FastStepChecker fast_;
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
-  std::vector<MicrobatchRecord> spare_;       // checked micro-batch records, their storage reused by Advance
+  // Checked micro-batch records, their storage reused by Advance: up to 64 of them and about 16 MiB (a reader
+  // that moves its records out, ParallelBatchReader, never takes them back, and 64 micro-batches of 8 rows
+  // of 8,192 slots would be 150 MiB).
+  std::vector<MicrobatchRecord> spare_;
+  std::int64_t spare_bytes_ = 0;
+  void Recycle(MicrobatchRecord&& m);
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
   std::unique_ptr<SummaryCollector> summary_;  // --summary
+  // A streamed step: its documents as the fast verifier found them, and whether it can still pass there (a
+  // step that cannot, or that fails, is read again and checked whole).
+  fastcheck::StepDocuments step_documents_;
+  bool streamable_ = true;
 };
 
 // The policy options_ require instead of the declared one, if any.
@@ -146,13 +167,29 @@ void Verifier::Open() {
   if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(names_, sources_.front().header, policy_);
 }
 
+// About the bytes a micro-batch record's rows take (six arrays of 8 B a slot).
+std::int64_t RecordBytes(const MicrobatchRecord& m) {
+  std::int64_t slots = 0;
+  for (const auto& row : m.microbatch.rows) slots += static_cast<std::int64_t>(row.input_ids.capacity());
+  return 48 * slots;
+}
+
+void Verifier::Recycle(MicrobatchRecord&& m) {
+  const std::int64_t bytes = RecordBytes(m);
+  if (spare_.size() >= 64 || spare_bytes_ + bytes > (std::int64_t{16} << 20)) return;
+  spare_bytes_ += bytes;
+  spare_.push_back(std::move(m));
+}
+
 void Verifier::Advance(Source& s) {
   s.next.reset();
+  s.next_offset = -1;
   for (;;) {
     // A micro-batch record already checked lends its storage to the next one: no allocation per row.
     // (A document line keeps it aside in the reader for the micro-batch line that follows.)
     auto* held = std::get_if<MicrobatchRecord>(&s.scratch);
     if ((!held || held->microbatch.rows.empty()) && !spare_.empty()) {
+      spare_bytes_ -= RecordBytes(spare_.back());
       s.scratch = std::move(spare_.back());
       spare_.pop_back();
     }
@@ -162,8 +199,10 @@ void Verifier::Advance(Source& s) {
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
       if (pieces_.Retired(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
       if (documents_.Put(d->document)) ++documents_seen_;  // copied: the reader keeps its storage
+      else streamable_ = false;  // replaced: a streamed step's view of it is gone
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
+      s.next_offset = s.reader->record_offset();
       return;
     }
   }
@@ -188,7 +227,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
     return false;  // CheckCase throws the same error
   }
   fastcheck::StepDocuments docs;
-  for (const auto& d : effective_) docs.docs.push_back(&d);
+  for (const auto& d : effective_) docs.docs.push_back(fastcheck::DocumentView::Of(d));
   docs.Index();
   fastcheck::StepInput in;
   in.policy = &request.policy;
@@ -292,6 +331,127 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   for (const auto& [invariant, n] : result.not_kept) not_kept_[invariant] += n;
 }
 
+// Streaming needs one source (rank files are merged whole, step by step) that can be read again, and the fast
+// verifier (--oracle, --decoder and --summary check every step whole through CheckCase).
+bool Verifier::Streams() const {
+  return sources_.size() == 1 && opener_.reopen && !options_.oracle && !options_.decoder && !summary_;
+}
+
+// A streamed step's document: validated as CheckCase's Effective would (its message is CheckCase's to give:
+// the step is then checked whole), then viewed where the store holds it, unpacked by no one.
+bool Verifier::ResolveDocument(std::string_view uid, fastcheck::DocumentView& view) {
+  if (!documents_.Expand(uid, expanded_)) return false;
+  try {
+    Effective(expanded_, policy_, Delimiters::kIncluded);
+  } catch (const InputError&) {
+    return false;
+  }
+  return documents_.View(uid, view);
+}
+
+// One step of the single source, streamed: each micro-batch checked by the fast verifier as it is read, then
+// let go, so that memory does not grow with the step (gradient accumulation over a hundred micro-batches).
+// A small step's micro-batches are also held, so that one that fails needs no second read. A step the fast
+// verifier does not pass, or cannot take streamed (micro-batches out of (micro_step, rank) order, a document
+// record replaced mid-step), is checked whole by CheckStep, exactly as before: from the held micro-batches,
+// or read again from where the step starts.
+void Verifier::StreamStep(std::int64_t step) {
+  Source& s = sources_.front();
+  const std::int64_t first_offset = s.next_offset, first_line = s.next->line;
+  streamable_ = true;
+  try {
+    ValidatePolicy(policy_);
+  } catch (const InputError&) {
+    streamable_ = false;  // CheckCase throws it
+  }
+  step_documents_ = fastcheck::StepDocuments{};
+  step_documents_.uid_order = true;  // request.documents: the step's uids, a std::set
+  step_documents_.resolve = [this](std::string_view uid, fastcheck::DocumentView& view) { return ResolveDocument(uid, view); };
+  fastcheck::StepInput in;
+  in.policy = &policy_;
+  in.row_length = std::max<std::int64_t>(0, options_.row_length);  // 0: the longest row, as CheckStep's request
+  in.dp_world_size = dp_world_size_;
+  in.documents = &step_documents_;
+  in.options = DumpStepOptions();
+  fast_.Begin(in);
+  StepSummary summary;
+  summary.step = step;
+  StepMicrobatches held;
+  std::int64_t held_bytes = 0;
+  bool holding = true, places_a_document = false;
+  std::pair<std::int64_t, std::int64_t> last{std::numeric_limits<std::int64_t>::min(), 0};
+  while (s.next && s.next->microbatch.step == step) {
+    MicrobatchRecord m = std::move(*s.next);
+    const auto& mb = m.microbatch;
+    const std::pair<std::int64_t, std::int64_t> key{mb.micro_step, mb.rank};
+    if (key < last) streamable_ = false;  // CheckStep's stable sort would reorder the step
+    last = key;
+    ++summary.microbatches;
+    if (mb.producer && mb.producer->denominator) summary.reported_denominators.push_back(*mb.producer->denominator);
+    for (const auto& row : mb.rows) {
+      ++summary.rows;
+      summary.slots += static_cast<std::int64_t>(row.input_ids.size());
+      held_bytes += 48 * static_cast<std::int64_t>(row.input_ids.size());  // about: six arrays of 8 B
+      places_a_document = places_a_document || !row.doc_spans.empty();
+      for (const auto& span : row.doc_spans) summary.tokens += span.length;
+    }
+    if (streamable_) {
+      pieces_.Follow(step, m, s.reader->path());
+      fast_.Add(mb);
+    }
+    if (holding) {
+      held.push_back({std::move(m), s.reader->path()});
+      if (held_bytes > options_.hold_step_bytes && first_offset >= 0) {  // too large: read again if it fails
+        holding = false;
+        for (auto& [h, file] : held) Recycle(std::move(h));
+        held.clear();
+      }
+    } else {
+      Recycle(std::move(m));
+    }
+    Advance(s);
+  }
+  if (s.next && s.next->microbatch.step < step) {
+    throw InputError(s.reader->path() + ":" + std::to_string(s.next->line) + ": microbatch record: step " +
+                     std::to_string(s.next->microbatch.step) + " comes after step " + std::to_string(step) +
+                     " (records must be in step order)");
+  }
+  if (documents_seen_ == 0 && places_a_document) NoDocuments(step);
+  const fastcheck::StepVerdict* v = streamable_ ? &fast_.Finish() : nullptr;
+  if (v && v->outcome == fastcheck::Outcome::kPassed) {
+    summary.valid_targets = v->valid_targets;
+    summary.declared_objective = v->declared_objective;
+    summary.token_mean = v->token_mean;
+    summary.notes = v->notes;
+    steps_.push_back(std::move(summary));
+    std::vector<std::string> uids;
+    for (const auto& d : step_documents_.docs) uids.emplace_back(d.uid);
+    step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
+    pieces_.RetireFinished(uids, documents_);
+    for (auto& [h, file] : held) Recycle(std::move(h));
+    return;
+  }
+  StepMicrobatches mbs = holding ? std::move(held) : ReadStepAgain(step, first_offset, first_line);
+  pieces_.Unfollow(step, mbs);
+  CheckGathered(step, mbs);
+}
+
+// The micro-batches of `step` read again from the source, from where the step's first one starts (document
+// records on the way were put when first read).
+StepMicrobatches Verifier::ReadStepAgain(std::int64_t step, std::int64_t offset, std::int64_t line) {
+  const std::string& path = sources_.front().reader->path();
+  auto reader = opener_.reopen(0, offset, line);
+  StepMicrobatches mbs;
+  PackedBatchRecord record;
+  while (reader->Next(record)) {
+    auto* m = std::get_if<MicrobatchRecord>(&record);
+    if (!m) continue;
+    if (m->microbatch.step != step) break;
+    mbs.push_back({std::move(*m), path});
+  }
+  return mbs;
+}
+
 AuditResult Verifier::Run() {
   Open();
   for (auto& s : sources_) Advance(s);
@@ -300,6 +460,11 @@ AuditResult Verifier::Run() {
     for (const auto& s : sources_)
       if (s.next && (!step || s.next->microbatch.step < *step)) step = s.next->microbatch.step;
     if (!step) break;
+    if (Streams()) {
+      StreamStep(*step);
+      if (options_.progress) Report();
+      continue;
+    }
     StepMicrobatches mbs;
     for (auto& s : sources_) {
       while (s.next && s.next->microbatch.step == *step) {
@@ -319,20 +484,26 @@ AuditResult Verifier::Run() {
           if (!row.doc_spans.empty()) return true;
       return false;
     };
-    if (documents_seen_ == 0 && places_a_document()) {
-      throw InputError(FirstSource() + ": no document records before step " + std::to_string(*step) +
-                       "'s micro-batches: verify needs the documents to check content and targets (the dumpers in "
-                       "python/ write them)");
-    }
-    CheckStep(*step, mbs);
-    pieces_.RetireFinished(mbs, documents_);
+    if (documents_seen_ == 0 && places_a_document()) NoDocuments(*step);
+    CheckGathered(*step, mbs);
     if (options_.progress) Report();
-    for (auto& [m, file] : mbs)
-      if (spare_.size() < 64) spare_.push_back(std::move(m));
   }
   pieces_.CheckTiling(documents_, policy_, options_.partial, FirstSource(), findings_);
   if (summary_) summary_->Write(options_.summary);
   return Result();
+}
+
+void Verifier::NoDocuments(std::int64_t step) const {
+  throw InputError(FirstSource() + ": no document records before step " + std::to_string(step) +
+                   "'s micro-batches: verify needs the documents to check content and targets (the dumpers in "
+                   "python/ write them)");
+}
+
+// A step whose micro-batches are all at hand: checked whole (CheckStep), its finished documents let go.
+void Verifier::CheckGathered(std::int64_t step, StepMicrobatches& mbs) {
+  CheckStep(step, mbs);
+  pieces_.RetireFinished(mbs, documents_);
+  for (auto& [m, file] : mbs) Recycle(std::move(m));
 }
 
 void Verifier::Report() const {
@@ -406,20 +577,24 @@ AuditResult VerifyFiles(const VerifyOptions& options) {
   constexpr std::int64_t kParseAhead = std::int64_t{8} << 20;
   const int per_file = std::max(1, options.jobs / static_cast<int>(files.size()));
   auto budget = std::make_shared<fastcheck::ReadBudget>(kParseAhead);
-  return Audit(options, {files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
-                           if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
-                           // More files than threads: a worker per file oversubscribes the cores, and on 2 cores
-                           // eight rank files parsed ahead ran at 0.67x one thread (bench/audit/shapes.sh), so
-                           // they are read on the checking thread, one after another as the steps need them.
-                           if (options.jobs == 1 || static_cast<int>(files.size()) > options.jobs)
-                             return std::make_unique<fastcheck::FastBatchReader>(files[k]);
-                           return std::make_unique<fastcheck::ParallelBatchReader>(files[k], per_file, budget);
-                         }});
+  SourceOpener opener{files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
+                        if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
+                        // More files than threads: a worker per file oversubscribes the cores, and on 2 cores
+                        // eight rank files parsed ahead ran at 0.67x one thread (bench/audit/shapes.sh), so
+                        // they are read on the checking thread, one after another as the steps need them.
+                        if (options.jobs == 1 || static_cast<int>(files.size()) > options.jobs)
+                          return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                        return std::make_unique<fastcheck::ParallelBatchReader>(files[k], per_file, budget);
+                      }, nullptr};
+  opener.reopen = [&](std::size_t k, std::int64_t offset, std::int64_t line) -> std::unique_ptr<fastcheck::RecordReader> {
+    return std::make_unique<fastcheck::FastBatchReader>(files[k], offset, line);
+  };
+  return Audit(options, std::move(opener));
 }
 
 AuditResult VerifyReaders(std::vector<std::unique_ptr<fastcheck::RecordReader>> sources, const VerifyOptions& options) {
   if (sources.empty()) throw InputError("no source to verify");
-  return Audit(options, {sources.size(), [&sources](std::size_t k) { return std::move(sources[k]); }});
+  return Audit(options, {sources.size(), [&sources](std::size_t k) { return std::move(sources[k]); }, nullptr});
 }
 
 }  // namespace packoracle::jobs

@@ -66,16 +66,16 @@ bool DocumentStore::Put(const Document& document) {
   return inserted;
 }
 
-std::int64_t DocumentStore::Size(const std::string& uid) const {
+std::int64_t DocumentStore::Size(std::string_view uid) const {
   auto it = held_.find(uid);
   return it == held_.end() ? -1 : static_cast<std::int64_t>(it->second.size);
 }
 
-bool DocumentStore::Expand(const std::string& uid, Document& out) const {
+bool DocumentStore::Expand(std::string_view uid, Document& out) const {
   auto it = held_.find(uid);
   if (it == held_.end()) return false;
   const Held& h = it->second;
-  out.uid = uid;
+  out.uid = it->first;
   out.tokens.resize(h.size);
   if (h.wide) {
     std::memcpy(out.tokens.data(), h.data.get(), h.size * sizeof(Token));
@@ -96,6 +96,19 @@ bool DocumentStore::Expand(const std::string& uid, Document& out) const {
       std::memcpy(out.supervised.data(), rest, h.size * sizeof(int));
       break;
   }
+  return true;
+}
+
+bool DocumentStore::View(std::string_view uid, fastcheck::DocumentView& view) const {
+  auto it = held_.find(uid);
+  if (it == held_.end() || it->second.supervised == Supervised::kInts) return false;
+  const Held& h = it->second;
+  view = {};
+  view.uid = it->first;
+  view.size = h.size;
+  if (h.wide) view.wide = reinterpret_cast<const Token*>(h.data.get());
+  else view.narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
+  if (h.supervised == Supervised::kBits) view.bits = h.data.get() + (h.wide ? h.size : Words(std::size_t{h.size} * 4));
   return true;
 }
 

@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "packoracle/fastcheck/step_check.h"
 #include "packoracle/oracle/document.h"
 
 namespace packoracle::jobs::verify_internal {
@@ -21,11 +23,15 @@ class DocumentStore {
   // Holds `document` (copied: the caller's storage stays its own); a repeated uid replaces the held one.
   // True when the uid was not held.
   bool Put(const Document& document);
-  bool Contains(const std::string& uid) const { return held_.count(uid) > 0; }
+  bool Contains(std::string_view uid) const { return held_.find(uid) != held_.end(); }
   // The held document's token count; -1 when it is not held.
-  std::int64_t Size(const std::string& uid) const;
+  std::int64_t Size(std::string_view uid) const;
   // The held document into `out` (its storage reused), exactly as Put received it; false when not held.
-  bool Expand(const std::string& uid, Document& out) const;
+  bool Expand(std::string_view uid, Document& out) const;
+  // The held document as the fast verifier reads it, without unpacking (its supervised flags as Effective
+  // makes them: all ones when absent); valid until the uid is put again or erased. False when not held, or
+  // when a supervised value is neither 0 nor 1 (Effective refuses it).
+  bool View(std::string_view uid, fastcheck::DocumentView& view) const;
   void Erase(const std::string& uid);
   std::int64_t tokens_held() const { return tokens_held_; }
   // Every held document in uid order: fn(uid, token count).
@@ -43,7 +49,7 @@ class DocumentStore {
     Supervised supervised = Supervised::kAbsent;
   };
   static Held Pack(const Document& document);
-  std::map<std::string, Held> held_;  // ordered: the end-of-dump findings go in uid order
+  std::map<std::string, Held, std::less<>> held_;  // ordered: the end-of-dump findings go in uid order
   std::int64_t tokens_held_ = 0;
 };
 

@@ -34,11 +34,16 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 class DocumentPieces {
  public:
   void Follow(std::int64_t step, const StepMicrobatches& mbs);
+  void Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file);
+  // Forgets the pieces of `step` (the last followed) of the documents these micro-batches name: a streamed
+  // step that did not pass is followed again, from its records read again, in CheckStep's order.
+  void Unfollow(std::int64_t step, const StepMicrobatches& mbs);
   // Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
   // is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
   // known), so they are forgotten, from `documents` too. This keeps verify's memory to the documents still
   // in flight.
   void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents);
+  void RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents);
   bool Retired(const std::string& uid) const { return retired_.count(uid) > 0; }
   // At the end of the dump: the coverage findings of every document still followed.
   void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial,
@@ -52,6 +57,7 @@ class DocumentPieces {
   };
   void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size, const Policy& policy,
                     bool partial, std::vector<AuditViolation>& findings);
+  void RetireIfTiled(const std::string& uid, DocumentStore& documents);
   std::map<std::string, std::vector<Piece>> pieces_;
   std::unordered_set<std::string> retired_;  // documents whose pieces tiled them (uids only: small)
 };

@@ -13,12 +13,27 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 }
 
 void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs) {
+  for (const auto& [m, file] : mbs) Follow(step, m, file);
+}
+
+void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file) {
+  for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
+    for (const auto& span : m.microbatch.rows[r].doc_spans) {
+      pieces_[span.doc_uid].push_back(
+          {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
+           static_cast<std::int64_t>(r), span.start});
+    }
+  }
+}
+
+void DocumentPieces::Unfollow(std::int64_t step, const StepMicrobatches& mbs) {
   for (const auto& [m, file] : mbs) {
-    for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
-      for (const auto& span : m.microbatch.rows[r].doc_spans) {
-        pieces_[span.doc_uid].push_back(
-            {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
-             static_cast<std::int64_t>(r), span.start});
+    for (const auto& row : m.microbatch.rows) {
+      for (const auto& span : row.doc_spans) {
+        auto list = pieces_.find(span.doc_uid);
+        if (list == pieces_.end()) continue;
+        while (!list->second.empty() && list->second.back().where.step == step) list->second.pop_back();
+        if (list->second.empty()) pieces_.erase(list);
       }
     }
   }
@@ -86,30 +101,34 @@ void DocumentPieces::TileDocument(const std::string& uid, std::vector<Piece>& li
 }
 
 void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents) {
-  for (const auto& [m, file] : mbs) {
-    for (const auto& row : m.microbatch.rows) {
-      for (const auto& span : row.doc_spans) {
-        const std::int64_t size = documents.Size(span.doc_uid);
-        auto list = pieces_.find(span.doc_uid);
-        if (size < 0 || list == pieces_.end()) continue;
-        std::int64_t covered = 0;
-        for (const Piece& p : list->second) covered += p.length;
-        if (covered != size) continue;  // cheap test first; the sort below only when it may be complete
-        auto& pieces = list->second;
-        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-        std::int64_t next = 0;
-        bool exact = true;
-        for (const Piece& p : pieces) {
-          exact = exact && p.offset == next;
-          next = p.offset + p.length;
-        }
-        if (!exact) continue;  // left for CheckTiling at the end, which reports it
-        retired_.insert(span.doc_uid);
-        pieces_.erase(list);
-        documents.Erase(span.doc_uid);
-      }
-    }
+  for (const auto& [m, file] : mbs)
+    for (const auto& row : m.microbatch.rows)
+      for (const auto& span : row.doc_spans) RetireIfTiled(span.doc_uid, documents);
+}
+
+void DocumentPieces::RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents) {
+  for (const auto& uid : uids) RetireIfTiled(uid, documents);
+}
+
+void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& documents) {
+  const std::int64_t size = documents.Size(uid);
+  auto list = pieces_.find(uid);
+  if (size < 0 || list == pieces_.end()) return;
+  std::int64_t covered = 0;
+  for (const Piece& p : list->second) covered += p.length;
+  if (covered != size) return;  // cheap test first; the sort below only when it may be complete
+  auto& pieces = list->second;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  std::int64_t next = 0;
+  bool exact = true;
+  for (const Piece& p : pieces) {
+    exact = exact && p.offset == next;
+    next = p.offset + p.length;
   }
+  if (!exact) return;  // left for CheckTiling at the end, which reports it
+  retired_.insert(uid);
+  pieces_.erase(list);
+  documents.Erase(uid);
 }
 
 }  // namespace packoracle::jobs::verify_internal

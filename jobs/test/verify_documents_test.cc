@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "../src/verify_documents.h"
+#include "packoracle/oracle/policy.h"
 
 namespace packoracle::jobs::verify_internal {
 namespace {
@@ -35,6 +36,39 @@ TEST(DocumentStore, GivesBackEveryFormExactly) {
   ExpectRoundTrip(Doc("bits", tokens, bits));
   ExpectRoundTrip(Doc("not-flags", {1, 2, 3}, {1, 2, -1}));  // kept as given, for the oracle to report
   ExpectRoundTrip(Doc("empty", {}, {}));
+}
+
+// What the fast verifier reads of a held document (View) is what Effective makes of it: every token and
+// every supervised flag (all ones when absent); a document Effective refuses (a flag neither 0 nor 1) has none.
+void ExpectViewIsEffective(const Document& d) {
+  DocumentStore store;
+  store.Put(d);
+  fastcheck::DocumentView view;
+  ASSERT_TRUE(store.View(d.uid, view));
+  const EffectiveDocument want = Effective(d, Policy{}, Delimiters::kIncluded);
+  EXPECT_EQ(view.uid, d.uid);
+  ASSERT_EQ(view.size, want.size());
+  for (std::int64_t k = 0; k < view.size; ++k) {
+    EXPECT_EQ(view.token(k), want.tokens[static_cast<std::size_t>(k)]) << d.uid << " " << k;
+    EXPECT_EQ(view.supervised(k), want.supervised[static_cast<std::size_t>(k)]) << d.uid << " " << k;
+  }
+}
+
+TEST(DocumentStore, ViewsEveryFormAsEffectiveMakesIt) {
+  const Token big = std::numeric_limits<std::int64_t>::max() - 1, small = std::numeric_limits<std::int32_t>::min();
+  ExpectViewIsEffective(Doc("narrow", {1, 2, 3, small, std::numeric_limits<std::int32_t>::max()}, {}));
+  ExpectViewIsEffective(Doc("wide", {1, big, -big, 4}, {0, 1, 1, 0}));
+  ExpectViewIsEffective(Doc("all-ones", {1, 2, 3}, {1, 1, 1}));
+  std::vector<Token> tokens(130, 7);
+  std::vector<int> bits(130, 1);
+  for (std::size_t k = 0; k < bits.size(); k += 3) bits[k] = 0;  // across 64-bit words
+  ExpectViewIsEffective(Doc("bits", tokens, bits));
+  ExpectViewIsEffective(Doc("empty", {}, {}));
+  DocumentStore store;
+  store.Put(Doc("not-flags", {1, 2, 3}, {1, 2, -1}));
+  fastcheck::DocumentView view;
+  EXPECT_FALSE(store.View("not-flags", view));
+  EXPECT_FALSE(store.View("absent", view));
 }
 
 TEST(DocumentStore, ARepeatedUidReplacesAndErasedOnesAreGone) {

@@ -2,12 +2,15 @@
 // a file: the Python binding audits batches it built with no JSON in between.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "packoracle/fastcheck/jsonl_reader.h"
 #include "packoracle/fastcheck/memory_reader.h"
 #include "packoracle/jobs/summary.h"
 #include "packoracle/jobs/verify.h"
@@ -50,6 +53,45 @@ TEST_P(InMemory, GivesTheFilesTextAndJson) {
 
 INSTANTIATE_TEST_SUITE_P(ExampleDumps, InMemory,
                          ::testing::Values("hf_flatten_clean.jsonl", "megatron_training_copy_buggy.jsonl"));
+
+// What verify prints, or the error it stops with.
+std::string Outcome(const std::function<AuditResult()>& audit) {
+  try {
+    const AuditResult r = audit();
+    return RenderAuditText(r, 20) + RenderAuditJson(r) + std::to_string(r.exit_code);
+  } catch (const InputError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// A file's steps are streamed (checked row by row as read, then let go) and a step that fails is read again
+// from the file for its report; a reader's steps (VerifyReaders) are held whole. Both must give the same
+// audit, byte for byte, on every dump of the repository, broken ones included, whether failing steps are read
+// again (hold_step_bytes 0) or reported from the micro-batches held.
+TEST(StreamedSteps, ReportAsStepsHeldWholeOnEveryDumpOfTheRepository) {
+  std::vector<std::string> paths;
+  for (const char* dir : {"/examples/dumps", "/fuzz/corpus/packed_batch"})
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(PACKORACLE_SOURCE_DIR) + dir))
+      if (entry.path().extension() == ".jsonl") paths.push_back(entry.path().string());
+  ASSERT_GT(paths.size(), 20u);
+  int failing = 0;
+  for (const auto& path : paths) {
+    SCOPED_TRACE(path);
+    const std::string held = Outcome([&] {
+      std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
+      sources.push_back(std::make_unique<fastcheck::FastBatchReader>(path));
+      return VerifyReaders(std::move(sources), VerifyOptions{});
+    });
+    for (const std::int64_t hold : {std::int64_t{0}, std::int64_t{16} << 20}) {
+      VerifyOptions options;
+      options.files = {path};
+      options.hold_step_bytes = hold;
+      EXPECT_EQ(Outcome([&] { return VerifyFiles(options); }), held) << "hold_step_bytes " << hold;
+    }
+    failing += held.back() == '1' ? 1 : 0;
+  }
+  EXPECT_GT(failing, 5);  // steps that fail, and are read again for their report
+}
 
 TEST(VerifyReaders, NamesTheInMemorySourceAndTheRecordInEachViolation) {
   const AuditResult r = VerifyInMemory(ReadAll(kDumps + "megatron_training_copy_buggy.jsonl"), "my batch");

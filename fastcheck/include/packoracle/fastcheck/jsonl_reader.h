@@ -36,6 +36,9 @@ class RecordReader {
   virtual const std::string& path() const = 0;
   // Bytes of the source consumed so far (for progress), 0 when the reader cannot tell.
   virtual std::int64_t bytes_read() const { return 0; }
+  // Where the line of the record Next gave last starts in the source (bytes), -1 when the reader cannot
+  // tell. verify reads a step again from there (FastBatchReader's resuming constructor) to report it.
+  virtual std::int64_t record_offset() const { return -1; }
 };
 
 class FastBatchReader final : public RecordReader {
@@ -46,6 +49,8 @@ class FastBatchReader final : public RecordReader {
   // reads from memory (fmemopen) in chunks of a few bytes so lines straddle them.
   FastBatchReader(std::FILE* file, std::string name, std::size_t chunk = kDefaultChunk);
   static constexpr std::size_t kDefaultChunk = std::size_t{1} << 20;
+  // Resumes a file read before: from byte `offset`, where line `line` starts (the header already read).
+  FastBatchReader(std::string path, std::int64_t offset, std::int64_t line);
   ~FastBatchReader() override;
   // The next record into `record` (its storage reused when it holds the same kind), false at the end.
   bool Next(PackedBatchRecord& record) override;
@@ -53,6 +58,7 @@ class FastBatchReader final : public RecordReader {
   const std::string& path() const override { return path_; }
   std::int64_t line() const { return line_; }
   std::int64_t bytes_read() const override { return bytes_; }
+  std::int64_t record_offset() const override { return record_offset_; }
   std::int64_t fallbacks() const;  // lines handed to the nlohmann reader
 
  private:
@@ -65,6 +71,7 @@ class FastBatchReader final : public RecordReader {
   std::size_t scanned_ = 0;            // bytes from begin_ already searched for a newline
   bool eof_ = false;
   std::int64_t line_ = 0, bytes_ = 0;
+  std::int64_t offset_ = 0, record_offset_ = -1;  // where the next line starts; where the last record's did
   std::unique_ptr<LineParser> parser_;
 };
 

@@ -60,12 +60,15 @@ class ParallelBatchReader final : public RecordReader {
   std::optional<PackedBatchRecord> Next() override;
   const std::string& path() const override { return path_; }
   std::int64_t bytes_read() const override { return bytes_handed_; }
+  std::int64_t record_offset() const override { return record_offset_; }
 
  private:
   struct Block {
     std::vector<char> text;  // whole lines, then simdjson's padding
     std::size_t size = 0;    // bytes of lines in text
     std::int64_t first_line = 0;
+    std::int64_t first_offset = 0;          // where its first line starts in the file
+    std::vector<std::int64_t> offsets;      // per record: where its line starts in the block
     std::vector<PackedBatchRecord> records;  // parsed: [0, count), storage reused from block to block
     std::size_t count = 0;
     std::exception_ptr error;  // the first bad line's, after records[0, count)
@@ -89,6 +92,7 @@ class ParallelBatchReader final : public RecordReader {
   bool stop_claiming_ = false;  // the end or an error was claimed: nothing after it is needed
   bool stop_ = false;           // the destructor: leave now
   std::int64_t next_line_ = 1;
+  std::int64_t next_offset_ = 0;  // where the next block starts in the file
   std::deque<std::unique_ptr<Block>> window_;  // claimed, in file order
   std::vector<std::unique_ptr<Block>> spare_;  // handed out, their storage kept
   std::size_t max_window_;
@@ -98,6 +102,7 @@ class ParallelBatchReader final : public RecordReader {
   bool started_ = false;
   bool finished_ = false;  // the end or an error was handed out
   std::int64_t bytes_handed_ = 0;
+  std::int64_t record_offset_ = -1;
   std::optional<PackedBatchRecord> header_;
   int worker_count_;
   std::vector<std::thread> workers_;

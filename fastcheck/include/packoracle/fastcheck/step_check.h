@@ -22,10 +22,17 @@
 //   in.SetPacked(pack_result); in.documents = &docs; in.options = options;
 //   const fastcheck::StepVerdict& v = checker.Check(in);
 //   if (v.outcome != fastcheck::Outcome::kPassed) { /* run CheckCase for the full report */ }
+//
+// Streamed (verify, a step of many micro-batches): the same checks and the same verdict, rows checked as each
+// micro-batch is added; the property test checks it too, with L and the documents known only at the end.
+//   in.row_length = 0;  docs.resolve = ...;  docs.uid_order = true;
+//   checker.Begin(in);  for (each micro-batch read) checker.Add(mb);  const auto& v = checker.Finish();
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -63,15 +70,40 @@ struct StepVerdict {
   std::vector<std::string> notes;            // as CaseResult (ProducerNotes of the step's totals)
 };
 
+// One effective document as the checker reads it: its tokens (int64, or int32 where a holder packs them) and
+// its supervised flags (ints, bits, or none: all ones). A view: the storage is the holder's, and must stay
+// put until the step's verdict (FastStepChecker::Finish).
+struct DocumentView {
+  std::string_view uid;
+  std::int64_t size = 0;
+  const Token* wide = nullptr;           // tokens as int64; else `narrow`
+  const std::int32_t* narrow = nullptr;
+  const int* ints = nullptr;             // supervised flags as ints (EffectiveDocument::supervised)
+  const std::uint64_t* bits = nullptr;   // or as bits; neither: every token supervised
+  Token token(std::int64_t k) const { return wide ? wide[k] : narrow[k]; }
+  int supervised(std::int64_t k) const {
+    if (ints) return ints[k];
+    return bits ? static_cast<int>((bits[k / 64] >> (k % 64)) & 1) : 1;
+  }
+  static DocumentView Of(const EffectiveDocument& d);
+};
+
 // The documents of a case, in the order CheckCase sees them (request.documents, made effective), with a
 // lookup by uid. `losses[d]`, when the losses are known, are request.target_losses of document d (missing
 // entries count 1 nat, as CheckCase fills them).
+//
+// A streamed step (verify) does not know its documents before its rows: `resolve` is then asked for each
+// uid a row names that is not yet among `docs`, and the documents are the ones it found, in uid order
+// (`uid_order`), as verify's request.documents (a std::set of the step's uids) has them.
 struct StepDocuments {
-  std::vector<const EffectiveDocument*> docs;
+  std::vector<DocumentView> docs;
   std::vector<const std::vector<double>*> losses;  // same size as docs, or empty when losses are unknown
+  // Streaming: the view of a document by uid, false when there is none (the uid is then unknown to the step).
+  std::function<bool(std::string_view uid, DocumentView& view)> resolve;
+  bool uid_order = false;  // the step's documents are ordered by uid, not by their index in `docs`
   // Index of a uid in `docs`, -1 when unknown (the last of equal uids, as CheckCase's std::map keeps).
   // Built once per step by Index(); the checker looks each span up once.
-  std::int64_t Find(std::string_view uid) const;
+  std::int64_t Find(std::string_view uid);
   void Index();
   // The effective documents of a request with their target losses (a request's `target_losses`), indexed.
   static StepDocuments Of(const std::vector<EffectiveDocument>& effective,
@@ -83,6 +115,7 @@ struct StepDocuments {
 
 struct StepInput {
   const Policy* policy = nullptr;  // validated by the caller (ValidatePolicy)
+  // L; 0 under Begin: the longest row of the step (verify's default), known once every row was added.
   std::int64_t row_length = 0;
   std::int64_t dp_world_size = 1;
   // The packer's answer: its micro-batches in order (pointers, so that a caller holding them elsewhere, as
@@ -90,33 +123,29 @@ struct StepInput {
   std::vector<const CandidateMicrobatch*> microbatches;
   const std::string* refusal = nullptr;
   const std::string* fault = nullptr;
-  const StepDocuments* documents = nullptr;
+  StepDocuments* documents = nullptr;
   CheckOptions options;  // determinism is the caller's (it needs the packer); the rest as CheckCase
 
   void SetPacked(const PackResult& packed);
 };
 
+// Check(input) checks a whole step at once. A step too large to hold (gradient accumulation over a hundred
+// micro-batches) is streamed instead: Begin(input) (its micro-batches are ignored), Add each micro-batch in
+// order (its rows are checked then, and need not outlive the call), Finish for the verdict. What crosses rows
+// is kept as small running state: per row a few sums, per document its pieces, per micro-batch its totals.
+// Check is exactly Begin, Add for each micro-batch, Finish.
 class FastStepChecker {
  public:
+  FastStepChecker();
+  ~FastStepChecker();
   const StepVerdict& Check(const StepInput& input);
+  void Begin(const StepInput& input);
+  void Add(const CandidateMicrobatch& microbatch);
+  const StepVerdict& Finish();
 
  private:
   struct Impl;
-  struct Buffers {
-    std::vector<std::int32_t> slot_doc;     // effective document index, -1 for padding
-    std::vector<std::int64_t> slot_offset;  // token offset in the document
-    std::vector<std::int32_t> slot_piece;   // index of the span in the row's doc_spans
-    std::vector<std::int64_t> piece_base;   // doc_offset of each span (split_positions: restart)
-    std::vector<std::uint8_t> covered;      // spans claiming the slot (saturating)
-    std::vector<std::uint8_t> derived;      // segment starts derived from an encoding
-    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;  // per document: (offset, length)
-    std::vector<std::int64_t> next_nonempty;  // per document: the next document of the stream with tokens
-    std::vector<std::int64_t> last_row;       // per document: the last row holding a piece of it
-    std::vector<std::int32_t> span_doc;       // per span of the step (rows in order): its document, -1 unknown
-    std::vector<std::size_t> row_spans;       // per row: where its spans start in span_doc
-  };
-  Buffers buffers_;
-  StepVerdict verdict_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace packoracle::fastcheck

@@ -48,6 +48,11 @@ struct VerifyOptions {
   // more parse ahead while the steps are checked (ParallelBatchReader: all of them on one file, one a file
   // when there are several). The results are the same whatever the number.
   int jobs = 1;
+  // A file's step is streamed: its rows are checked by the fast verifier as they are read, and let go, so that
+  // memory does not grow with the step. Its micro-batches are also held while they take about this many
+  // bytes, so that a small step that fails is reported without a second read; a larger one is read again
+  // from the file for its report (0: always read again).
+  std::int64_t hold_step_bytes = std::int64_t{16} << 20;
   // Called after every step checked (on the calling thread): how far the audit is, for a progress display.
   std::function<void(const VerifyProgress&)> progress;
 };
