@@ -132,7 +132,7 @@ void FastStepChecker::Impl::Totals() {
     if (!(partial_ranks && std::string(ImpliedScope(policy.denominator)) == "global")) {
       std::vector<MicrobatchDivision> divisions;
       for (std::size_t m = 0; m < totals.size(); ++m)
-        if (totals[m]->denominator) divisions.push_back({mbs[m]->rank, m, n_mb[m], *totals[m]->denominator});
+        if (totals[m]->denominator) divisions.push_back({mbs[m].rank, m, n_mb[m], *totals[m]->denominator});
       Weighting w = DenominatorWeighting(policy.denominator, divisions, "the step");
       for (auto& note : w.notes) AddNote(std::move(note));
       for (std::size_t k = 0; k < w.problems.size(); ++k) Add(Invariant::kDenominator);  // one finding each, as CheckCase
