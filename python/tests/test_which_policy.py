@@ -1,6 +1,7 @@
 """packoracle.which_policy: a packer fuzzed under every preset of the core; which hold, and for the nearest one
 broken, the keys that differ and its minimal case (issue 27 item 3)."""
 
+import numpy as np
 import pytest
 
 import packoracle
@@ -49,6 +50,44 @@ def test_a_packer_that_always_fails_holds_under_none():
      ["which_policy", "reproduce"]),
 ])
 def test_bad_arguments_name_themselves(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    assert all(w in str(info.value) for w in words), str(info.value)
+
+
+DOCUMENTS = {"a": [11, 12, 13], "b": [21, 22, 23, 24, 25, 26]}
+
+
+def _flattened(positions):
+    return {"input_ids": np.array([[11, 12, 13, 21, 22, 23, 24, 25, 26]]),
+            "labels": np.array([[-100, 12, 13, -100, 22, 23, 24, 25, 26]]),
+            "position_ids": np.array([positions]), "cu_seq_lens_q": np.array([0, 3, 9], dtype=np.int32)}
+
+
+def test_a_batch_from_the_flattening_collator_holds_under_hf_flatten_and_names_the_nearest_other():
+    fit = packoracle.which_policy_of_batch(_flattened([0, 1, 2, 0, 1, 2, 3, 4, 5]), DOCUMENTS)
+    assert "hf-flatten" in fit.holds and "reference" in fit.broken, str(fit)
+    assert all(packoracle.check_batch(_flattened([0, 1, 2, 0, 1, 2, 3, 4, 5]), DOCUMENTS, p).ok for p in fit.holds)
+    assert fit.nearest in fit.broken and fit.compared_with in fit.holds and fit.differing
+    assert fit.report is not None and not fit.report.ok and fit.counterexample is None
+    assert str(fit).startswith("packoracle.which_policy: one batch under each of")
+
+
+def test_a_batch_no_preset_accepts_holds_under_none_and_shows_the_least_broken():
+    fit = packoracle.which_policy_of_batch(_flattened(list(range(9))), DOCUMENTS)  # positions never reset
+    assert fit.holds == () and fit.compared_with is None and fit.nearest in fit.broken
+    fewest = min(len(packoracle.check_batch(_flattened(list(range(9))), DOCUMENTS, p).violations)
+                 for p in fit.broken if p != fit.nearest and fit.report is not None)
+    assert fit.report is not None and len(fit.report.violations) <= fewest
+    assert "holds under: none" in str(fit)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: packoracle.which_policy_of_batch([1, 2], DOCUMENTS), TypeError, ["which_policy_of_batch", "batch", "list"]),
+    (lambda: packoracle.which_policy_of_batch(_flattened(list(range(9))), DOCUMENTS, policy="reference"), TypeError,
+     ["which_policy_of_batch", "policy"]),
+])
+def test_bad_batch_arguments_name_themselves(call, error, words):
     with pytest.raises(error) as info:
         call()
     assert all(w in str(info.value) for w in words), str(info.value)

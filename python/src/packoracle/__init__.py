@@ -20,7 +20,7 @@ from ._checks import check_batch, check_step, draw, verify
 from ._documents import canonical_documents
 from ._fuzz import Counterexample, FuzzResult, Refuse, fuzz
 from ._policy import Policy, presets
-from ._which import PolicyFit, which_policy
+from ._which import PolicyFit, which_policy, which_policy_of_batch
 from .dump.spans import Document
 from .report import Report, Violation
 
@@ -54,4 +54,5 @@ del _public
 __all__ = [
     "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "Violation", "__version__",
     "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify", "which_policy",
+    "which_policy_of_batch",
 ]

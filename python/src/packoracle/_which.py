@@ -1,4 +1,5 @@
-"""packoracle.which_policy: which presets a packer keeps, found by fuzzing it under each.
+"""packoracle.which_policy: which presets a packer keeps, found by fuzzing it under each; which_policy_of_batch:
+which presets a batch you already hold keeps, found by checking it under each.
 
 A packer written without a declared policy still follows one. Run a few hundred generated cases under every
 preset of the core (oracle/src/presets.cc): the presets it holds under are its candidates; for the nearest
@@ -10,10 +11,12 @@ this module only runs them and compares the presets' resolved keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from . import _args, _core
+from ._checks import check_batch
 from ._fuzz import Counterexample, fuzz
+from .report import Report
 
 DEFAULT_CASES = 300
 
@@ -25,7 +28,9 @@ class PolicyFit:
     holds, the one broken last), or None when every preset holds; ``compared_with``: the preset held whose keys
     ``differing`` compares it with, as (key, nearest's value, compared_with's value); ``counterexample``: the
     nearest's minimal case (a packoracle.Counterexample: its report, ``invariant`` and ``replay``);
-    ``cases``: per preset. ``str()`` says all of it."""
+    ``cases``: per preset (1 for a batch); ``report``: for which_policy_of_batch, the nearest's Report (or
+    ``refusal``: the check's error under it, for a batch that preset cannot even read); ``of_batch``: found
+    from one batch. ``str()`` says all of it."""
 
     holds: tuple[str, ...]
     broken: tuple[str, ...]
@@ -34,10 +39,13 @@ class PolicyFit:
     differing: tuple[tuple[str, Any, Any], ...]
     counterexample: Optional[Counterexample]
     cases: int
+    report: Optional[Report] = None
+    refusal: Optional[str] = None
+    of_batch: bool = False
 
     def __str__(self) -> str:
-        lines = [f"packoracle.which_policy: {self.cases} cases under each of "
-                 f"{len(self.holds) + len(self.broken)} presets"]
+        what = "one batch" if self.of_batch else f"{self.cases} cases"
+        lines = [f"packoracle.which_policy: {what} under each of {len(self.holds) + len(self.broken)} presets"]
         lines.append(f"  holds under: {', '.join(self.holds) or 'none'}")
         lines.append(f"  broken under: {', '.join(self.broken) or 'none'}")
         if self.nearest is not None and self.counterexample is not None:
@@ -48,6 +56,14 @@ class PolicyFit:
                 lines.append(f"    {key}: {self.nearest} says {theirs!r}, {self.compared_with} says {held!r}")
             lines.append("  its minimal case:")
             lines += ["    " + line for line in str(self.counterexample).rstrip("\n").splitlines()]
+        elif self.nearest is not None and (self.report is not None or self.refusal is not None):
+            against = f" (against {self.compared_with})" if self.compared_with else ""
+            lines.append(f"  nearest broken: {self.nearest}{against}")
+            for key, theirs, held in self.differing:
+                lines.append(f"    {key}: {self.nearest} says {theirs!r}, {self.compared_with} says {held!r}")
+            evidence = str(self.report) if self.report is not None else f"refused: {self.refusal}\n"
+            lines.append("  what it finds:")
+            lines += ["    " + line for line in evidence.rstrip("\n").splitlines()]
         return "\n".join(lines) + "\n"
 
 
@@ -77,12 +93,54 @@ def which_policy(packer: Callable[[dict], Any], *, cases: Optional[int] = None, 
             holds.append(name)
         except Counterexample as e:
             failures[name] = e
-    nearest, compared_with, differing = None, None, ()
+    nearest, compared_with, differing = _nearest(presets, holds, failures,
+                                                 resisted=lambda f: failures[f].cases or 0)
+    return PolicyFit(holds=tuple(holds), broken=tuple(failures), nearest=nearest, compared_with=compared_with,
+                     differing=differing, counterexample=failures.get(nearest) if nearest else None, cases=cases)
+
+
+def _nearest(presets: dict, holds: list, failures: dict, resisted: Callable[[str], int]):
+    """(nearest broken preset, the held one it is compared with, their differing keys): the pair of a broken and
+    a held preset with the fewest differing keys; without any held, the broken one that resisted most."""
     if failures and holds:
         distance = {(f, h): _differing(presets[f], presets[h]) for f in failures for h in holds}
         nearest, compared_with = min(distance, key=lambda fh: len(distance[fh]))
-        differing = distance[(nearest, compared_with)]
-    elif failures:  # none holds: the one that resisted longest
-        nearest = max(failures, key=lambda f: failures[f].cases or 0)
+        return nearest, compared_with, distance[(nearest, compared_with)]
+    if failures:
+        return max(failures, key=resisted), None, ()
+    return None, None, ()
+
+
+def which_policy_of_batch(batch: Mapping[str, Any], documents: Any, **check_options: Any) -> PolicyFit:
+    """Checks one micro-batch you already hold (as packoracle.check_batch takes it) under every preset and says
+    under which it holds and, for the nearest one it breaks, the keys that differ and that preset's Report.
+    A preset under which the batch cannot be read at all (a negative id it does not declare, say) is broken,
+    with the error as its ``refusal``. Other keyword arguments (``row_length``, ``producer``, ``ignore``, ...)
+    go to every check_batch call; one batch is a single case, so a preset that holds here may still break on
+    others (which_policy fuzzes a packer)."""
+    at = "which_policy_of_batch"
+    if not isinstance(batch, Mapping):
+        raise TypeError(f"{at}: batch must be a dict of arrays (input_ids, labels, ...), got {type(batch).__name__}")
+    if "policy" in check_options:
+        raise TypeError(f"{at}: policy= does not apply (the batch is checked under every preset)")
+    presets = {p["name"]: p["policy"] for p in _core.presets()}
+    holds: list[str] = []
+    failures: dict[str, Any] = {}  # preset -> its Report, or the error text under it
+    for name in presets:
+        try:
+            report = check_batch(batch, documents, name, **check_options)
+        except ValueError as e:
+            failures[name] = str(e)
+            continue
+        if report.ok:
+            holds.append(name)
+        else:
+            failures[name] = report
+    nearest, compared_with, differing = _nearest(
+        presets, holds, failures,
+        resisted=lambda f: -len(failures[f].violations) if isinstance(failures[f], Report) else -1_000_000_000)
+    evidence = failures.get(nearest) if nearest else None
     return PolicyFit(holds=tuple(holds), broken=tuple(failures), nearest=nearest, compared_with=compared_with,
-                     differing=differing, counterexample=failures.get(nearest) if nearest else None, cases=cases)
+                     differing=differing, counterexample=None, cases=1,
+                     report=evidence if isinstance(evidence, Report) else None,
+                     refusal=evidence if isinstance(evidence, str) else None, of_batch=True)
