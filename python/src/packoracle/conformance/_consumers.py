@@ -165,13 +165,6 @@ class _Findings:
         known = list(FINDINGS) + [f for f in self.order if f not in FINDINGS]
         return f"F{known.index(finding) + 1}"
 
-        finding = cell.consumer.finding
-        if finding not in self.first:
-            self.order.append(finding)
-            self.first[finding] = cell
-        known = list(FINDINGS) + [f for f in self.order if f not in FINDINGS]
-        return f"F{known.index(finding) + 1}"
-
 
 # ---- the column as text (nothing machine-dependent: CI compares it with the committed page) -----------------
 
