@@ -39,6 +39,8 @@ TEST(Generation, MostCasesShareRowsFewAreRefusedOrEmpty) {
   EXPECT_LE(s.Share(s.refused), 0.10) << RenderGenerationStats(s);
   EXPECT_LE(s.Share(s.no_documents), 0.05) << RenderGenerationStats(s);
   EXPECT_GT(s.Share(s.refused), 0.0) << "refusals keep a share";
+  EXPECT_GE(s.Share(s.empty_document), 0.02) << "empty documents keep a share (a blank line of a dataset)";
+  EXPECT_LE(s.Share(s.empty_document), 0.10) << RenderGenerationStats(s);
   EXPECT_GT(s.Share(s.sft_masks), 0.10) << "SFT masks keep a share";
   EXPECT_LT(s.Share(s.sft_masks), 0.60) << "SFT masks do not dominate";
 }
