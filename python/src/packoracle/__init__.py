@@ -24,7 +24,8 @@ from ._which import PolicyFit, which_policy, which_policy_of_batch
 from .dump.spans import Document
 from .report import Report, Violation
 
-__version__ = _core.__version__
+# nanobind's stubgen leaves module dunders (__version__ among them) out of _core.pyi; the module has it.
+__version__: str = _core.__version__  # type: ignore[attr-defined]
 
 if TYPE_CHECKING:
     from . import adapters, conformance, dump, guard, strategies  # noqa: F401
