@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Union, cast
 
@@ -167,7 +167,7 @@ class GuardedCollator:
     def __init__(self, collator: Callable[..., Any], guard: BatchGuard):
         self.collator, self.guard = collator, guard
 
-    def __call__(self, features, *args, **kwargs):
+    def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
         self.guard.check(batch, lambda: documents_from_features(features, self.guard.policy["ignore_index"]))
         return batch
@@ -194,7 +194,7 @@ class GuardedLoader:
     def __init__(self, loader: Iterable, guard: BatchGuard):
         self.loader, self.guard = loader, guard
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for batch in self.loader:
             self.guard.check(batch)
             yield batch
