@@ -320,8 +320,8 @@ void Checker::CheckNoMergeableRows() {
   }
   for (const auto& [rank, pair] : named) {
     const auto [r, s] = pair;
-    std::string sentence = At(r) + " (" + std::to_string(used[r]) + " non-pad slots) and " + At(s) + " (" +
-                           std::to_string(used[s]) + ")";
+    const char* slots = used[r] == 1 ? " non-pad slot) and " : " non-pad slots) and ";
+    std::string sentence = At(r) + " (" + std::to_string(used[r]) + slots + At(s) + " (" + std::to_string(used[s]) + ")";
     if (request_.dp_world_size > 1) sentence += " on rank " + std::to_string(rank);
     sentence += " could be one row: " + std::to_string(used[r]) + " + " + std::to_string(used[s]) + " = " +
                 std::to_string(used[r] + used[s]) + " ≤ " +
