@@ -110,7 +110,7 @@ _HOW_TO_CHECK = {
     "gradient": "give reducer= and gradient=True, the reducer returning the tensor it backpropagates",
     "attention": "give microbatch_consumer= (or consumer=) for the code that turns a batch into attention",
     "packing_invariance": "needs a packer or a consumer, and decoder=True",
-    "efficiency": "reported only when the policy asks for it",
+    "efficiency": "reported; to check it, give a policy that promises it (\"efficiency\": \"no_mergeable_rows\")",
 }
 
 
