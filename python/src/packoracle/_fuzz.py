@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 import threading
 import time as _time
 import traceback
@@ -467,8 +468,6 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     (a function or class at a module's top level, or what one wraps with functools.wraps); ("__main__", name)
     for one defined in the running script; None for a lambda, a closure, an instance, a partial or a bound
     method, which no import reaches."""
-    import sys  # here, not at the top: docs/conformance.md quotes this module's line numbers above `drive`
-
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
         return None
