@@ -3,7 +3,8 @@
 # (build-venv/), in its two steps: the wheel built into build-wheel/ and checked to need no library outside
 # the manylinux set (scripts/wheel_check.sh), then installed, with PyTorch 2.13.0 (CPU) and the pinned test
 # dependencies (every version pinned by requirements/adapters.lock). Then, in that environment and against
-# the installed package (never the source tree): the Python tests (python/tests) and every Python snippet of
+# the installed package (never the source tree): mypy on the public API (pyproject.toml's [tool.mypy]; the
+# wheel's py.typed and _core.pyi), the Python tests (python/tests) and every Python snippet of
 # README.md and docs/ (scripts/readme_snippets.py). With --full (./scripts/test.sh --full, CI) the venv also gets the
 # real libraries the adapters drive (the `adapters` extra), and their tests (python/tests_adapters) and the
 # conformance matrix regenerated and compared with the committed one (docs/conformance.md, README.md's and docs/libraries.md's
@@ -42,6 +43,10 @@ stage "pip wheel . into $wheels/ (the extension built; mostly ccache hits after 
 stage "the wheel needs only manylinux libraries" ./scripts/wheel_check.sh "$wheels"/packoracle-*.whl
 stage "pip install of the wheel with .[$extras], pinned" install_wheel
 export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
+# -p packoracle from the repository root finds the installed package (there is no packoracle/ here); its cache
+# goes with the venv, built afresh each run.
+stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file pyproject.toml \
+  --cache-dir "$venv/mypy-cache" -p packoracle
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
   stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters

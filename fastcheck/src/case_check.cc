@@ -62,7 +62,8 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
                    Invariant::kTargets, Invariant::kAttention})
     result.checked.insert(inv);
   if (options.determinism) result.checked.insert(Invariant::kDeterminism);
-  if (options.efficiency) result.checked.insert(Invariant::kEfficiency);
+  if (options.efficiency || request.policy.efficiency == Efficiency::kNoMergeableRows)
+    result.checked.insert(Invariant::kEfficiency);
   result.not_applicable.insert(Invariant::kGradient);  // only a reducer backpropagates (CheckCase says the same)
   if (v.declared_objective) {
     result.checked.insert(Invariant::kDenominator);

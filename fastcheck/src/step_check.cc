@@ -11,6 +11,7 @@
 #include "packoracle/fastcheck/step_check.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "packoracle/oracle/layout.h"
@@ -380,7 +381,37 @@ void FastStepChecker::Impl::Decide() {
     v.valid_targets += s.weight;
   }
   if (options.efficiency && v.utilization < options.min_utilization) add(Invariant::kEfficiency);
+  if (policy().efficiency == Efficiency::kNoMergeableRows) MergeableRows();
   Totals();
+}
+
+// Checker::CheckNoMergeableRows: used(r) + used(s) > C for every two rows of a rank. The pair with the fewest
+// used slots together is the rank's two rows with the fewest (the earliest on ties), which is the pair the
+// oracle names; if those two do not fit in one row, no two rows of the rank do. The finding is on the later.
+void FastStepChecker::Impl::MergeableRows() {
+  const std::int64_t C = MergeCapacity(policy(), RowLength());
+  struct Two {
+    std::int64_t a = -1, b = -1;  // the flat rows with the fewest used slots, a before b in (used, row) order
+  };
+  std::map<std::int64_t, Two> by_rank;
+  auto fewer = [&](std::int64_t x, std::int64_t y) {
+    const auto ux = sums[static_cast<std::size_t>(x)].used, uy = sums[static_cast<std::size_t>(y)].used;
+    return ux != uy ? ux < uy : x < y;
+  };
+  for (std::int64_t r = 0; r < static_cast<std::int64_t>(sums.size()); ++r) {
+    Two& t = by_rank[mbs[static_cast<std::size_t>(row_microbatch[static_cast<std::size_t>(r)])].rank];
+    if (t.a < 0 || fewer(r, t.a)) {
+      t.b = t.a;
+      t.a = r;
+    } else if (t.b < 0 || fewer(r, t.b)) {
+      t.b = r;
+    }
+  }
+  for (const auto& [rank, t] : by_rank) {
+    if (t.b < 0) continue;
+    if (sums[static_cast<std::size_t>(t.a)].used + sums[static_cast<std::size_t>(t.b)].used <= C)
+      v.findings.push_back({Invariant::kEfficiency, std::max(t.a, t.b), -1});
+  }
 }
 
 void FastStepChecker::Impl::Finish() {

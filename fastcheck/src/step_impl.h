@@ -75,6 +75,7 @@ struct FastStepChecker::Impl {
     double weight = 0, count = 0, loss = 0;  // count on the policy's basis
     double labels = 0;                       // the oracle's labels != ignore_index
     std::int64_t length = 0;
+    std::int64_t used = 0;  // non-pad slots (efficiency: no_mergeable_rows)
   };
   std::vector<RowSums> sums;
   std::vector<std::int32_t> row_microbatch;
@@ -153,6 +154,7 @@ struct FastStepChecker::Impl {
   bool PiecesOverlap();
   void ResolvePending();
   void Totals();
+  void MergeableRows();  // efficiency: no_mergeable_rows
   void Decide();  // Finish's flow: which pass's findings are the step's
 };
 

@@ -17,9 +17,10 @@ void FastStepChecker::Impl::RowPass(const CandidateRow& row, std::int64_t R, std
   std::int64_t truth_count = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (sd[i] < 0) continue;
-    ++used;
+    ++sums[static_cast<std::size_t>(R)].used;
     truth_count += TrueStart(i) ? 1 : 0;
   }
+  used += sums[static_cast<std::size_t>(R)].used;
   slots += static_cast<std::int64_t>(n);
   SegmentsRow(row, R, truth_count);
   PositionsRow(row, R);

@@ -2,14 +2,15 @@
 // from every bundled buggy candidate, and from the reference with one random field corrupted.
 //
 // Agreement, as step_check.h defines it: the same verdict and the same sequence of (invariant, row, slot),
-// in generated mode (losses known, full coverage), in dump mode (partial coverage, losses taken as given) and
-// with a utilization requirement;
+// in generated mode (losses known, full coverage), in dump mode (partial coverage, losses taken as given),
+// with a utilization requirement and under efficiency: no_mergeable_rows;
 // when both pass, the same valid-target count, declared objective, token mean and notes (the checks partial
 // producer totals did not allow; the corrupted reference rows give every partial subset of the totals). A deferral (the fast path
 // hands the case to CheckCase) must be one where CheckCase throws, and must stay rare.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -52,6 +53,7 @@ bool Same(const std::optional<double>& a, const std::optional<double>& b) {
 
 struct Tally {
   int decided = 0, deferred = 0, violated = 0;
+  int mergeable = 0;  // decided cases where rows could merge under efficiency: no_mergeable_rows
 };
 
 // The fast verdict against CheckCase's on `request`: the property proper.
@@ -79,6 +81,10 @@ void Compare(const PackRequest& request, const PackResult& out, const CheckOptio
   }
   if (!want.passed()) {
     ++tally.violated;
+    if (request.policy.efficiency == Efficiency::kNoMergeableRows &&
+        std::any_of(want.violations.begin(), want.violations.end(),
+                    [](const Violation& v) { return v.invariant == Invariant::kEfficiency; }))
+      ++tally.mergeable;
     return;
   }
   double weights = 0;
@@ -168,6 +174,16 @@ void BothModes(const PackRequest& request, const PackResult& out, Tally& tally) 
   efficiency.efficiency = true;
   efficiency.min_utilization = 0.75;
   Agree(request, out, efficiency, tally);
+  // The same rows under a policy that promises efficiency: no_mergeable_rows (where it is coherent): the
+  // sequential packers' rows that could merge are findings, and the first-fit ones are not.
+  Policy promised = request.policy;
+  promised.efficiency = Efficiency::kNoMergeableRows;
+  if (!PolicyProblems(promised).empty()) return;
+  PackRequest under_promise = request;
+  under_promise.policy = promised;
+  Agree(under_promise, out, generated, tally);
+  Agree(under_promise, out, dump, tally);
+  AgreeStreamed(under_promise, out, dump, tally);
 }
 
 PackResult PackCatching(Candidate& c, const PackRequest& request) {
@@ -300,6 +316,7 @@ TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows
   }));
   ExpectMostlyDecided(tally);
   EXPECT_GT(tally.violated, 0);
+  EXPECT_GT(tally.mergeable, 0) << "the reference's sequential rows never broke efficiency: no_mergeable_rows";
 }
 
 // CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.

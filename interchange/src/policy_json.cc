@@ -86,6 +86,9 @@ Policy PolicyFromJson(const nlohmann::json& object, const std::string& where) {
 nlohmann::ordered_json PolicyToJson(const Policy& policy) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const auto& [key, value] : PolicyKeyValues(policy)) {
+    // efficiency came after version 1's keys: left out at its default, so that every dump, request and
+    // preset written before it stays byte for byte the same.
+    if (key == "efficiency" && policy.efficiency == Efficiency::kReported) continue;
     std::visit([&out, &k = key](const auto& v) { out[k] = v; }, value);
   }
   return out;

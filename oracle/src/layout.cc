@@ -173,6 +173,31 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
   return layout;
 }
 
+Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
+  RequirePositiveRowLength(row_length);
+  if (policy.overflow == Overflow::kSplit) throw InputError("first fit does not split documents (overflow: split)");
+  const auto docs = Effective(documents, policy);
+  const std::int64_t capacity = MergeCapacity(policy, row_length);
+  Layout layout{row_length, {}};
+  std::vector<std::int64_t> content;  // tokens in each row so far
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    std::int64_t n = docs[d].size();
+    if (n == 0) continue;  // an empty document occupies no slot
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    if (n > row_length) n = row_length;  // truncate
+    std::size_t r = 0;
+    while (r < content.size() && content[r] + n > capacity) ++r;
+    if (r == content.size()) {
+      layout.rows.push_back(RowLayout{});
+      content.push_back(0);
+    }
+    layout.rows[r].pieces.push_back({static_cast<std::int64_t>(d), 0, content[r], n});
+    content[r] += n;
+  }
+  ApplyPadding(layout, policy);
+  return layout;
+}
+
 Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
   RequirePositiveRowLength(row_length);
   const auto docs = Effective(documents, policy);
@@ -238,6 +263,7 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
 Layout DefaultLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
   if (policy.stream_stride != StreamStride::kNone) return StreamWindows(documents, policy, row_length);
   if (policy.boundary_source == BoundarySource::kNone) return OneDocumentPerRow(documents, policy, row_length);
+  if (policy.efficiency == Efficiency::kNoMergeableRows) return FirstFitLayout(documents, policy, row_length);
   return SequentialLayout(documents, policy, row_length);
 }
 

@@ -55,6 +55,8 @@ constexpr std::array<Named<Denominator>, 5> kDenominator{{{Denominator::kGlobalT
                                                            {Denominator::kAllPositions, "all_positions"}}};
 constexpr std::array<Named<CountBasis>, 2> kCountBasis{
     {{CountBasis::kTargets, "targets"}, {CountBasis::kUnshiftedLabels, "unshifted_labels"}}};
+constexpr std::array<Named<Efficiency>, 2> kEfficiency{
+    {{Efficiency::kReported, "reported"}, {Efficiency::kNoMergeableRows, "no_mergeable_rows"}}};
 
 template <class E, std::size_t N>
 const char* NameIn(const std::array<Named<E>, N>& table, E v) {
@@ -131,6 +133,7 @@ const char* Name(Padding v) { return NameIn(kPadding, v); }
 const char* Name(Overflow v) { return NameIn(kOverflow, v); }
 const char* Name(Denominator v) { return NameIn(kDenominator, v); }
 const char* Name(CountBasis v) { return NameIn(kCountBasis, v); }
+const char* Name(Efficiency v) { return NameIn(kEfficiency, v); }
 
 bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
 
@@ -140,7 +143,7 @@ const std::vector<std::string>& PolicyKeys() {
       "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
       "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
       "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
-      "denominator",     "count_basis"};
+      "denominator",     "count_basis",     "efficiency"};
   return keys;
 }
 
@@ -211,6 +214,8 @@ void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
     SetEnum(p.denominator, kDenominator, key, value);
   } else if (key == "count_basis") {
     SetEnum(p.count_basis, kCountBasis, key, value);
+  } else if (key == "efficiency") {
+    SetEnum(p.efficiency, kEfficiency, key, value);
   } else {
     std::string known;
     for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
@@ -246,7 +251,8 @@ std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p
           {"eos_id", OptionalValue(p.eos_id)},
           {"bos_id", OptionalValue(p.bos_id)},
           {"denominator", Str(Name(p.denominator))},
-          {"count_basis", Str(Name(p.count_basis))}};
+          {"count_basis", Str(Name(p.count_basis))},
+          {"efficiency", Str(Name(p.efficiency))}};
 }
 
 const std::vector<std::string>& KeysNullWhenMeaningless() {
@@ -339,6 +345,18 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
   if (p.padding == Padding::kNone && p.pad_to.kind == PadTo::Kind::kMultipleOf) {
     problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) +
                        " asks for padding, but padding is none");
+  }
+  // no_mergeable_rows compares rows of whole documents: a split row ends where the row does, not where a
+  // document does (stream_stride needs split, so stream windows land here too), and without boundaries a row
+  // holds one document, as padded batches do.
+  if (p.efficiency == Efficiency::kNoMergeableRows && p.overflow == Overflow::kSplit) {
+    problems.push_back(std::string("efficiency: no_mergeable_rows compares rows of whole documents, but overflow is "
+                                   "split") + (p.stream_stride != StreamStride::kNone ? " (stream windows)" : "") +
+                       " (a split row is full by construction; use overflow error or truncate)");
+  }
+  if (p.efficiency == Efficiency::kNoMergeableRows && p.boundary_source == BoundarySource::kNone) {
+    problems.push_back("efficiency: no_mergeable_rows packs several documents into a row, but boundary_source is "
+                       "none (one document per row: nothing would mark where the second starts)");
   }
   if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) {
     // Not impossible, but no system does it and "indexed like the targets" would be ambiguous.

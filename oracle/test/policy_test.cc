@@ -30,10 +30,45 @@ TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
     EXPECT_FALSE(preset.system.empty());
     EXPECT_TRUE(PolicyProblems(preset.policy).empty());
     const auto json = PolicyToJson(preset.policy);
-    EXPECT_EQ(json.size(), PolicyKeys().size());  // fully resolved: every key present
+    // fully resolved: every key present, but efficiency, left out at its default (reported)
+    EXPECT_EQ(json.size() + 1, PolicyKeys().size());
+    EXPECT_FALSE(json.contains("efficiency"));
     EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), preset.policy);
   }
   EXPECT_EQ(Presets().size(), 11u);
+}
+
+TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
+  Policy p = FindPreset("reference").policy;
+  EXPECT_EQ(p.efficiency, Efficiency::kReported);
+  SetPolicyKey(p, "efficiency", std::string("no_mergeable_rows"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("efficiency"), "no_mergeable_rows");
+  EXPECT_EQ(json.size(), PolicyKeys().size());
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "efficiency", std::string("best")), InputError);
+
+  Policy split = FindPreset("torchtune-packed").policy;
+  split.overflow = Overflow::kSplit;
+  split.efficiency = Efficiency::kNoMergeableRows;
+  ASSERT_EQ(PolicyProblems(split).size(), 1u);
+  EXPECT_EQ(PolicyProblems(split)[0],
+            "efficiency: no_mergeable_rows compares rows of whole documents, but overflow is split (a split row is "
+            "full by construction; use overflow error or truncate)");
+  Policy stream = FindPreset("megatron-gpt").policy;
+  stream.efficiency = Efficiency::kNoMergeableRows;
+  ASSERT_FALSE(PolicyProblems(stream).empty());
+  EXPECT_NE(PolicyProblems(stream)[0].find("overflow is split (stream windows)"), std::string::npos);
+  Policy padded = FindPreset("hf-padded").policy;
+  padded.efficiency = Efficiency::kNoMergeableRows;
+  ASSERT_EQ(PolicyProblems(padded).size(), 1u);
+  EXPECT_NE(PolicyProblems(padded)[0].find("boundary_source is none"), std::string::npos);
+
+  Policy multiple = FindPreset("reference").policy;
+  EXPECT_EQ(MergeCapacity(multiple, 10), 10);
+  multiple.pad_to = PadTo{PadTo::Kind::kMultipleOf, 4};
+  EXPECT_EQ(MergeCapacity(multiple, 10), 8);  // a row of 9 tokens would take 12 slots
 }
 
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {

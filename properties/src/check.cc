@@ -102,6 +102,7 @@ class Checker {
   void CheckPacker();
   bool CheckShape();
   bool CheckCoverage();
+  void CheckNoMergeableRows();
   void CheckSegments();
   void CheckPositions();
   void CheckTargets();
@@ -265,6 +266,7 @@ void Checker::CheckPacker() {
                                       Num(options_.min_utilization));
     }
   }
+  if (policy_.efficiency == Efficiency::kNoMergeableRows) CheckNoMergeableRows();
   CheckSegments();
   CheckPositions();
   CheckTargets();
@@ -279,6 +281,50 @@ void Checker::CheckPacker() {
     } else {
       CheckTotals(*result_.oracle, microbatches_, totals, options_.totals_owner, request_.dp_world_size);
     }
+  }
+}
+
+// efficiency: no_mergeable_rows, the packer's promise of first-fit quality. On each rank, for every two rows
+// r ≠ s of the step, with used(r) = the row's non-pad slots (delimiters included) and C = MergeCapacity (L, or
+// ⌊L/k⌋·k under pad_to multiple_of:k):
+//   used(r) + used(s) > C
+// else the two could be one row and one of them was needless. A first-fit (or best-fit) packer keeps it: it
+// opens a row only for a document no open row can take. One violation per rank, naming the pair with the
+// fewest used slots together (the earliest pair, r < s, on ties), which the fast verifier finds as the two
+// rows with the fewest used slots.
+void Checker::CheckNoMergeableRows() {
+  result_.checked.insert(Invariant::kEfficiency);
+  const std::int64_t C = MergeCapacity(policy_, request_.row_length);
+  std::vector<std::int64_t> used;
+  for (const auto& row : result_.oracle->rows) {
+    std::int64_t u = 0;
+    for (const auto& slot : row.slots) u += slot.is_pad() ? 0 : 1;
+    used.push_back(u);
+  }
+  std::map<std::int64_t, std::pair<std::size_t, std::size_t>> named;  // rank -> the pair it names
+  for (std::size_t r = 0; r < used.size(); ++r) {
+    for (std::size_t s = r + 1; s < used.size(); ++s) {
+      const std::int64_t rank = layout_.rows[r].rank;
+      if (layout_.rows[s].rank != rank || used[r] + used[s] > C) continue;
+      auto it = named.find(rank);
+      if (it == named.end() || used[r] + used[s] < used[it->second.first] + used[it->second.second])
+        named[rank] = {r, s};
+    }
+  }
+  for (const auto& [rank, pair] : named) {
+    const auto [r, s] = pair;
+    const char* slots = used[r] == 1 ? " non-pad slot) and " : " non-pad slots) and ";
+    std::string sentence = At(r) + " (" + std::to_string(used[r]) + slots + At(s) + " (" + std::to_string(used[s]) + ")";
+    if (request_.dp_world_size > 1) sentence += " on rank " + std::to_string(rank);
+    sentence += " could be one row: " + std::to_string(used[r]) + " + " + std::to_string(used[s]) + " = " +
+                std::to_string(used[r] + used[s]) + " ≤ " +
+                (C == request_.row_length ? "the row length " + std::to_string(C)
+                                          : std::to_string(C) + ", the most tokens a row of length " +
+                                                std::to_string(request_.row_length) + " holds padded to multiple_of:" +
+                                                std::to_string(policy_.pad_to.multiple)) +
+                ", but the policy promises efficiency: no_mergeable_rows";
+    Add(Invariant::kEfficiency, sentence, static_cast<std::int64_t>(s), -1, "> " + std::to_string(C),
+        std::to_string(used[r] + used[s]));
   }
 }
 

@@ -60,8 +60,12 @@ constexpr std::array<Entry, 12> kEntries{{
      "segment ids clamped to [0, 1] and handed to the model as its document ids (open-instruct)", "PI-03"},
     {Invariant::kDeterminism, "determinism", "the same input gives the same output, whatever was packed before",
      "a packer that keeps state between calls, such as a buffer carried over from the last batch", ""},
-    {Invariant::kEfficiency, "efficiency", "utilization = non-pad slots / all slots (reported)",
-     "opening a new row for every document that does not fit the current one, leaving rows that could merge", ""},
+    {Invariant::kEfficiency, "efficiency",
+     "utilization = non-pad slots / all slots (reported); under the policy's promise efficiency: "
+     "no_mergeable_rows, no two rows of a rank could be one row: used(r) + used(s) > L for every two rows "
+     "(used = non-pad slots, delimiters included; L rounded down to a multiple of k under pad_to multiple_of:k)",
+     "opening a new row for a document that an earlier row had room for (next fit, or a first fit that misses "
+     "a row, as TRL #3887's segment tree sized to a non-power of two)", ""},
     {Invariant::kGradient, "gradient",
      "given per-target losses supplied by the kit as leaf tensors, the gradient of what a reducer backpropagates "
      "with respect to each per-target loss equals its weight over the step's declared count, m / Σm",

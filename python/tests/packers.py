@@ -32,10 +32,13 @@ class DocumentTooLong(ValueError):
 
 # ---- correct packers ------------------------------------------------------------------------------------------
 
-def greedy_rows(token_lists, row_length, *, strict_fit=False):
+def greedy_rows(token_lists, row_length, *, strict_fit=False, first_fit=False):
     """Indices of the documents of each row: in order, a document goes into the current row if it fits in the
-    space left, else a new row starts. Empty documents are skipped. Raises DocumentTooLong for a document
-    longer than the row (``strict_fit``: also for one exactly as long: the off-by-one of a buggy packer)."""
+    space left, else a new row starts (``first_fit``: into the first row with room). Empty documents are
+    skipped. Raises DocumentTooLong for a document longer than the row (``strict_fit``: also for one exactly as
+    long: the off-by-one of a buggy packer)."""
+    if first_fit:
+        return _first_fit_rows(token_lists, row_length)
     rows, current, used = [], [], 0
     for k, tokens in enumerate(token_lists):
         n = len(tokens)
@@ -53,6 +56,23 @@ def greedy_rows(token_lists, row_length, *, strict_fit=False):
     return rows
 
 
+def _first_fit_rows(token_lists, row_length):
+    rows, used = [], []
+    for k, tokens in enumerate(token_lists):
+        n = len(tokens)
+        if n == 0:
+            continue
+        if n > row_length:
+            raise DocumentTooLong(f"document {k} has {n} tokens, more than the row length {row_length}")
+        r = next((r for r, u in enumerate(used) if u + n <= row_length), len(rows))
+        if r == len(rows):
+            rows.append([])
+            used.append(0)
+        rows[r].append(k)
+        used[r] += n
+    return rows
+
+
 def _shifted_labels(tokens, supervised, ignore_index):
     """Pre-shifted labels of one document: label i is token i + 1 (if supervised), the last one ignored."""
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -65,7 +85,7 @@ def _shifted_labels(tokens, supervised, ignore_index):
 
 
 def pack_reference(token_lists, row_length, *, supervised=None, pad_id=0, ignore_index=IGNORE, strict_fit=False,
-                   shift="document", positions="document"):
+                   shift="document", positions="document", first_fit=False):
     """Packs documents into rows of ``row_length`` slots for the ``reference`` preset.
 
     Greedy in document order (a document never split: one that does not fit in the space left starts a new
@@ -76,7 +96,7 @@ def pack_reference(token_lists, row_length, *, supervised=None, pad_id=0, ignore
     the row (-1 on padding). Raises DocumentTooLong for a document longer than the row.
 
     ``strict_fit``, ``shift="row"`` and ``positions="row"`` are the bugs of the buggy variants below."""
-    rows = greedy_rows(token_lists, row_length, strict_fit=strict_fit)
+    rows = greedy_rows(token_lists, row_length, strict_fit=strict_fit, first_fit=first_fit)
     shape = (len(rows), row_length)
     input_ids = np.full(shape, pad_id, dtype=np.int64)
     labels = np.full(shape, ignore_index, dtype=np.int64)

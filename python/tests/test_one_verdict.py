@@ -7,18 +7,12 @@ import pytest
 
 import packoracle
 from packoracle import guard
+from tests.test_check_batch import flattened
 
 
 def _flattened(docs, *, reset_positions=True):
-    """One row as HF's DataCollatorWithFlattening writes it (hf-flatten)."""
-    ids, labels, positions, cu = [], [], [], [0]
-    for doc in docs:
-        positions += range(len(doc)) if reset_positions else range(len(ids), len(ids) + len(doc))
-        ids += doc
-        labels += [-100] + doc[1:]
-        cu.append(len(ids))
-    return {"input_ids": np.array([ids]), "labels": np.array([labels]), "position_ids": np.array([positions]),
-            "cu_seq_lens_q": np.array(cu, dtype=np.int32)}
+    """One row as HF's DataCollatorWithFlattening writes it (hf-flatten), from a list of token lists."""
+    return flattened({f"d{k}": doc for k, doc in enumerate(docs)}, reset_positions=reset_positions)
 
 
 def _guard_dumps(tmp_path, batches):

@@ -73,7 +73,8 @@ def _torchrun(mode: str, out) -> tuple[int, list[dict]]:
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            os.path.join(HERE, "guard_train.py"), mode, str(out)], env=env, capture_output=True,
                           text=True, timeout=600)
-    ranks = []
+    (out / "torchrun.log").write_text(proc.stdout + proc.stderr)  # what a failing exit code said
+    ranks: list[dict] = []
     for r in range(2):
         path = os.path.join(out, f"rank{r}.json")
         assert os.path.exists(path), f"rank {r} wrote no result:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -83,7 +84,7 @@ def _torchrun(mode: str, out) -> tuple[int, list[dict]]:
 
 def test_torchrun_the_correct_configuration_passes_every_step(tmp_path):
     code, ranks = _torchrun("correct", tmp_path)
-    assert code == 0, ranks
+    assert code == 0, (ranks, (tmp_path / "torchrun.log").read_text()[-4000:])
     for r in ranks:
         assert r["outcome"] == "passed" and [s["step"] for s in r["steps"]] == [0, 1, 2]
         assert all(s["ok"] for s in r["steps"]) and r["batches_checked"] >= 6

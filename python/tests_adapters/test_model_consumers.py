@@ -9,11 +9,13 @@ import torch
 import packoracle
 from packoracle import guard
 from packoracle.adapters import transformers_models as tm
+from packoracle._fuzz import SMALL_CASES
 from packoracle.conformance import _consumers
 
 
 def _fuzz(consumer: tm.ModelConsumer, cases: int = 100):
-    return packoracle.fuzz(None, "reference", microbatch_consumer=consumer.consumer(), cases=cases, seed=11)
+    return packoracle.fuzz(None, "reference", microbatch_consumer=consumer.consumer(), cases=cases, seed=11,
+                           **SMALL_CASES)
 
 
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])
@@ -129,7 +131,7 @@ def test_library_mask_builders_hold_under_their_declared_policies(name):
     from packoracle.adapters import mask_builders
 
     b = mask_builders.get(name)
-    result = packoracle.fuzz(None, b.policy, microbatch_consumer=b.consumer(), cases=60, seed=4)
+    result = packoracle.fuzz(None, b.policy, microbatch_consumer=b.consumer(), cases=60, seed=4, **SMALL_CASES)
     assert result.cases == 60 and "attention" in result.checked
 
 
@@ -138,7 +140,7 @@ def test_megatron_mask_without_reset_attention_mask_breaks_document_isolation():
 
     with pytest.raises(packoracle.Counterexample) as caught:
         packoracle.fuzz(None, "megatron-gpt-docmask", microbatch_consumer=mask_builders.megatron_ltor(False),
-                        cases=100, seed=4)
+                        cases=100, seed=4, **SMALL_CASES)
     assert caught.value.invariant == "attention"
 
 
@@ -149,7 +151,7 @@ def test_torchtitan_flex_mask_without_its_document_part_is_caught():
 
     causal_only = lambda microbatch, policy: and_masks(mask_builders.titan_attention().get_causal_mask_mod())  # noqa
     with pytest.raises(packoracle.Counterexample) as caught:
-        packoracle.fuzz(None, "reference", microbatch_consumer=causal_only, cases=100, seed=4)
+        packoracle.fuzz(None, "reference", microbatch_consumer=causal_only, cases=100, seed=4, **SMALL_CASES)
     assert caught.value.invariant == "attention"
 
 

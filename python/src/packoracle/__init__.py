@@ -24,9 +24,12 @@ from ._which import PolicyFit, which_policy, which_policy_of_batch
 from .dump.spans import Document
 from .report import Report, Violation
 
-__version__ = _core.__version__
+# nanobind's stubgen leaves module dunders (__version__ among them) out of _core.pyi; the module has it.
+__version__: str = _core.__version__  # type: ignore[attr-defined]
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from . import adapters, conformance, dump, guard, strategies  # noqa: F401
 
 # Submodules reached as attributes (`packoracle.guard.check_step(...)` after `import packoracle`), imported on
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
 _SUBMODULES = frozenset({"adapters", "conformance", "dump", "guard", "strategies"})
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> "ModuleType":
     if name in _SUBMODULES:
         import importlib
 

@@ -206,9 +206,11 @@ class SpanMatcher:
 
     def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None) -> list[dict]:
         """The spans of one row. ``targets``: which of its slots are targets (see the class docstring)."""
-        spans, i, n = [], 0, len(tokens)
+        spans: list[dict] = []
+        i, n = 0, len(tokens)
         self.seen.append((tokens, spans))
         self.targets.append(targets)
+        k: Optional[int]
         if self.open is not None:
             k, offset = self.open
             self.open = None
@@ -285,9 +287,10 @@ class SpanMatcher:
                         and ((min(len(docs[k]), n - i) == len(docs[k]) or self.cut)
                              and _common_prefix(tokens, i, docs[k][:min(len(docs[k]), n - i)]) == min(len(docs[k]), n - i))]
             first = next((k for k, p in enumerate(placed) if not p), None)
-            choices = ([first] if first in matching else []) + ["pad"] + [k for k in matching if k != first]
+            # None: padding (the rest of the row is the pad id)
+            choices: list[Optional[int]] = ([first] if first in matching else []) + [None] + [k for k in matching if k != first]
             for k in choices:
-                if k == "pad":
+                if k is None:
                     if bool((tokens[i:] == pad_id).all()):
                         found[r] = list(acc)
                         if row_from(r + 1, 0, None, []):
@@ -412,7 +415,7 @@ class Microbatches:
         where = f"microbatches[{k}]"
         if not isinstance(mb, Mapping):
             raise TypeError(f"{where}: a micro-batch must be a dict, got {type(mb).__name__}")
-        meta = {"step": _args.integer(scalar(mb.get("step", 0)), where, "field 'step'", 0, _args.INT64_MAX),
+        meta: dict[str, Any] = {"step": _args.integer(scalar(mb.get("step", 0)), where, "field 'step'", 0, _args.INT64_MAX),
                 "micro_step": _args.integer(scalar(mb.get("micro_step", k)), where, "field 'micro_step'", 0,
                                             _args.INT64_MAX),
                 "rank": _args.integer(scalar(mb.get("rank", 0)), where, "field 'rank'", 0, _args.INT64_MAX),
@@ -423,7 +426,7 @@ class Microbatches:
         rows = mb["rows"]
         if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
             raise TypeError(f"{where}: field 'rows' must be a list of rows, got {type(rows).__name__}")
-        out = dict(meta, rows=[])
+        out: dict[str, Any] = dict(meta, rows=[])
         for r, row in enumerate(rows):
             if not isinstance(row, Mapping):
                 raise TypeError(f"{where}: rows[{r}] must be a dict, got {type(row).__name__}")

@@ -25,6 +25,7 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
     With `policy`, tokens are checked to be token ids (negative values only where the policy declares them).
 
     Raises ValueError or TypeError naming the document and the field."""
+    items: list[tuple[Optional[str], Any]]
     if isinstance(documents, Mapping):
         items = [(str(uid), value) for uid, value in documents.items()]
     elif isinstance(documents, (str, bytes)) or not isinstance(documents, (Sequence, Iterable)):

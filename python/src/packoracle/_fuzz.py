@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 import threading
 import time as _time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypedDict
 
 import numpy as np
 
@@ -27,7 +28,14 @@ DEFAULT_MAX_ROW_LENGTH: int = _core.DEFAULT_FUZZ_MAX_ROW_LENGTH
 DEFAULT_MAX_DOCUMENTS: int = _core.DEFAULT_FUZZ_MAX_DOCUMENTS
 # Small cases (rows of at most 16 slots, 8 documents a case): the bounds of the runs that drive real models
 # (the conformance matrix's consumer column, guard.check_model), where a row costs a forward pass.
-SMALL_CASES = {"max_row_length": 16, "max_documents": 8}
+class CaseBounds(TypedDict):
+    """fuzz()'s max_row_length and max_documents, as keyword arguments (``fuzz(..., **SMALL_CASES)``)."""
+
+    max_row_length: int
+    max_documents: int
+
+
+SMALL_CASES: CaseBounds = {"max_row_length": 16, "max_documents": 8}
 DEFAULT_SEED = 20261129
 # Seconds a callable has for one answer. `packoracle fuzz --exec` gives 10; in-process callables include real
 # models whose first call may build or compile, so more.
@@ -103,7 +111,7 @@ _HOW_TO_CHECK = {
     "gradient": "give reducer= and gradient=True, the reducer returning the tensor it backpropagates",
     "attention": "give microbatch_consumer= (or consumer=) for the code that turns a batch into attention",
     "packing_invariance": "needs a packer or a consumer, and decoder=True",
-    "efficiency": "reported only when the policy asks for it",
+    "efficiency": "reported; to check it, give a policy that promises it (\"efficiency\": \"no_mergeable_rows\")",
 }
 
 
@@ -460,8 +468,6 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     (a function or class at a module's top level, or what one wraps with functools.wraps); ("__main__", name)
     for one defined in the running script; None for a lambda, a closure, an instance, a partial or a bound
     method, which no import reaches."""
-    import sys  # here, not at the top: docs/conformance.md quotes this module's line numbers above `drive`
-
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
         return None
@@ -488,11 +494,13 @@ def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, 
         names = imports.setdefault(module, [])
         if qualname.split(".")[0] not in names:
             names.append(qualname.split(".")[0])
-    args = [paths[""][1] if paths.get("") else "None" if packer is None else _name_of(packer),
+    packer_path = paths.get("")
+    args = [packer_path[1] if packer_path else "None" if packer is None else _name_of(packer),
             repr(policy) if isinstance(policy, str) else repr(resolved)]
     for key, role in roles[1:]:
         if role is not None:
-            args.append(f"{key}{paths[key][1] if paths[key] else _name_of(role)}")
+            path = paths[key]
+            args.append(f"{key}{path[1] if path else _name_of(role)}")
     max_row_length, max_documents = bounds
     if max_row_length != DEFAULT_MAX_ROW_LENGTH:
         args.append(f"max_row_length={max_row_length}")

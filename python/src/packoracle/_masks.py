@@ -51,10 +51,10 @@ def _from_mask_function(fn: Any, n: int, row: int, where: str, device: Any = Non
     else:
         import torch
 
-        q = torch.arange(n, device=device).view(n, 1)
-        k = torch.arange(n, device=device).view(1, n)
+        tq = torch.arange(n, device=device).view(n, 1)
+        tk = torch.arange(n, device=device).view(1, n)
         zero = torch.zeros((), dtype=torch.long, device=device)
-        out = fn(torch.full((), row, dtype=torch.long, device=device), zero, q, k)
+        out = fn(torch.full((), row, dtype=torch.long, device=device), zero, tq, tk)
         out = out.cpu() if is_tensor(out) else out
     array = as_array(out, where, "mask function")
     if array.ndim == 0:

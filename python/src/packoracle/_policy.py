@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
 from . import _args, _core
@@ -20,6 +20,7 @@ class Policy(Mapping):
     Python value it holds is."""
 
     __slots__ = ("_keys",)
+    _keys: dict[str, Any]
 
     def __init__(self, policy: Union[str, Mapping[str, Any], "Policy"] = "reference", **overrides: Any):
         if isinstance(policy, Policy) and not overrides:
@@ -50,7 +51,7 @@ class Policy(Mapping):
     def __getitem__(self, key: str) -> Any:
         return self._keys[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._keys)
 
     def __len__(self) -> int:

@@ -46,9 +46,12 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
+
+if TYPE_CHECKING:
+    from ._fuzz import FuzzResult
 
 DEFAULT_REGRESSIONS = os.path.join(".packoracle", "regressions")
 _STATE = pytest.StashKey["_State"]()
@@ -150,7 +153,9 @@ def _saved_regressions(directory: Optional[Path], candidate: str, policy: dict) 
             continue
         if not isinstance(saved, dict) or saved.get("schema") != "packoracle-regression":
             continue
-        request = saved.get("request") if isinstance(saved.get("request"), dict) else {}
+        request = saved.get("request")
+        if not isinstance(request, dict):
+            request = {}
         if saved.get("candidate") == candidate and _plain(request.get("policy")) == _plain(policy):
             out.append((path, saved))
     return out
@@ -172,7 +177,7 @@ class PackoracleFuzz:
     def __init__(self, state: _State, marker_options: dict):
         self._state = state
         self._marker = marker_options
-        self.last_result = None
+        self.last_result: Optional[FuzzResult] = None
 
     @property
     def regressions_dir(self) -> Optional[Path]:
@@ -192,7 +197,8 @@ class PackoracleFuzz:
             options.pop("cases", None)  # a time budget given in the test is not cut short by --packoracle-cases
         return options
 
-    def __call__(self, packer: Optional[Callable[[dict], Any]] = None, policy: Any = None, **explicit: Any):
+    def __call__(self, packer: Optional[Callable[[dict], Any]] = None, policy: Any = None,
+                 **explicit: Any) -> FuzzResult:
         __tracebackhide__ = True
         import packoracle
         from ._policy import resolve

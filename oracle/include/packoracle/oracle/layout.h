@@ -57,6 +57,12 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
 // longer than L) is cut there and continues in the next row (torchtune split_across_pack).
 Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
+// First fit: documents in order, each into the first row whose content leaves room for it within
+// MergeCapacity (L, or ⌊L/k⌋·k under pad_to multiple_of:k), else into a new row; overflow as in
+// SequentialLayout (split is not first fit's: PolicyProblems refuses it with efficiency: no_mergeable_rows).
+// No two rows could be merged: a row is opened only for a document that no earlier row could take.
+Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
+
 // One document per row (HF padded batches). Overflow: error, truncate to L, or split into chunks of L.
 Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
@@ -70,8 +76,8 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
 Layout StreamWindows(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // The reference layout that fits the policy, as the golden fixtures use it: StreamWindows when the policy has
-// a stream_stride, OneDocumentPerRow when it encodes no boundaries (boundary_source none), else
-// SequentialLayout.
+// a stream_stride, OneDocumentPerRow when it encodes no boundaries (boundary_source none), FirstFitLayout
+// when it promises efficiency: no_mergeable_rows, else SequentialLayout.
 Layout DefaultLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // Row k goes to micro-batch m = k / rows_per_microbatch, which goes to rank m % dp_world_size as its

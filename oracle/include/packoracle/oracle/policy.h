@@ -83,6 +83,11 @@ enum class Denominator { kGlobalTargets, kRankMean, kMicrobatchMean, kSequenceMe
 // What the producer counts: weighted targets, or labels != ignore_index without the shift (HF before #46204).
 enum class CountBasis { kTargets, kUnshiftedLabels };
 
+// reported: utilization is reported, never a violation. no_mergeable_rows: the packer promises first-fit
+// quality: on each rank, no two rows of a step could be one row, used(r) + used(s) > MergeCapacity (used =
+// non-pad slots, delimiters included). Coherent only where rows hold whole documents (PolicyProblems).
+enum class Efficiency { kReported, kNoMergeableRows };
+
 struct Policy {
   std::string preset;  // the preset this policy started from ("" when built key by key)
   LabelAlignment label_alignment = LabelAlignment::kPreShifted;
@@ -106,6 +111,7 @@ struct Policy {
   std::optional<Token> bos_id;  // prepended to every document by the packer
   Denominator denominator = Denominator::kGlobalTargets;
   CountBasis count_basis = CountBasis::kTargets;
+  Efficiency efficiency = Efficiency::kReported;  // last: JSON leaves it out when reported (PolicyToJson)
 };
 
 bool operator==(const Policy& a, const Policy& b);
@@ -141,6 +147,14 @@ inline bool PolicyDemandsRefusal(const Policy& p, std::int64_t row_length, const
   if (PadsBeyondTheRow(p, row_length) && total > 0) return true;
   if (p.stream_stride != StreamStride::kNone) return StreamCutsNoRow(p, row_length, total);
   return p.overflow == Overflow::kError && overlong;
+}
+
+// The most tokens two merged rows could hold in one row: L, or ⌊L/k⌋·k when rows are padded to a multiple of
+// k (a row of n tokens takes ⌈n/k⌉·k slots, at most L exactly when n ≤ ⌊L/k⌋·k).
+inline std::int64_t MergeCapacity(const Policy& p, std::int64_t row_length) {
+  if (p.padding == Padding::kNone || p.pad_to.kind != PadTo::Kind::kMultipleOf || p.pad_to.multiple < 1)
+    return row_length;
+  return row_length / p.pad_to.multiple * p.pad_to.multiple;
 }
 
 // A policy key's value as JSON would carry it: null, a boolean, an integer or a string.
@@ -206,5 +220,6 @@ const char* Name(Padding v);
 const char* Name(Overflow v);
 const char* Name(Denominator v);
 const char* Name(CountBasis v);
+const char* Name(Efficiency v);
 
 }  // namespace packoracle

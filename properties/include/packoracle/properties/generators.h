@@ -314,6 +314,10 @@ inline rc::Gen<Policy> MixedPolicy() {
     if (p.row_end_target != RowEndTarget::kNone && p.label_alignment == LabelAlignment::kAligned) {
       p.label_alignment = LabelAlignment::kPreShifted;
     }
+    // Drawn after every other pick, so that those (and the reproduce strings that replay them) stay as they
+    // were; repaired where rows do not hold whole documents (PolicyProblems).
+    if (*rc::gen::inRange(0, 4) == 0) p.efficiency = Efficiency::kNoMergeableRows;
+    if (p.overflow == Overflow::kSplit || p.boundary_source == BoundarySource::kNone) p.efficiency = Efficiency::kReported;
     return p;
   });
 }

@@ -75,9 +75,15 @@ class Row:
 _MACHINE_PATH = re.compile(r'File "(?:[^"]*/site-packages/|[^"]*/python/src/|[^"]*/lib/python3\.\d+/)')
 
 
+# The kit's own frames: their line numbers move with every edit of the kit, the libraries' are pinned.
+_KIT_LINE = re.compile(r'(File "packoracle/[^"]+"), line \d+,')
+
+
 def portable(text: str) -> str:
-    """A report with the machine's paths cut from its traceback lines (File "olmo_core/data/utils.py", ...)."""
-    return _MACHINE_PATH.sub('File "', text)
+    """A report with the machine's paths cut from its traceback lines (File "olmo_core/data/utils.py", ...) and
+    the line numbers of the kit's own frames (File "packoracle/_fuzz.py", in drive), so that the page changes
+    only when a verdict or a library does."""
+    return _KIT_LINE.sub(r"\1,", _MACHINE_PATH.sub('File "', text))
 
 
 def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> Outcome:

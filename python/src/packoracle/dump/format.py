@@ -38,13 +38,14 @@ _ENUMS = {
     "overflow": ("error", "truncate", "split"),
     "denominator": ("global_targets", "rank_mean", "microbatch_mean", "sequence_mean", "all_positions"),
     "count_basis": ("targets", "unshifted_labels"),
+    "efficiency": ("reported", "no_mergeable_rows"),
 }
 _INT_KEYS = ("ignore_index", "position_base", "pad_id")
 _OPTIONAL_INT_KEYS = ("eos_id", "bos_id")
 POLICY_KEYS = ("preset", "label_alignment", "ignore_index", "loss_mask", "boundary_source", "attention",
                "pad_keys", "positions", "position_base", "pad_positions", "split_positions", "boundary_target",
                "row_end_target", "stream_stride", "padding", "pad_id", "pad_to", "overflow", "eos_id", "bos_id",
-               "denominator", "count_basis")
+               "denominator", "count_basis", "efficiency")
 
 DENOMINATOR_SCOPES = ("microbatch", "step", "global")
 ROW_INT_FIELDS = ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask")
@@ -202,6 +203,8 @@ def resolve_policy_without_core(policy, where="policy"):
     base.update(policy)
     if not policy.get("preset"):
         base["preset"] = None
+    if base.get("efficiency") == "reported":
+        del base["efficiency"]  # the core leaves the key out at its default (a resolved policy of version 1)
     return base
 
 

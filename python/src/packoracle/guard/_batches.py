@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union, cast
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..report import Report
 from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
 
 log = logging.getLogger("packoracle.guard")
-OnViolation = Union[str, Callable[["GuardViolation"], Any]]
+OnViolation = Union[Literal["raise", "log"], Callable[["GuardViolation"], Any]]
 
 
 class GuardViolation(AssertionError):
@@ -90,17 +90,18 @@ class BatchGuard:
         if (self.state.seen - 1) % self.every:
             return None
         self.state.checked += 1
-        documents = documents() if documents is not None else None
+        docs = documents() if documents is not None else None
         fields = {k: v for k, v in batch.items() if k not in self.ignore}
-        if documents is None or not documents:
-            documents, spans = documents_from_segments(canonical_fields(fields, "batch", _not_read(fields)), self.policy)
+        checks: tuple[str, ...]
+        if docs is None or not docs:
+            docs, spans = documents_from_segments(canonical_fields(fields, "batch", _not_read(fields)), self.policy)
             fields = dict(fields, doc_spans=spans)
             checks = CHECKED_WITHOUT_DOCUMENTS
         else:
             checks = CHECKED_WITH_DOCUMENTS
-        report = check_batch(fields, documents, self.policy, ignore=_not_read(fields))
+        report = check_batch(fields, docs, self.policy, ignore=_not_read(fields))
         if not report.ok:
-            self.violation(report, fields, documents, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
+            self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report
 
     def violation(self, report: Report, batch: Mapping[str, Any], documents: list[dict], checks: Sequence[str],
@@ -166,7 +167,7 @@ class GuardedCollator:
     def __init__(self, collator: Callable[..., Any], guard: BatchGuard):
         self.collator, self.guard = collator, guard
 
-    def __call__(self, features, *args, **kwargs):
+    def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
         self.guard.check(batch, lambda: documents_from_features(features, self.guard.policy["ignore_index"]))
         return batch
@@ -193,13 +194,14 @@ class GuardedLoader:
     def __init__(self, loader: Iterable, guard: BatchGuard):
         self.loader, self.guard = loader, guard
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for batch in self.loader:
             self.guard.check(batch)
             yield batch
 
     def __len__(self) -> int:
-        return len(self.loader)
+        # a loader without len() raises TypeError here, as it does unwrapped
+        return len(cast(Sized, self.loader))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)

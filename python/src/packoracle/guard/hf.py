@@ -29,7 +29,8 @@ class TrainerGuard:
         from transformers import TrainerCallback
 
         self.trainer, self.policy, self.every, self.on_violation = trainer, policy, every, on_violation
-        self.model_every, self.model_checked_at = model_every, None
+        self.model_every = model_every
+        self.model_checked_at: Optional[int] = None
         self.pending: list[dict] = []
         self.verdicts: list[StepVerdict] = []
         self.step = 0
