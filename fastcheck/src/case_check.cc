@@ -47,13 +47,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
     PackCatching(*candidate.packer, decoy);
     if (!(PackCatching(*candidate.packer, request) == out)) return oracle();
   }
-  StepInput in;
-  in.policy = &request.policy;
-  in.row_length = request.row_length;
-  in.dp_world_size = request.dp_world_size;
-  in.SetPacked(out);
-  in.documents = &docs;
-  in.options = options;
+  const StepInput in = StepInput::Of(request, out, docs, options);
   const StepVerdict& v = checker.Check(in);
   if (v.outcome != Outcome::kPassed) return oracle();
   if (counters) ++counters->fast_passes;

@@ -431,6 +431,18 @@ void FastStepChecker::Impl::Finish() {
   v.outcome = v.findings.empty() ? Outcome::kPassed : Outcome::kViolated;
 }
 
+StepInput StepInput::Of(const PackRequest& request, const PackResult& packed, StepDocuments& documents,
+                        const CheckOptions& options) {
+  StepInput in;
+  in.policy = &request.policy;
+  in.row_length = request.row_length;
+  in.dp_world_size = request.dp_world_size;
+  in.SetPacked(packed);
+  in.documents = &documents;
+  in.options = options;
+  return in;
+}
+
 void StepInput::SetPacked(const PackResult& packed) {
   microbatches.clear();
   for (const auto& mb : packed.microbatches) microbatches.push_back(&mb);

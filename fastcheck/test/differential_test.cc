@@ -102,13 +102,7 @@ void Agree(const PackRequest& request, const PackResult& out, const CheckOptions
   const auto effective = Effective(request.documents, request.policy, request.delimiters);
   StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
   static FastStepChecker checker;  // reused across cases, as in production: stale buffers must not leak
-  StepInput in;
-  in.policy = &request.policy;
-  in.row_length = request.row_length;
-  in.dp_world_size = request.dp_world_size;
-  in.SetPacked(out);
-  in.documents = &docs;
-  in.options = options;
+  const StepInput in = StepInput::Of(request, out, docs, options);
   Compare(request, out, options, checker.Check(in), tally);
 }
 
@@ -376,13 +370,7 @@ TEST(ConsumerAgreement, DenseMaskCheckAgreesWithCheckCase) {
         const auto effective = Effective(request.documents, request.policy, request.delimiters);
         StepDocuments docs = StepDocuments::Of(effective, request.target_losses);
         FastStepChecker checker;
-        StepInput in;
-        in.policy = &request.policy;
-        in.row_length = request.row_length;
-        in.dp_world_size = request.dp_world_size;
-        in.SetPacked(out);
-        in.documents = &docs;
-        in.options = options;
+        const StepInput in = StepInput::Of(request, out, docs, options);
         const StepVerdict& v = checker.Check(in);
         if (v.outcome == Outcome::kDefer) RC_DISCARD("deferred to CheckCase");
         got = v.findings;

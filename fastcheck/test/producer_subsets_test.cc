@@ -77,13 +77,7 @@ Verdicts Check(const PackRequest& request, const std::vector<ProducerTotals>& to
 
   const auto effective = Effective(request.documents, request.policy, request.delimiters);
   StepDocuments docs = StepDocuments::Of(effective, request.target_losses);  // as the differential test
-  StepInput in;
-  in.policy = &request.policy;
-  in.row_length = request.row_length;
-  in.dp_world_size = request.dp_world_size;
-  in.SetPacked(out);
-  in.documents = &docs;
-  in.options = options;
+  const StepInput in = StepInput::Of(request, out, docs, options);
   FastStepChecker checker;
   v.fast = checker.Check(in);
   EXPECT_NE(v.fast.outcome, Outcome::kDefer);

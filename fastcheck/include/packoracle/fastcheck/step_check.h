@@ -127,6 +127,10 @@ struct StepInput {
   CheckOptions options;  // determinism is the caller's (it needs the packer); the rest as CheckCase
 
   void SetPacked(const PackResult& packed);
+  // One generated case's step: the request's policy, L and ranks, the packer's answer and the documents (all
+  // held by the caller for as long as the input is used).
+  static StepInput Of(const PackRequest& request, const PackResult& packed, StepDocuments& documents,
+                      const CheckOptions& options);
 };
 
 // Check(input) checks a whole step at once. A step too large to hold (gradient accumulation over a hundred
