@@ -101,19 +101,12 @@ void FastStepChecker::Impl::EnsureDocument(std::int64_t d) {
   }
 }
 
+// The rule is the oracle's (policy.h); here only the effective lengths are gathered.
 bool FastStepChecker::Impl::PolicyDemandsRefusal() const {
-  std::int64_t total = 0;
-  bool overlong = false;
-  const std::int64_t L = RowLength();
-  for (const auto& d : docs_ptr->docs) {
-    total += d.size;
-    overlong = overlong || d.size > L;
-  }
-  const bool stream_only_full = policy().stream_stride != StreamStride::kNone && policy().padding == Padding::kNone;
-  const std::int64_t window = L + (policy().row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
-  if (stream_only_full) return total > 0 && total < window;
-  if (PadsBeyondTheRow(policy(), L) && total > 0) return true;
-  return policy().overflow == Overflow::kError && overlong;
+  std::vector<std::int64_t> lengths;
+  lengths.reserve(docs_ptr->docs.size());
+  for (const auto& d : docs_ptr->docs) lengths.push_back(static_cast<std::int64_t>(d.size));
+  return packoracle::PolicyDemandsRefusal(policy(), RowLength(), lengths);
 }
 
 // Checker::CheckShape, the findings of one row that need no L (all of a row's findings are alike: a count).

@@ -545,7 +545,8 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
   const auto start = Clock::now();
   std::int64_t slots = 0;
   for (const auto& d : request.documents) slots += static_cast<std::int64_t>(d.tokens.size());
-  const auto allowed = options_.adaptive_deadline ? clock_.Deadline(slots, options_.timeout) : options_.timeout;
+  const auto allowed =
+      options_.adaptive_deadline ? clock_.Deadline(slots, options_.timeout, !child_answered_) : options_.timeout;
   const auto deadline = start + allowed;
   std::size_t& written = child.written;
   written = 0;
@@ -564,7 +565,14 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
         return std::nullopt;
       case AnswerLine::Kind::kEnd:
         // a fresh child's first answer includes its start-up (an interpreter, imports): not a measure of it
-        if (child_answered_) clock_.Answered(std::chrono::duration<double>(Clock::now() - start).count(), slots);
+        {
+          const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+          if (child_answered_) {
+            clock_.Answered(seconds, slots);
+          } else {
+            clock_.FirstAnswered(seconds);
+          }
+        }
         child_answered_ = true;
         return result;
       case AnswerLine::Kind::kRefusal:
@@ -644,7 +652,8 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
       if (!adaptive) clock_.hung = true;
       std::string message = "no complete answer to " + req + " within " + Seconds(allowed) +
                             (adaptive ? " (the adaptive deadline after an earlier hang: 20x the slowest answer, at "
-                                        "least 0.5 s, at most the timeout " + Seconds(options_.timeout) + "): "
+                                        "least 0.5 s, plus a fresh child's start-up, at most the timeout " +
+                                            Seconds(options_.timeout) + "): "
                                       : " (the timeout): ");
       if (written < line.size()) {
         message += "the candidate had taken " + std::to_string(written) + " of the request's " +
@@ -775,10 +784,12 @@ void ExecPacker::AnswerClock::Answered(double seconds, std::int64_t slots) {
   slowest_per_slot = std::max(slowest_per_slot, seconds / static_cast<double>(std::max<std::int64_t>(slots, 64)));
 }
 
-std::chrono::milliseconds ExecPacker::AnswerClock::Deadline(std::int64_t slots, std::chrono::milliseconds cap) const {
+std::chrono::milliseconds ExecPacker::AnswerClock::Deadline(std::int64_t slots, std::chrono::milliseconds cap,
+                                                           bool fresh_child) const {
   if (!hung) return cap;
-  const double seconds = std::max({0.5, 20.0 * slowest,
-                                   20.0 * slowest_per_slot * static_cast<double>(std::max<std::int64_t>(slots, 64))});
+  double seconds = std::max({0.5, 20.0 * slowest,
+                             20.0 * slowest_per_slot * static_cast<double>(std::max<std::int64_t>(slots, 64))});
+  if (fresh_child) seconds += std::max(0.5, 5.0 * slowest_start);  // its start-up comes first
   const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
   return std::min(ms, cap);
 }

@@ -23,6 +23,7 @@ nlohmann::ordered_json GenerationStatsJson(const GenerationStats& s) {
   j["microbatches_per_step"] = Spread(s.microbatches);
   j["ranks"] = Spread(s.ranks);
   j["shares"] = {{"shared_row", s.Share(s.shared_row)},     {"no_documents", s.Share(s.no_documents)},
+                 {"empty_document", s.Share(s.empty_document)},
                  {"refused", s.Share(s.refused)},           {"zero_targets", s.Share(s.zero_targets)},
                  {"sft_masks", s.Share(s.sft_masks)}};
   return j;

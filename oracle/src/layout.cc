@@ -252,7 +252,9 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
     throw InputError("the stream of " + std::to_string(total) + " tokens is shorter than one window of " +
                      std::to_string(row_length) + " inputs" +
                      (window > row_length ? " and the target after them (" + std::to_string(window) + " tokens)" : "") +
-                     ", and padding is none: no full row can be cut");
+                     (policy.padding == Padding::kRight
+                          ? ", and a partial window must hold a prediction with its target: no row can be cut"
+                          : ", and padding is none: no full row can be cut"));
   }
   ApplyPadding(layout, policy);
   return layout;

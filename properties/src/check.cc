@@ -92,18 +92,11 @@ class Checker {
   // cuts full stream windows only (stream_stride set, padding none: llm.c) and the stream is non-empty but
   // shorter than one window and its last target (L + 1 tokens), or when rows are padded to a multiple of k
   // larger than the row (no row can hold a token: the reference layout rejects every non-empty input).
+  // The rule is the oracle's (policy.h); here only the effective lengths are gathered.
   bool PolicyDemandsRefusal() const {
-    std::int64_t total = 0;
-    bool overlong = false;
-    for (const auto& d : docs_) {
-      total += d.size();
-      overlong = overlong || d.size() > request_.row_length;
-    }
-    const bool stream_only_full = policy_.stream_stride != StreamStride::kNone && policy_.padding == Padding::kNone;
-    const std::int64_t window = request_.row_length + (policy_.row_end_target == RowEndTarget::kNextInStream ? 1 : 0);
-    if (stream_only_full) return total > 0 && total < window;
-    if (PadsBeyondTheRow(policy_, request_.row_length) && total > 0) return true;
-    return policy_.overflow == Overflow::kError && overlong;
+    std::vector<std::int64_t> lengths;
+    for (const auto& d : docs_) lengths.push_back(d.size());
+    return packoracle::PolicyDemandsRefusal(policy_, request_.row_length, lengths);
   }
 
   void CheckPacker();

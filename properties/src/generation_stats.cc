@@ -59,8 +59,10 @@ void GenerationStats::Observe(const PackRequest& r, const std::string& profile) 
   if (!profile.empty()) ++profiles[profile];
   std::int64_t token_count = 0;
   bool masked = false;
+  bool empty = false;
   for (const auto& d : r.documents) {
     token_count += static_cast<std::int64_t>(d.tokens.size());
+    empty = empty || d.tokens.empty();
     masked = masked || std::find(d.supervised.begin(), d.supervised.end(), 0) != d.supervised.end();
   }
   documents.Add(static_cast<std::int64_t>(r.documents.size()));
@@ -68,6 +70,7 @@ void GenerationStats::Observe(const PackRequest& r, const std::string& profile) 
   row_length.Add(r.row_length);
   ranks.Add(r.dp_world_size);
   if (r.documents.empty()) ++no_documents;
+  if (empty) ++empty_document;
   if (masked) ++sft_masks;
 
   const auto batch = ReferenceBatch(r);
@@ -105,6 +108,7 @@ void GenerationStats::Merge(const GenerationStats& o) {
   microbatches.Merge(o.microbatches);
   ranks.Merge(o.ranks);
   no_documents += o.no_documents;
+  empty_document += o.empty_document;
   shared_row += o.shared_row;
   refused += o.refused;
   zero_targets += o.zero_targets;
@@ -138,7 +142,8 @@ std::string RenderGenerationStats(const GenerationStats& s) {
     std::snprintf(buffer, sizeof(buffer), "  %-22s ", what.c_str());
     out += buffer + text + "\n";
   };
-  line("documents per case", Spread(s.documents) + "; " + Percent(s.Share(s.no_documents)) + " with none");
+  line("documents per case", Spread(s.documents) + "; " + Percent(s.Share(s.no_documents)) + " with none, " +
+                                 Percent(s.Share(s.empty_document)) + " with an empty one");
   line("row length L", Spread(s.row_length));
   line("tokens per case", Spread(s.tokens));
   line("documents per row", Spread(s.documents_per_row) + " (reference layout)");

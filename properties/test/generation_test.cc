@@ -39,6 +39,8 @@ TEST(Generation, MostCasesShareRowsFewAreRefusedOrEmpty) {
   EXPECT_LE(s.Share(s.refused), 0.10) << RenderGenerationStats(s);
   EXPECT_LE(s.Share(s.no_documents), 0.05) << RenderGenerationStats(s);
   EXPECT_GT(s.Share(s.refused), 0.0) << "refusals keep a share";
+  EXPECT_GE(s.Share(s.empty_document), 0.02) << "empty documents keep a share (a blank line of a dataset)";
+  EXPECT_LE(s.Share(s.empty_document), 0.10) << RenderGenerationStats(s);
   EXPECT_GT(s.Share(s.sft_masks), 0.10) << "SFT masks keep a share";
   EXPECT_LT(s.Share(s.sft_masks), 0.60) << "SFT masks do not dominate";
 }
@@ -67,6 +69,36 @@ TEST(GenerationStats, QuantilesAndSharesAreExact) {
   EXPECT_EQ(d.max(), 10);
   EXPECT_DOUBLE_EQ(d.ShareAtLeast(3), 0.4);
   EXPECT_DOUBLE_EQ(d.mean(), 3.6);
+}
+
+}  // namespace
+}  // namespace packoracle
+
+namespace packoracle {
+namespace {
+
+// The refusal rule has one owner (PolicyDemandsRefusal, policy.h); the reference layout must refuse exactly
+// the inputs it names, on every generated case (empty documents and mixed policies included).
+TEST(Refusal, TheReferenceLayoutRefusesExactlyWhatThePolicyDemands) {
+  const auto& profiles = gen::Profiles();
+  const gen::Limits limits{64, 16};
+  int refused = 0;
+  for (int k = 0; k < 3000; ++k) {
+    const gen::Profile& profile = profiles[static_cast<std::size_t>(k) % profiles.size()];
+    const PackRequest r = gen::Request(profile, {}, limits)(rc::Random(0xBEEFu + static_cast<std::uint64_t>(k)), 100).value();
+    std::vector<std::int64_t> lengths;
+    for (const auto& d : Effective(r.documents, r.policy)) lengths.push_back(d.size());
+    const bool demanded = PolicyDemandsRefusal(r.policy, r.row_length, lengths);
+    bool threw = false;
+    try {
+      DefaultLayout(r.documents, r.policy, r.row_length);
+    } catch (const InputError&) {
+      threw = true;
+    }
+    refused += threw ? 1 : 0;
+    ASSERT_EQ(threw, demanded) << "case " << k << ": " << r.policy.preset << ", row_length " << r.row_length;
+  }
+  EXPECT_GT(refused, 0) << "refusals occur";
 }
 
 }  // namespace

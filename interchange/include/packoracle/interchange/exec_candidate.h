@@ -46,6 +46,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -100,14 +101,18 @@ class ExecPacker final : public PackerRole {
   // the adaptive deadline only raises it). After a hang, a case has
   //   max(0.5 s, 20 × the slowest answer so far, 20 × the slowest answer per slot × this case's slots),
   // capped at `timeout`, so that shrinking a hanging case costs about a second a step instead of `timeout`.
-  // A child's first answer is not counted (it includes the child's start-up).
+  // A child's first answer is not counted there (it includes the child's start-up: an interpreter, imports);
+  // it is kept apart, and a fresh child's first case gets max(0.5 s, 5 × the slowest first answer) more, so
+  // that a restart after a hang on a loaded machine is not read as another hang (a false counterexample).
   struct AnswerClock {
     std::int64_t answers = 0;
     double slowest = 0;           // seconds
     double slowest_per_slot = 0;  // seconds per slot (slots: the case's document tokens, at least 64)
+    double slowest_start = 0;     // seconds: the slowest first answer of a fresh child (start-up included)
     bool hung = false;            // a case had no answer within the full timeout
     void Answered(double seconds, std::int64_t slots);
-    std::chrono::milliseconds Deadline(std::int64_t slots, std::chrono::milliseconds cap) const;
+    void FirstAnswered(double seconds) { slowest_start = std::max(slowest_start, seconds); }
+    std::chrono::milliseconds Deadline(std::int64_t slots, std::chrono::milliseconds cap, bool fresh_child = false) const;
   };
   const AnswerClock& answer_clock() const { return clock_; }
 

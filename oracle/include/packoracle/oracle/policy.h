@@ -123,6 +123,32 @@ inline bool PadsBeyondTheRow(const Policy& p, std::int64_t row_length) {
   return p.padding != Padding::kNone && p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple > row_length;
 }
 
+// A stream from which no row can be cut (`total` effective tokens, delimiters included): the first window
+// is neither full (L inputs, plus the target after them under next_in_stream) nor a partial window the policy
+// keeps (padding right keeps one while it holds a prediction: under next_in_stream that needs 2 tokens).
+// StreamWindows (layout.cc) cuts no row exactly then; a test pins the two together.
+inline bool StreamCutsNoRow(const Policy& p, std::int64_t row_length, std::int64_t total) {
+  const bool next_in_stream = p.row_end_target == RowEndTarget::kNextInStream;
+  const std::int64_t window = row_length + (next_in_stream ? 1 : 0);
+  const bool keeps_partial = p.padding == Padding::kRight && (next_in_stream ? total - 1 : total) > 0;
+  return total > 0 && total < window && !keeps_partial;
+}
+
+// DESIGN §3: the inputs a packer must refuse, given its documents' effective lengths (delimiters included):
+// a stream from which no row can be cut; rows padded beyond the row length (any token); a document longer
+// than L under overflow: error. Stated once: the oracle's check and the fast verifier both ask this.
+inline bool PolicyDemandsRefusal(const Policy& p, std::int64_t row_length, const std::vector<std::int64_t>& lengths) {
+  std::int64_t total = 0;
+  bool overlong = false;
+  for (const std::int64_t n : lengths) {
+    total += n;
+    overlong = overlong || n > row_length;
+  }
+  if (PadsBeyondTheRow(p, row_length) && total > 0) return true;
+  if (p.stream_stride != StreamStride::kNone) return StreamCutsNoRow(p, row_length, total);
+  return p.overflow == Overflow::kError && overlong;
+}
+
 // The most tokens two merged rows could hold in one row: L, or ⌊L/k⌋·k when rows are padded to a multiple of
 // k (a row of n tokens takes ⌈n/k⌉·k slots, at most L exactly when n ≤ ⌊L/k⌋·k).
 inline std::int64_t MergeCapacity(const Policy& p, std::int64_t row_length) {

@@ -49,6 +49,7 @@ struct GenerationStats {
   Distribution microbatches;        // per accepted case: micro-batches of the step, over every rank
   Distribution ranks;               // dp_world_size per case
   std::int64_t no_documents = 0;    // cases without a document
+  std::int64_t empty_document = 0;  // cases with an empty document (no tokens)
   std::int64_t shared_row = 0;      // cases in which at least two documents share a row
   std::int64_t refused = 0;         // cases the policy refuses (a correct packer must answer with an error)
   std::int64_t zero_targets = 0;    // accepted cases whose step has no weighted target

@@ -271,6 +271,19 @@ inline bool OneDocumentPerRow(const Policy& p) {
 inline bool OverlongAccepted(const Policy& p) { return p.overflow != Overflow::kError; }
 inline bool OnlyFullWindows(const Policy& p) { return p.stream_stride != StreamStride::kNone && p.padding == Padding::kNone; }
 
+// An empty document (a dataset's blank line, a filtered-out sample) in about one case of 20 that has documents:
+// one document, drawn, loses its tokens (its losses keep the delimiters' entries). Drawn last in a case, so
+// that every earlier pick, and every reproduce string written before it existed, is unchanged; drawn as
+// "empty?" high, so that shrinking (towards 0) heads for a case without one.
+inline constexpr int kEmptyDocumentPercent = 5;
+inline void EmptyOneDocumentNowAndThen(PackRequest& r, std::int64_t delimiters) {
+  if (r.documents.empty() || *rc::gen::inRange(0, 100) < 100 - kEmptyDocumentPercent) return;
+  Document& doc = r.documents[*rc::gen::inRange<std::size_t>(0, r.documents.size())];
+  doc.tokens.clear();
+  doc.supervised.clear();
+  r.target_losses[doc.uid].resize(static_cast<std::size_t>(delimiters));
+}
+
 }  // namespace detail
 
 // Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
@@ -316,6 +329,7 @@ inline rc::Gen<Policy> MixedPolicy() {
 //   one document       alone in its rows (3)
 //   no document        an empty step (2)
 //   refusal            an input the policy must refuse, where it can refuse one (4)
+// and, in any of them, one document empty now and then (EmptyOneDocumentNowAndThen).
 // Micro-batch rows (1..3, up to 8 at size) and data-parallel ranks (1..2, up to 4 at size) are drawn
 // independently, so that empty ranks and partly filled micro-batches occur; SFT masks and colliding token
 // ids follow the profile. A policy with `overflow: error` gets documents that fit outside the refusal share,
@@ -408,6 +422,7 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
         for (auto& v : l) v = static_cast<double>(detail::Mix(state) % 64) / 8.0;
         r.target_losses[doc.uid] = std::move(l);
       }
+      detail::EmptyOneDocumentNowAndThen(r, extra);
       return r;
     }));
   });
