@@ -391,6 +391,7 @@ bool LineParser::Parse(const char* data, std::size_t size, std::size_t capacity,
   if (k == size) return false;  // blank line
   if (seen_header_ && simd_->Parse(data, size, capacity, record)) {
     if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line;
+    if (auto* d = std::get_if<DocumentRecord>(&record)) d->line = line;
     return true;
   }
   // The nlohmann reader's path, with PackedBatchReader::Next's messages.
@@ -405,6 +406,7 @@ bool LineParser::Parse(const char* data, std::size_t size, std::size_t capacity,
   record = ParsePackedBatchRecord(j, where, !seen_header_);
   seen_header_ = true;
   if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line;
+  if (auto* d = std::get_if<DocumentRecord>(&record)) d->line = line;
   return true;
 }
 

@@ -379,6 +379,7 @@ void FastStepChecker::Impl::Decide() {
   for (auto& s : sums) {
     s.count = policy().count_basis == CountBasis::kTargets ? s.weight : s.labels;
     v.valid_targets += s.weight;
+    v.counted += DenominatorCount(policy(), s.weight, s.labels, static_cast<double>(s.length));
   }
   if (options.efficiency && v.utilization < options.min_utilization) add(Invariant::kEfficiency);
   if (policy().efficiency == Efficiency::kNoMergeableRows) MergeableRows();

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "packoracle/oracle/denominator.h"
 #include "packoracle/oracle/layout.h"
 #include "packoracle/properties/producer_totals.h"
 #include "step_impl.h"
@@ -40,9 +41,7 @@ void FastStepChecker::Impl::Totals() {
       double n = 0;
       for (std::int64_t k = 0; k < mbs[m].rows; ++k, ++flat) {
         const RowSums& s = sums[flat];
-        if (policy.denominator == Denominator::kAllPositions) n += static_cast<double>(s.length);
-        else if (policy.count_basis == CountBasis::kUnshiftedLabels) n += s.labels;
-        else n += s.weight;
+        n += DenominatorCount(policy, s.weight, s.labels, static_cast<double>(s.length));
       }
       n_mb[m] = n;
       per_rank[mbs[m].rank] += n;

@@ -116,6 +116,7 @@ std::optional<PackedBatchRecord> PackedBatchReader::Next() {
     PackedBatchRecord record = ParsePackedBatchRecord(j, where, !seen_header_);
     seen_header_ = true;
     if (auto* m = std::get_if<MicrobatchRecord>(&record)) m->line = line_;
+    if (auto* d = std::get_if<DocumentRecord>(&record)) d->line = line_;
     return record;
   }
   if (!seen_header_) throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");

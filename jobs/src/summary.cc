@@ -80,10 +80,7 @@ SummaryCollector::SummaryCollector(std::vector<std::string> files, const HeaderR
   summary_.policy = policy.preset;
   for (const auto& [key, value] : PolicyKeyValues(policy))
     if (key == "denominator") summary_.denominator = ToString(value);
-  // As CheckCase counts what a denominator divides by (properties/src/check.cc, CheckTotals).
-  summary_.count_basis = policy.denominator == Denominator::kAllPositions       ? "positions"
-                         : policy.count_basis == CountBasis::kUnshiftedLabels ? "unshifted_labels"
-                                                                              : "targets";
+  summary_.count_basis = DenominatorCountName(policy);
 }
 
 void SummaryCollector::AddStep(std::int64_t step, const std::vector<std::pair<MicrobatchRecord, std::string>>& mbs,
@@ -101,18 +98,15 @@ void SummaryCollector::AddStep(std::int64_t step, const std::vector<std::pair<Mi
     s.file = file;
     s.line = m.line;
     if (aligned) {
-      double targets = 0, counted = 0;
+      double targets = 0, labels = 0, positions = 0;
       for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
         const OracleRow& row = result.oracle->rows[flat + r];
-        for (const auto& p : row.predictions) targets += p.weight;
-        if (summary_.count_basis == "positions") {
-          counted += static_cast<double>(row.length());
-        } else if (summary_.count_basis == "unshifted_labels") {
-          for (Token label : row.labels) counted += label != policy_.ignore_index ? 1 : 0;
-        }
+        targets += WeightSum(row);
+        labels += static_cast<double>(UnshiftedLabelCount(row, policy_));
+        positions += static_cast<double>(row.length());
       }
       s.valid_targets = targets;
-      s.counted = summary_.count_basis == "targets" ? targets : counted;
+      s.counted = DenominatorCount(policy_, targets, labels, positions);
     }
     flat += m.microbatch.rows.size();
     if (m.microbatch.producer) {

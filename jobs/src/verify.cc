@@ -73,6 +73,7 @@ class Verifier {
   std::optional<Policy> RequiredPolicy() const;
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
+  void HoldDocument(const Source& s, const DocumentRecord& d);
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
   bool Streams() const;
   void StreamStep(std::int64_t step);
@@ -181,6 +182,27 @@ void Verifier::Recycle(MicrobatchRecord&& m) {
   spare_.push_back(std::move(m));
 }
 
+// A document record: held until its pieces tile it. A repeated doc_uid must repeat the content (a
+// multi-rank dump writes a document on each rank that packs a piece of it); two documents under one uid
+// make the dump unusable, since which of them a piece belongs to cannot be told.
+void Verifier::HoldDocument(const Source& s, const DocumentRecord& d) {
+  const auto refuse = [&](const std::string& what) {
+    throw InputError(s.reader->path() + ":" + std::to_string(d.line) + ": document record: doc_uid '" +
+                     d.document.uid + "' was given before with other content (" + what +
+                     "): one doc_uid names one document");
+  };
+  if (const auto retired = pieces_.Retired(d.document.uid)) {
+    // its pieces were all seen: a repeated record changes nothing, if it is the same document
+    if (*retired != ContentFingerprint(d.document)) refuse("its tokens or supervised flags differ");
+    return;
+  }
+  switch (documents_.Put(d.document)) {  // copied: the reader keeps its storage
+    case DocumentStore::PutResult::kNew: ++documents_seen_; break;
+    case DocumentStore::PutResult::kSame: break;
+    case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(d.document));
+  }
+}
+
 void Verifier::Advance(Source& s) {
   s.next.reset();
   s.next_offset = -1;
@@ -197,9 +219,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      if (pieces_.Retired(d->document.uid)) continue;  // its pieces were all seen: a repeated record changes nothing
-      if (documents_.Put(d->document)) ++documents_seen_;  // copied: the reader keeps its storage
-      else streamable_ = false;  // replaced: a streamed step's view of it is gone
+      HoldDocument(s, *d);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
       s.next_offset = s.reader->record_offset();
@@ -239,6 +259,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   const fastcheck::StepVerdict& v = fast_.Check(in);
   if (v.outcome != fastcheck::Outcome::kPassed) return false;
   summary.valid_targets = v.valid_targets;
+  summary.counted = v.counted;
   summary.declared_objective = v.declared_objective;
   summary.token_mean = v.token_mean;
   summary.notes = v.notes;
@@ -294,8 +315,13 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   const CaseResult result = CheckCase(candidate, request, check);
 
   if (result.oracle) {
-    for (const auto& row : result.oracle->rows)
-      for (const auto& p : row.predictions) summary.valid_targets += p.weight;
+    double labels = 0, positions = 0;
+    for (const auto& row : result.oracle->rows) {
+      summary.valid_targets += WeightSum(row);
+      labels += static_cast<double>(UnshiftedLabelCount(row, request.policy));
+      positions += static_cast<double>(row.length());
+    }
+    summary.counted = DenominatorCount(request.policy, summary.valid_targets, labels, positions);
   }
   summary.declared_objective = result.declared_objective;
   summary.token_mean = result.token_mean;
@@ -420,6 +446,7 @@ void Verifier::StreamStep(std::int64_t step) {
   const fastcheck::StepVerdict* v = streamable_ ? &fast_.Finish() : nullptr;
   if (v && v->outcome == fastcheck::Outcome::kPassed) {
     summary.valid_targets = v->valid_targets;
+    summary.counted = v->counted;
     summary.declared_objective = v->declared_objective;
     summary.token_mean = v->token_mean;
     summary.notes = v->notes;

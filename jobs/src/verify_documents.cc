@@ -18,7 +18,23 @@ bool FitsInt32(const std::vector<Token>& tokens) {
   });
 }
 
+// splitmix64's finaliser: every input bit moves every output bit.
+std::uint64_t Mix(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
+
+std::uint64_t ContentFingerprint(const Document& document) {
+  std::uint64_t h = Mix(document.tokens.size() + 0x9e3779b97f4a7c15ULL);
+  for (std::size_t k = 0; k < document.tokens.size(); ++k) {
+    const int supervised = document.supervised.empty() ? 1 : document.supervised[k];
+    h = Mix(h ^ static_cast<std::uint64_t>(document.tokens[k])) ^ Mix(static_cast<std::uint64_t>(supervised) + k);
+  }
+  return h;
+}
 
 DocumentStore::Held DocumentStore::Pack(const Document& document) {
   const auto& tokens = document.tokens;
@@ -28,6 +44,7 @@ DocumentStore::Held DocumentStore::Pack(const Document& document) {
                      " tokens, more than verify holds in one document (2^32 - 1)");
   }
   Held h;
+  h.fingerprint = ContentFingerprint(document);
   h.size = static_cast<std::uint32_t>(tokens.size());
   h.wide = !FitsInt32(tokens);
   const bool flags = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 0 || s == 1; });
@@ -57,13 +74,42 @@ DocumentStore::Held DocumentStore::Pack(const Document& document) {
   return h;
 }
 
-bool DocumentStore::Put(const Document& document) {
+DocumentStore::PutResult DocumentStore::Put(const Document& document) {
+  auto it = held_.find(document.uid);
+  if (it != held_.end()) {
+    return it->second.fingerprint == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+  }
   Held packed = Pack(document);
-  auto [it, inserted] = held_.try_emplace(document.uid);
-  if (!inserted) tokens_held_ -= it->second.size;
-  it->second = std::move(packed);
-  tokens_held_ += it->second.size;
-  return inserted;
+  tokens_held_ += packed.size;
+  held_.emplace(document.uid, std::move(packed));
+  return PutResult::kNew;
+}
+
+std::string DocumentStore::Difference(const Document& document) const {
+  Document held;
+  if (!Expand(document.uid, held)) return "";
+  if (held.tokens.size() != document.tokens.size()) {
+    return std::to_string(document.tokens.size()) + " tokens where the earlier record has " +
+           std::to_string(held.tokens.size());
+  }
+  for (std::size_t k = 0; k < held.tokens.size(); ++k) {
+    if (held.tokens[k] != document.tokens[k]) {
+      return "token " + std::to_string(k) + " is " + std::to_string(document.tokens[k]) +
+             " where the earlier record has " + std::to_string(held.tokens[k]);
+    }
+    const int was = held.supervised.empty() ? 1 : held.supervised[k];
+    const int is = document.supervised.empty() ? 1 : document.supervised[k];
+    if (was != is) {
+      return "supervised[" + std::to_string(k) + "] is " + std::to_string(is) + " where the earlier record has " +
+             std::to_string(was);
+    }
+  }
+  return "";
+}
+
+std::uint64_t DocumentStore::Fingerprint(std::string_view uid) const {
+  auto it = held_.find(uid);
+  return it == held_.end() ? 0 : it->second.fingerprint;
 }
 
 std::int64_t DocumentStore::Size(std::string_view uid) const {

@@ -18,11 +18,21 @@
 
 namespace packoracle::jobs::verify_internal {
 
+// A 64-bit fingerprint of a document's content: its tokens and its supervised flags, absent flags read as
+// all ones (as Effective reads them). Two records of one doc_uid must agree on it.
+std::uint64_t ContentFingerprint(const Document& document);
+
 class DocumentStore {
  public:
-  // Holds `document` (copied: the caller's storage stays its own); a repeated uid replaces the held one.
-  // True when the uid was not held.
-  bool Put(const Document& document);
+  // Holds `document` (copied: the caller's storage stays its own). A repeated uid must repeat the content
+  // (a multi-rank dump writes a document on every rank that packs a piece of it): kSame then changes nothing;
+  // kDiffers keeps the held one and leaves the caller to refuse the dump (two documents under one doc_uid).
+  enum class PutResult { kNew, kSame, kDiffers };
+  PutResult Put(const Document& document);
+  // What differs between `document` and the held document of its uid ("" when nothing does, or not held).
+  std::string Difference(const Document& document) const;
+  // The held document's content fingerprint (ContentFingerprint); 0 when it is not held.
+  std::uint64_t Fingerprint(std::string_view uid) const;
   bool Contains(std::string_view uid) const { return held_.find(uid) != held_.end(); }
   // The held document's token count; -1 when it is not held.
   std::int64_t Size(std::string_view uid) const;
@@ -47,6 +57,7 @@ class DocumentStore {
     std::uint32_t size = 0;                 // tokens
     bool wide = false;                      // tokens as int64 (else int32)
     Supervised supervised = Supervised::kAbsent;
+    std::uint64_t fingerprint = 0;          // ContentFingerprint of what was put
   };
   static Held Pack(const Document& document);
   std::map<std::string, Held, std::less<>> held_;  // ordered: the end-of-dump findings go in uid order

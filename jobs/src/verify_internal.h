@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <unordered_set>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,7 +45,11 @@ class DocumentPieces {
   // in flight.
   void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents);
   void RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents);
-  bool Retired(const std::string& uid) const { return retired_.count(uid) > 0; }
+  // A retired document's content fingerprint (ContentFingerprint), nullopt when it is not retired.
+  std::optional<std::uint64_t> Retired(const std::string& uid) const {
+    auto it = retired_.find(uid);
+    return it == retired_.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+  }
   // At the end of the dump: the coverage findings of every document still followed.
   void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial,
                    const std::string& first_source, std::vector<AuditViolation>& findings);
@@ -59,7 +64,9 @@ class DocumentPieces {
                     bool partial, std::vector<AuditViolation>& findings);
   void RetireIfTiled(const std::string& uid, DocumentStore& documents);
   std::map<std::string, std::vector<Piece>> pieces_;
-  std::unordered_set<std::string> retired_;  // documents whose pieces tiled them (uids only: small)
+  // documents whose pieces tiled them: uid -> content fingerprint (small), so a later record of the uid is
+  // still compared with what was checked
+  std::unordered_map<std::string, std::uint64_t> retired_;
 };
 
 // The first 32 slots of a violation's row (its flat index among the step's rows): inputs, documents, the

@@ -126,7 +126,7 @@ void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& docume
     next = p.offset + p.length;
   }
   if (!exact) return;  // left for CheckTiling at the end, which reports it
-  retired_.insert(uid);
+  retired_.emplace(uid, documents.Fingerprint(uid));
   pieces_.erase(list);
   documents.Erase(uid);
 }

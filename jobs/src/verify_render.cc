@@ -163,7 +163,7 @@ std::string RenderAuditJson(const AuditResult& r) {
   j["steps"] = Json::array();
   for (const auto& s : r.steps) {
     Json step = {{"step", s.step}, {"microbatches", s.microbatches}, {"rows", s.rows}, {"slots", s.slots},
-                 {"tokens", s.tokens}, {"valid_targets", s.valid_targets},
+                 {"tokens", s.tokens}, {"valid_targets", s.valid_targets}, {"counted", s.counted},
                  {"reported_denominators", s.reported_denominators}};
     step["declared_objective"] = s.declared_objective ? Json(*s.declared_objective) : Json(nullptr);
     step["global_token_mean"] = s.token_mean ? Json(*s.token_mean) : Json(nullptr);

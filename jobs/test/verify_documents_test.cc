@@ -15,7 +15,7 @@ Document Doc(std::string uid, std::vector<Token> tokens, std::vector<int> superv
 
 void ExpectRoundTrip(const Document& d) {
   DocumentStore store;
-  EXPECT_TRUE(store.Put(d));
+  EXPECT_EQ(store.Put(d), DocumentStore::PutResult::kNew);
   Document out{"stale", {9, 9, 9, 9, 9, 9, 9, 9, 9}, {1, 0, 1}};  // storage reused: nothing of it may remain
   ASSERT_TRUE(store.Expand(d.uid, out));
   EXPECT_EQ(out.uid, d.uid);
@@ -71,21 +71,32 @@ TEST(DocumentStore, ViewsEveryFormAsEffectiveMakesIt) {
   EXPECT_FALSE(store.View("absent", view));
 }
 
-TEST(DocumentStore, ARepeatedUidReplacesAndErasedOnesAreGone) {
+TEST(DocumentStore, ARepeatedUidMustRepeatItsContentAndErasedOnesAreGone) {
+  using R = DocumentStore::PutResult;
   DocumentStore store;
-  EXPECT_TRUE(store.Put(Doc("b", {1, 2}, {})));
-  EXPECT_TRUE(store.Put(Doc("a", {1, 2, 3}, {})));
-  EXPECT_FALSE(store.Put(Doc("b", {5, 6, 7, 8}, {0, 1, 1, 1})));
-  EXPECT_EQ(store.tokens_held(), 7);
+  EXPECT_EQ(store.Put(Doc("b", {1, 2}, {})), R::kNew);
+  EXPECT_EQ(store.Put(Doc("a", {1, 2, 3}, {})), R::kNew);
+  EXPECT_EQ(store.Put(Doc("b", {1, 2}, {1, 1})), R::kSame);  // absent flags are all ones
+  EXPECT_EQ(store.Difference(Doc("b", {1, 2}, {1, 1})), "");
+  EXPECT_EQ(store.Put(Doc("b", {5, 6, 7, 8}, {0, 1, 1, 1})), R::kDiffers);
+  EXPECT_EQ(store.Difference(Doc("b", {5, 6, 7, 8}, {})), "4 tokens where the earlier record has 2");
+  EXPECT_EQ(store.Put(Doc("b", {1, 3}, {})), R::kDiffers);
+  EXPECT_EQ(store.Difference(Doc("b", {1, 3}, {})), "token 1 is 3 where the earlier record has 2");
+  EXPECT_EQ(store.Put(Doc("b", {1, 2}, {1, 0})), R::kDiffers);
+  EXPECT_EQ(store.Difference(Doc("b", {1, 2}, {1, 0})), "supervised[1] is 0 where the earlier record has 1");
+  EXPECT_EQ(store.tokens_held(), 5);
   std::vector<std::string> order;
   store.ForEach([&](const std::string& uid, std::int64_t size) { order.push_back(uid + ":" + std::to_string(size)); });
-  EXPECT_EQ(order, (std::vector<std::string>{"a:3", "b:4"}));  // uid order, the replaced size
+  EXPECT_EQ(order, (std::vector<std::string>{"a:3", "b:2"}));  // uid order, the first content kept
+  EXPECT_EQ(store.Fingerprint("b"), ContentFingerprint(Doc("b", {1, 2}, {})));
+  EXPECT_NE(store.Fingerprint("b"), ContentFingerprint(Doc("b", {2, 1}, {})));
   store.Erase("a");
   Document out;
   EXPECT_FALSE(store.Expand("a", out));
   EXPECT_EQ(store.Size("a"), -1);
   EXPECT_FALSE(store.Contains("a"));
-  EXPECT_EQ(store.tokens_held(), 4);
+  EXPECT_EQ(store.Fingerprint("a"), 0u);
+  EXPECT_EQ(store.tokens_held(), 2);
 }
 
 }  // namespace

@@ -319,6 +319,37 @@ TEST(VerifyProducerTotals, AnEmptyProducerOrAScopeWithoutDenominatorIsAnInputErr
 }
 
 
+// ---- One doc_uid, one document (issue 27) ---------------------------------------------------------------
+
+// A dump may repeat a document record (a multi-rank dump writes it on every rank that packs a piece of it):
+// the same content changes nothing; other content under the same uid is unusable input, named by file and
+// line, whether the first record is still held or its pieces already tiled it (retired).
+TEST(VerifyDocuments, ARepeatedDocUidMustRepeatItsContent) {
+  const std::string producer = R"({"denominator": 7, "denominator_scope": "global"})";
+  const std::string dump = HfDump(producer);
+  const std::size_t mb = dump.find(R"({"record":"microbatch")");
+  const auto with_line_before_microbatch = [&](const std::string& line) {
+    return dump.substr(0, mb) + line + "\n" + dump.substr(mb);
+  };
+  const std::string same = R"({"record":"document","doc_uid":"d0","tokens":[11,12,13],"supervised":[1,1,1]})";
+  EXPECT_TRUE(VerifyBoth(WriteDump("repeat_same.jsonl", with_line_before_microbatch(same))).clean());
+
+  const std::string held = WriteDump(
+      "repeat_held.jsonl", with_line_before_microbatch(R"({"record":"document","doc_uid":"d0","tokens":[11,12,14]})"));
+  EXPECT_EQ(InputErrorOf(held), held + ":4: document record: doc_uid 'd0' was given before with other content (token 2 "
+                                       "is 14 where the earlier record has 13): one doc_uid names one document");
+
+  // step 0 tiles d0 and d1 (they retire), step 1 packs d2; then d0 comes again, changed
+  const std::string step1 =
+      R"({"record":"document","doc_uid":"d2","tokens":[31,32,33]})" "\n"
+      R"({"record":"microbatch","step":1,"micro_step":0,"rank":0,"rows":[{"input_ids":[31,32,33],"labels":[-100,32,33],"position_ids":[0,1,2],"cu_seqlens":[0,3],"doc_spans":[{"doc_uid":"d2","start":0,"length":3,"doc_offset":0}]}]})" "\n";
+  EXPECT_TRUE(VerifyBoth(WriteDump("repeat_retired_same.jsonl", dump + step1 + same + "\n")).clean());
+  const std::string retired = WriteDump(
+      "repeat_retired.jsonl", dump + step1 + R"({"record":"document","doc_uid":"d0","tokens":[11,12,13],"supervised":[1,0,1]})" "\n");
+  EXPECT_EQ(InputErrorOf(retired), retired + ":7: document record: doc_uid 'd0' was given before with other content (its "
+                                             "tokens or supervised flags differ): one doc_uid names one document");
+}
+
 TEST(SummaryEntryTotals, ALossSumIsTheStepsOnlyWhenEveryMicroBatchReportsOne) {
   SummaryEntry entry;
   entry.microbatches.resize(2);

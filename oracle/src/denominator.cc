@@ -35,20 +35,6 @@ StepShape Resolve(const OracleBatch& batch, StepShape shape) {
   return shape;
 }
 
-// Σ w over one row.
-double WeightSum(const OracleRow& row) {
-  double sum = 0;
-  for (const auto& p : row.predictions) sum += p.weight;
-  return sum;
-}
-
-// Number of labels != ignore_index in one row, counted without the shift (HF Trainer before PR #46204).
-std::int64_t UnshiftedLabelCount(const OracleRow& row, const Policy& policy) {
-  std::int64_t count = 0;
-  for (Token label : row.labels) count += label != policy.ignore_index ? 1 : 0;
-  return count;
-}
-
 // The count of one row on the producer's basis.
 double Count(const OracleRow& row, const Policy& policy, CountBasis basis) {
   return basis == CountBasis::kTargets ? WeightSum(row) : static_cast<double>(UnshiftedLabelCount(row, policy));
@@ -241,6 +227,29 @@ std::vector<std::vector<double>> ObjectiveWeights(const OracleBatch& batch, Deno
       if (row.predictions[i].weight != 0 && divisor[r] > 0) out[r][i] = row.predictions[i].weight / divisor[r];
   }
   return out;
+}
+
+double WeightSum(const OracleRow& row) {
+  double sum = 0;
+  for (const auto& p : row.predictions) sum += p.weight;
+  return sum;
+}
+
+// Number of labels != ignore_index in one row, counted without the shift (HF Trainer before PR #46204).
+std::int64_t UnshiftedLabelCount(const OracleRow& row, const Policy& policy) {
+  std::int64_t count = 0;
+  for (Token label : row.labels) count += label != policy.ignore_index ? 1 : 0;
+  return count;
+}
+
+double DenominatorCount(const Policy& policy, double targets, double unshifted_labels, double positions) {
+  if (policy.denominator == Denominator::kAllPositions) return positions;
+  return policy.count_basis == CountBasis::kUnshiftedLabels ? unshifted_labels : targets;
+}
+
+const char* DenominatorCountName(const Policy& policy) {
+  if (policy.denominator == Denominator::kAllPositions) return "positions";
+  return policy.count_basis == CountBasis::kUnshiftedLabels ? "unshifted_labels" : "targets";
 }
 
 }  // namespace packoracle

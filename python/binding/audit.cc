@@ -217,12 +217,11 @@ void BindAudit(nb::module_& m) {
       nb::arg("required").none(), "packoracle draw FILE --row R as a function: (text, svg, path written or '').");
   m.def(
       "denominator_weighting",
-      [](nb::handle policy, const std::vector<std::tuple<std::int64_t, std::size_t, double, double, double>>& divisions,
+      [](nb::handle policy, const std::vector<std::tuple<std::int64_t, std::size_t, double, double>>& divisions,
          const std::string& where) {
         const Policy p = PolicyFromPython(policy, "policy");
         std::vector<MicrobatchDivision> in;
-        for (const auto& [rank, index, valid_targets, positions, denominator] : divisions)
-          in.push_back({rank, index, p.denominator == Denominator::kAllPositions ? positions : valid_targets, denominator});
+        for (const auto& [rank, index, counted, denominator] : divisions) in.push_back({rank, index, counted, denominator});
         nb::dict out;
         Weighting w = DenominatorWeighting(p.denominator, in, where);
         out["problems"] = w.problems;
@@ -231,8 +230,9 @@ void BindAudit(nb::module_& m) {
       },
       nb::arg("policy"), nb::arg("divisions"), nb::arg("where"),
       "guard.check_step: the step's denominators against the policy's, by the core's weighting rule "
-      "(properties/producer_totals.h DenominatorWeighting). divisions: (rank, micro-batch, valid targets, "
-      "positions, denominator) for each micro-batch that reported one. {'problems': [...], 'notes': [...]}.");
+      "(properties/producer_totals.h DenominatorWeighting). divisions: (rank, micro-batch, counted, denominator) "
+      "for each micro-batch that reported one; counted is what check_batch's step reports as `counted` (the "
+      "core's DenominatorCount: valid targets, unshifted labels or positions, as the policy says). {'problems': [...], 'notes': [...]}.");
 }
 
 }  // namespace packoracle::python

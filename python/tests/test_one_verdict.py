@@ -136,3 +136,29 @@ def test_a_document_of_pad_ids_that_is_there_is_still_read():
         docs = [{"doc_uid": u, "tokens": t} for u, t in PAD_DOCS.items()]
         mb = Microbatches(docs, policy).read({"input_ids": ids, "labels": np.array([labels])})
         assert [s["doc_uid"] for s in mb[0]["rows"][0]["doc_spans"]] == ["A", "B"], labels
+
+
+# count_basis: what a producer's denominator counts is the core's rule (DenominatorCount) in check_step and in
+# the guard. Under hf-padded a row's every real token is a label (the model shifts): [5 6 7 pad pad] has 3
+# labels != -100 and 2 shifted targets, [8 9 10 11 12] has 5 and 4. Each micro-batch divides by its own count
+# (microbatch_mean): a producer counting unshifted labels (HF Trainer before PR #46204) divides by 3 and 5,
+# which is right only when the policy says `count_basis: unshifted_labels`.
+@pytest.mark.parametrize("basis, right, wrong", [("targets", (2, 4), (3, 5)), ("unshifted_labels", (3, 5), (2, 4))])
+def test_the_count_basis_decides_the_denominator_in_check_step_and_the_guard(basis, right, wrong):
+    policy = {"preset": "hf-padded", "denominator": "microbatch_mean", "count_basis": basis}
+    rows = [([5, 6, 7, 0, 0], [1, 1, 1, 0, 0], "A"), ([8, 9, 10, 11, 12], [1, 1, 1, 1, 1], "C")]
+    docs = {"A": [5, 6, 7], "C": [8, 9, 10, 11, 12]}
+    for denominators, ok in ((right, True), (wrong, False)):
+        step = []
+        for m, ((ids, mask, uid), d) in enumerate(zip(rows, denominators)):
+            n = sum(mask)
+            step.append({"input_ids": np.array([ids]), "attention_mask": np.array([mask]),
+                         "labels": np.array([ids[:n] + [-100] * (5 - n)]), "position_ids": np.array([list(range(5))]),
+                         "doc_spans": [[{"doc_uid": uid, "start": 0, "length": n, "doc_offset": 0}]], "micro_step": m,
+                         "producer": {"denominator": d, "denominator_scope": "microbatch"}})
+        core = packoracle.check_step(step, docs, policy)
+        g = guard.check_step(step, policy=policy, on_violation=lambda e: None)  # the rows' segments for documents
+        assert core.ok == ok and g.ok == ok, (basis, denominators, str(core), g.text)
+        if not ok:
+            assert {v.invariant for v in core.violations} == {"denominator"}, str(core)
+            assert any(f"divides by {denominators[0]}" in p for p in g.problems), g.text

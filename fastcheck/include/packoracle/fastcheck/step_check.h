@@ -64,6 +64,7 @@ struct StepVerdict {
   Outcome outcome = Outcome::kPassed;
   std::vector<Finding> findings;
   double valid_targets = 0;                  // Σ w over the step's rows (as the oracle's predictions)
+  double counted = 0;                        // what the producer's denominator is compared with (DenominatorCount)
   double utilization = 1.0;                  // non-pad slots / slots
   std::optional<double> declared_objective;  // as CaseResult
   std::optional<double> token_mean;          // as CaseResult

@@ -33,7 +33,8 @@ struct HeaderRecord {
 };
 
 struct DocumentRecord {
-  Document document;  // tokens with the producer's delimiters included
+  Document document;      // tokens with the producer's delimiters included
+  std::int64_t line = 0;  // where it was read, for reports
 };
 
 struct MicrobatchRecord {

@@ -77,6 +77,7 @@ struct StepSummary {
   std::int64_t step = 0;
   std::int64_t microbatches = 0, rows = 0, slots = 0, tokens = 0;
   double valid_targets = 0;
+  double counted = 0;  // what the producers' denominators are compared with: DenominatorCount (oracle/denominator.h)
   std::optional<double> declared_objective, token_mean;
   std::vector<double> reported_denominators;  // the producers', in micro_step, rank order
   // Checks the producers' totals did not allow in this step (a denominator alone checks the count, not the

@@ -44,6 +44,19 @@ struct StepDenominators {
 // lies outside the given shape.
 StepDenominators Denominators(const OracleBatch& batch, StepShape shape = {});
 
+// What a producer's denominator is compared with, over some rows: the one statement of the rule (DESIGN §3
+// `denominator` and `count_basis`), for CheckCase, the fast verifier, verify's summary and the guard:
+//   all_positions                  every slot of the rows               (positions)
+//   count_basis unshifted_labels   labels != ignore_index, no shift     (unshifted_labels)
+//   otherwise                      the valid targets, Σ w               (targets)
+// Linear in the rows, so it is given the three tallies of the same rows.
+double DenominatorCount(const Policy& policy, double targets, double unshifted_labels, double positions);
+// The name of what DenominatorCount counts under `policy`: "targets", "unshifted_labels" or "positions".
+const char* DenominatorCountName(const Policy& policy);
+// The tallies of one oracle row: Σ w over its predictions, and its labels != ignore_index without the shift.
+double WeightSum(const OracleRow& row);
+std::int64_t UnshiftedLabelCount(const OracleRow& row, const Policy& policy);
+
 // Per-target losses, as in the exec protocol: losses[d][k] is the loss of predicting token k of effective
 // document d (entry 0 is used only where the policy makes a document's first token a target).
 using TargetLosses = std::vector<std::vector<double>>;

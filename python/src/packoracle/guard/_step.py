@@ -83,9 +83,9 @@ def verdict(step: int, policy: Mapping[str, Any], gathered: Sequence[dict], loca
     own batches broke the policy."""
     total = sum(r["valid"] for r in gathered)
     v = StepVerdict(step=step, ok=True, valid_targets=total, ranks=list(gathered), local=local, bytes_exchanged=exchanged)
-    divisions = [(r["rank"], m, own, slots, d)
+    divisions = [(r["rank"], m, counted, d)
                  for r in gathered
-                 for m, (d, own, slots) in enumerate(zip(r["denominators"], r["per_microbatch"], r["per_microbatch_slots"]))
+                 for m, (d, counted) in enumerate(zip(r["denominators"], r["per_microbatch_counted"]))
                  if d is not None]
     weighting = _core.denominator_weighting(dict(policy), divisions, f"step {step}")
     v.problems += weighting["problems"]
@@ -115,7 +115,7 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
-    reports, per_mb, slots = [], [], []
+    reports, per_mb, counted = [], [], []
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
         fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
@@ -127,9 +127,9 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
         report = check_batch(batch, docs, policy, ignore=_not_read(batch))
         step = report.to_json()["steps"][0]
         per_mb.append(float(step["valid_targets"]))
-        slots.append(int(step["slots"]))
+        counted.append(float(step["counted"]))  # what the denominator is compared with, by the core's rule
         reports.append(report)
-    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "per_microbatch_slots": slots,
+    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "per_microbatch_counted": counted,
                "denominators": _denominators(microbatches, num_items_in_batch),
                "violations": sum(len(r.violations) for r in reports if _counts_violation(r))}
     return summary, reports
