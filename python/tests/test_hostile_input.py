@@ -14,7 +14,7 @@ import pytest
 
 import packoracle
 from tests.helpers import small_fuzz
-from packoracle import strategies
+from packoracle import guard, strategies
 from packoracle.dump import DumpWriter
 from tests.packers import as_packer, pack_reference
 
@@ -262,6 +262,44 @@ def test_every_wrong_value_of_every_argument_is_refused_naming_it(fn, arg, kind)
         message = str(raised.value)
         assert not isinstance(raised.value, packoracle.Counterexample), (arg, value, message)
         assert arg in message and "incompatible function arguments" not in message, (arg, value, message)
+
+
+# The same classes on the other public functions (those that read a dump get the module's clean one).
+def _guard_step(dump, **kw):
+    mb = dict(batch(), producer={"denominator": 7, "denominator_scope": "global"})
+    return guard.check_step([mb], policy=POLICY, on_violation=lambda e: None, **kw)
+
+
+ARGUMENTS_OF_THE_REST = {
+    "verify": (lambda d, **kw: packoracle.verify(d, **kw),
+               {"row_length": "optional integer", "partial": "flag", "decoder": "flag", "oracle": "flag",
+                "max_violations": "integer"}),
+    "draw": (lambda d, **kw: packoracle.draw(d, **dict({"write_svg": False}, **kw)),
+             {"row": "integer", "step": "optional integer", "write_svg": "flag"}),
+    "which_policy": (lambda d, **kw: packoracle.which_policy(as_packer(pack_reference), **kw),
+                     {"cases": "optional integer", "seed": "optional integer"}),
+    "guard.check_step": (_guard_step, {"step": "integer"}),
+    "guard.wrap_dataloader": (lambda d, **kw: list(guard.wrap_dataloader([batch()], POLICY, **kw)), {"every": "integer"}),
+    "strategies.requests": (lambda d, **kw: strategies.requests(**kw),
+                            {"min_row_length": "integer", "max_row_length": "integer", "max_documents": "integer",
+                             "prompt_masking": "flag", "max_micro_batch_rows": "integer",
+                             "max_dp_world_size": "integer"}),
+    "strategies.documents": (lambda d, **kw: strategies.documents(**kw),
+                             {"min_size": "integer", "max_size": "integer", "min_tokens": "integer",
+                              "max_tokens": "integer", "prompt_masking": "flag"}),
+}
+
+
+@pytest.mark.parametrize("name, arg, kind", [pytest.param(name, arg, kind, id=f"{name}-{arg}")
+                                             for name, (_, args) in ARGUMENTS_OF_THE_REST.items()
+                                             for arg, kind in args.items()])
+def test_every_wrong_value_of_every_other_public_argument_is_refused_naming_it(name, arg, kind, dump):
+    call = ARGUMENTS_OF_THE_REST[name][0]
+    for value in WRONG[kind]:
+        with pytest.raises((TypeError, ValueError)) as raised:
+            call(dump, **{arg: value})
+        message = str(raised.value)
+        assert arg in message and "incompatible function arguments" not in message, (name, arg, value, message)
 
 
 # ---- exceptions raised by the answer of a fuzzed callable fail that case, they do not escape fuzz -------------

@@ -61,9 +61,12 @@ def _document(draw, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike
     return {"doc_uid": uid, "tokens": tokens, "supervised": draw(_supervised(n, prompt_masking))}
 
 
-def _check_size(where: str, name: str, value: Any, minimum: int = 0) -> int:
-    """An integer >= minimum (a numpy integer is one; a bool is not): TypeError or ValueError naming it."""
-    return _args.integer(value, where, name, minimum)
+MAX_SIZE = 2**20  # a strategy that would draw more than a million of anything is a mistake, not a plan
+
+
+def _check_size(where: str, name: str, value: Any, minimum: int = 0, maximum: int = MAX_SIZE) -> int:
+    """An integer in [minimum, maximum] (a numpy integer is one; a bool is not): TypeError or ValueError naming it."""
+    return _args.integer(value, where, name, minimum, maximum)
 
 
 def documents(min_size: int = 0, max_size: int = 8, *, min_tokens: int = 0, max_tokens: int = 8,
@@ -146,8 +149,8 @@ def requests(policy: Any = "reference", *, min_row_length: int = 1, max_row_leng
         def test_collator(request): ...
     """
     at = "strategies.requests"
-    min_row_length = _check_size(at, "min_row_length", min_row_length, 1)
-    max_row_length = _check_size(at, "max_row_length", max_row_length, min_row_length)
+    min_row_length = _check_size(at, "min_row_length", min_row_length, 1, _args.MAX_ROW_LENGTH)
+    max_row_length = _check_size(at, "max_row_length", max_row_length, min_row_length, _args.MAX_ROW_LENGTH)
     max_documents = _check_size(at, "max_documents", max_documents)
     max_micro_batch_rows = _check_size(at, "max_micro_batch_rows", max_micro_batch_rows, 1)
     max_dp_world_size = _check_size(at, "max_dp_world_size", max_dp_world_size, 1)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Literal, Optional, Union, cast
 
 import numpy as np
 
+from .. import _args
 from .._arrays import as_array
 from .._batch import Microbatches, canonical_fields
 from .._checks import check_batch
@@ -73,8 +74,7 @@ class BatchGuard:
 
     def __init__(self, policy: PolicyLike, *, every: int = 1, on_violation: OnViolation = "raise",
                  dump_dir: Optional[str] = None, ignore: Sequence[str] = ()):
-        if not isinstance(every, int) or every < 1:
-            raise ValueError(f"guard: every must be a positive integer, got {every!r}")
+        every = _args.integer(every, "guard", "every", 1, _args.INT64_MAX)
         if not (callable(on_violation) or on_violation in ("raise", "log")):
             raise ValueError(f"guard: on_violation is 'raise', 'log' or a callable, got {on_violation!r}")
         self.policy = resolve(policy)

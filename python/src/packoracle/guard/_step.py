@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .. import _core
+from .. import _args, _core
 from .._batch import canonical_fields
 from .._checks import check_batch
 from .._policy import PolicyLike, resolve
@@ -152,6 +152,7 @@ def check_step(microbatches: Sequence[Mapping[str, Any]], *, policy: PolicyLike,
     initialised torch.distributed process group; none: this process alone) and every rank gets the same
     verdict. Without ``documents`` the batches' own segments stand for them. A violation raises GuardViolation
     on every rank (``on_violation="raise"``), is logged ("log"), or is passed to your callable."""
+    step = _args.integer(step, "guard.check_step", "step", 0, _args.INT64_MAX)
     resolved = resolve(policy)
     rank = _rank(group)
     summary, reports = local_summary(microbatches, resolved, documents, num_items_in_batch, rank)
