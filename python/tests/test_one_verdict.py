@@ -162,3 +162,17 @@ def test_the_count_basis_decides_the_denominator_in_check_step_and_the_guard(bas
         if not ok:
             assert {v.invariant for v in core.violations} == {"denominator"}, str(core)
             assert any(f"divides by {denominators[0]}" in p for p in g.problems), g.text
+
+
+def test_the_guard_given_the_steps_documents_checks_each_micro_batch_against_its_own():
+    # The step's documents are spread over its micro-batches: a micro-batch checked alone against all of them
+    # was a false coverage violation ("document 'd2' ... is in no row"); a real one is still caught.
+    docs = _docs()
+    step = _step([10, 10], "global")
+    core = packoracle.check_step(step, docs, "hf-flatten")
+    g = guard.check_step(step, policy="hf-flatten", documents=docs, on_violation=lambda e: None)
+    assert core.ok and g.ok, (str(core), g.text)
+    broken = [dict(mb) for mb in step]
+    broken[1]["position_ids"] = np.arange(broken[1]["input_ids"].shape[-1])[None]  # positions never reset
+    g = guard.check_step(broken, policy="hf-flatten", documents=docs, on_violation=lambda e: None)
+    assert not g.ok and [v.invariant for r in g.local for v in r.violations] == ["positions"], g.text

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .. import _args, _core
-from .._batch import canonical_fields
+from .._batch import Microbatches, canonical_fields
+from .._documents import canonical_documents
 from .._checks import check_batch
 from .._policy import PolicyLike, resolve
 from ..report import Report
@@ -112,18 +113,33 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
     return [value] * n
 
 
+def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, policy: dict) -> list[tuple[list, list]]:
+    """Each micro-batch's documents and spans. The step's documents are spread over its micro-batches, and a
+    micro-batch checked alone is given only those it holds pieces of (the others are not missing from it: that
+    was a false coverage violation). Spans are read across the step in order, as check_step reads them."""
+    docs = canonical_documents(documents, policy=policy)
+    batches = [{n: x for n, x in mb.items() if n not in _not_read(mb)} for mb in microbatches]
+    out = []
+    for mb in Microbatches(docs, policy).read(batches):
+        spans = [row["doc_spans"] for row in mb["rows"]]
+        named = {s["doc_uid"] for row in spans for s in row}
+        out.append(([d for d in docs if d["doc_uid"] in named], spans))
+    return out
+
+
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
     reports, per_mb, counted = [], [], []
+    given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy)
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
         fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
-        if documents is None:
+        if given is None:
             docs, spans = documents_from_segments(fields, policy)
-            batch = dict(batch, doc_spans=spans)
         else:
-            docs = documents
+            docs, spans = given[k]
+        batch = dict(batch, doc_spans=spans)
         report = check_batch(batch, docs, policy, ignore=_not_read(batch))
         step = report.to_json()["steps"][0]
         per_mb.append(float(step["valid_targets"]))
@@ -150,7 +166,9 @@ def check_step(microbatches: Sequence[Mapping[str, Any]], *, policy: PolicyLike,
     ``producer={"denominator": d}``: what its summed loss was divided by. The kit counts the valid targets;
     the counts and denominators of every rank are exchanged through ``group`` (default: the world of the
     initialised torch.distributed process group; none: this process alone) and every rank gets the same
-    verdict. Without ``documents`` the batches' own segments stand for them. A violation raises GuardViolation
+    verdict. ``documents``: the documents of this rank's step (each micro-batch is checked against those it
+    holds pieces of, its spans read across the step in order); without them the batches' own segments stand
+    for them. A violation raises GuardViolation
     on every rank (``on_violation="raise"``), is logged ("log"), or is passed to your callable."""
     step = _args.integer(step, "guard.check_step", "step", 0, _args.INT64_MAX)
     resolved = resolve(policy)
