@@ -25,6 +25,11 @@ struct Supervised {
   }
 };
 
+// 1 when x is 0, else 0, in integer operations that vectorise on any x86-64 (SSE2 has no 64-bit compare): the
+// loops below OR such words together instead of branching per slot.
+inline std::uint64_t IsZero(std::uint64_t x) { return ((x - 1) & ~x) >> 63; }
+inline std::uint64_t Differs(std::int64_t a, std::int64_t b) { return static_cast<std::uint64_t>(a ^ b); }
+
 // Calls f with the document's tokens as a typed pointer (int64 or int32), so the loops are monomorphic.
 template <class F>
 auto WithTokens(const DocumentView& doc, F&& f) {
@@ -54,20 +59,20 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 // CoverageRow's token comparisons: each span's slots hold its document's tokens, the rest the pad id.
 bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t real_end) const {
   const Token* ids = row.input_ids.data();
-  bool bad = false;
+  std::uint64_t diff = 0;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
     const DocSpan& span = row.doc_spans[p];
     const Token* got = ids + span.start;
-    bad |= WithTokens(Doc(span_doc[p]), [&](const auto* tokens) {
+    diff |= WithTokens(Doc(span_doc[p]), [&](const auto* tokens) {
       const auto* want = tokens + span.doc_offset;
-      bool differs = false;
-      for (std::int64_t t = 0; t < span.length; ++t) differs |= got[t] != want[t];
-      return differs;
+      std::uint64_t d = 0;
+      for (std::int64_t t = 0; t < span.length; ++t) d |= Differs(got[t], want[t]);
+      return d;
     });
   }
   const Token pad = policy().pad_id;
-  for (std::size_t i = static_cast<std::size_t>(real_end); i < row.input_ids.size(); ++i) bad |= ids[i] != pad;
-  return !bad;
+  for (std::size_t i = static_cast<std::size_t>(real_end); i < row.input_ids.size(); ++i) diff |= Differs(ids[i], pad);
+  return diff == 0;
 }
 
 // SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's
@@ -100,37 +105,40 @@ bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t 
     }
     if (!same_starts(marks)) return false;
   }
-  // Per-slot encodings: at a span's start the predicate holds (or it is slot 0), inside it never does.
-  auto per_slot = [&](auto starts_at) {
-    bool bad = false;
+  // Per-slot encodings: `starts(i)` is non-zero where the encoding opens a segment at slot i: at each span's
+  // start (or slot 0), and nowhere inside a span.
+  auto per_slot = [&](auto starts) {
+    std::uint64_t inside = 0;
+    bool missed = false;
     for (const DocSpan& span : spans) {
-      bad |= span.start > 0 && !starts_at(span.start);
-      for (std::int64_t i = span.start + 1; i < span.start + span.length; ++i) bad |= starts_at(i);
+      missed |= span.start > 0 && starts(span.start) == 0;
+      for (std::int64_t i = span.start + 1; i < span.start + span.length; ++i) inside |= starts(i);
     }
-    return !bad;
+    return !missed && inside == 0;
   };
   if (row.doc_ids) {
     const auto* ids = row.doc_ids->data();
-    if (!per_slot([&](std::int64_t i) { return ids[i] != ids[i - 1]; }) || ReusedDocId(*row.doc_ids)) return false;
+    if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) || ReusedDocId(*row.doc_ids)) return false;
   }
   const Policy& pol = policy();
   if (row.position_ids) {
     const auto* pos = row.position_ids->data();
     const std::int64_t base = pol.position_base;
-    if (pol.boundary_source == BoundarySource::kPositionReset && !per_slot([&](std::int64_t i) { return pos[i] == base; }))
+    if (pol.boundary_source == BoundarySource::kPositionReset &&
+        !per_slot([&](std::int64_t i) { return IsZero(Differs(pos[i], base)); }))
       return false;
     if (pol.boundary_source == BoundarySource::kPositionStep &&
-        !per_slot([&](std::int64_t i) { return pos[i] - pos[i - 1] != 1; }))
+        !per_slot([&](std::int64_t i) { return Differs(pos[i] - pos[i - 1], 1); }))
       return false;
   }
   const auto* in = row.input_ids.data();
   if (pol.boundary_source == BoundarySource::kEodCloses && pol.eos_id) {
     const Token eod = *pol.eos_id;
-    if (!per_slot([&](std::int64_t i) { return in[i - 1] == eod; })) return false;
+    if (!per_slot([&](std::int64_t i) { return IsZero(Differs(in[i - 1], eod)); })) return false;
   }
   if (pol.boundary_source == BoundarySource::kBosOpens && pol.bos_id) {
     const Token bos = *pol.bos_id;
-    if (!per_slot([&](std::int64_t i) { return in[i] == bos; })) return false;
+    if (!per_slot([&](std::int64_t i) { return IsZero(Differs(in[i], bos)); })) return false;
   }
   return true;
 }
@@ -149,32 +157,32 @@ bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t
   }
   const std::int64_t L = given_row_length > 0 ? given_row_length : std::max(longest, std::int64_t{1});
   const auto* got = row.position_ids->data();
-  bool bad = false;
+  std::uint64_t diff = 0;
   std::int64_t last = base - 1;  // the want of the slot before the padding
   for (const DocSpan& span : spans) {
     const std::int64_t s = span.start, o = span.doc_offset;
     if (pol.positions == Positions::kRowContinuous) {
-      for (std::int64_t t = 0; t < span.length; ++t) bad |= got[s + t] != base + s + t;
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + s + t);
       last = base + s + span.length - 1;
     } else if (pol.split_positions == SplitPositions::kModulo) {
-      for (std::int64_t t = 0; t < span.length; ++t) bad |= got[s + t] != base + (o + t) % L;
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + (o + t) % L);
       capped |= o + span.length > L;
       last = base + (o + span.length - 1) % L;
     } else {
       const std::int64_t first = pol.split_positions == SplitPositions::kContinue ? base + o : base;
-      for (std::int64_t t = 0; t < span.length; ++t) bad |= got[s + t] != first + t;
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], first + t);
       last = first + span.length - 1;
     }
   }
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   if (pol.pad_positions == PadPositions::kZero) {
-    for (std::int64_t i = real_end; i < n; ++i) bad |= got[i] != 0;
+    for (std::int64_t i = real_end; i < n; ++i) diff |= Differs(got[i], 0);
   } else if (pol.pad_positions == PadPositions::kContinue) {
     const std::int64_t cap = base + L - 1;
-    for (std::int64_t i = real_end; i < n; ++i) bad |= got[i] != std::min(last + 1 + (i - real_end), cap);
+    for (std::int64_t i = real_end; i < n; ++i) diff |= Differs(got[i], std::min(last + 1 + (i - real_end), cap));
     capped |= real_end < n && last + (n - real_end) > cap;
   }
-  return !bad;
+  return diff == 0;
 }
 
 // PredictionOf for the last slot of span p of a tiled row (the slots inside a span predict their document's
@@ -222,16 +230,23 @@ bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t r
     const std::int64_t inside = span.length - 1, first = span.doc_offset + 1;
     bad |= WithTokens(doc, [&](const auto* tokens) {
       const auto* target = tokens + first;
-      bool differs = false;
-      std::int64_t count = 0;
-      for (std::int64_t t = 0; t < inside; ++t) {
-        const bool w = sup(first + t) == 1;
-        const Token want = w ? static_cast<Token>(target[t]) : ignore;
-        differs |= (got[t] != want) | (w & (target[t] == ignore));
-        count += w;
-      }
-      weighted += count;
-      return differs;
+      std::uint64_t diff = 0;
+      // The label is the target where supervised (and then must not read as ignored), else ignore_index.
+      auto compare = [&](auto weight_of) {
+        std::int64_t count = 0;
+        for (std::int64_t t = 0; t < inside; ++t) {
+          const std::uint64_t w = weight_of(first + t), mask = 0 - w;
+          const auto tok = static_cast<Token>(target[t]);
+          const Token want = static_cast<Token>((static_cast<std::uint64_t>(tok) & mask) | (static_cast<std::uint64_t>(ignore) & ~mask));
+          diff |= Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
+          count += static_cast<std::int64_t>(w);
+        }
+        weighted += count;
+      };
+      if (sup.ints) compare([&](std::int64_t k) { return IsZero(Differs(sup.ints[k], 1)); });
+      else if (sup.bits) compare([&](std::int64_t k) { return (sup.bits[k >> 6] >> (k & 63)) & 1; });
+      else compare([](std::int64_t) { return std::uint64_t{1}; });
+      return diff != 0;
     });
     bool waits = false;
     const Pred last = SpanEndPrediction(row, p, waits);
@@ -241,8 +256,9 @@ bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t r
     bad |= waits || got_weight != (last.weight > 0) || (last.weight > 0 && got_target != last.target);
     weighted += last.weight > 0 ? 1 : 0;
   }
-  for (std::int64_t i = real_end + shift; i < n; ++i) bad |= labels[i] != ignore;  // padding predicts nothing
-  return !bad;
+  std::uint64_t padding = 0;  // padding predicts nothing
+  for (std::int64_t i = real_end + shift; i < n; ++i) padding |= Differs(labels[i], ignore);
+  return !bad && padding == 0;
 }
 
 // SegmentsRow's attention_mask part and AttentionRow on a tiled row whose encodings agree with the spans.
