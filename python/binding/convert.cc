@@ -63,6 +63,15 @@ bool IntegerElement(const std::uint8_t* p, nb::dlpack::dtype dt, std::int64_t& o
   }
 }
 
+// Whether v fits T (any double does: loss_mask's integers).
+template <class T>
+bool Fits(std::int64_t v) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(std::int64_t)) {
+    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+  }
+  return true;
+}
+
 // An integer read from Python, as T: InputError naming the entry when it does not fit T.
 template <class T>
 T Narrow(std::int64_t v, const std::string& where, const std::string& at) {
@@ -132,7 +141,17 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
   out.reserve(nb::len(seq));
   std::size_t k = 0;
   for (nb::handle item : seq) {
-    const std::string at = field + "[" + std::to_string(k++) + "]";
+    const std::size_t index = k++;
+    if (PyLong_CheckExact(item.ptr())) {  // the common entry (a tokenizer's int), its name built only for an error
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+      if (!overflow && !(v == -1 && PyErr_Occurred()) && Fits<T>(v)) {
+        out.push_back(static_cast<T>(v));
+        continue;
+      }
+      PyErr_Clear();
+    }
+    const std::string at = field + "[" + std::to_string(index) + "]";
     if (nb::isinstance<nb::bool_>(item)) {
       out.push_back(static_cast<T>(nb::cast<bool>(item)));
     } else if (PyIndex_Check(item.ptr())) {
