@@ -433,6 +433,8 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
   return out;
 }
 
+bool AddsDelimiters(const Policy& policy) { return policy.bos_id.has_value() || policy.eos_id.has_value(); }
+
 std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
                                          Delimiters delimiters) {
   std::vector<EffectiveDocument> out;

@@ -47,7 +47,8 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
                       std::vector<MicrobatchRecord>* spare = nullptr) {
   InMemory in{name, PolicyFromPython(policy, name + ": policy"), DocumentsFromPython(documents, name + ": documents"), {},
               dp_world_size};
-  if (!delimiters_included) {
+  // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
+  if (!delimiters_included && AddsDelimiters(in.policy)) {
     for (Document& d : in.documents) {
       EffectiveDocument e = Effective(d, in.policy);
       d = Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)};
