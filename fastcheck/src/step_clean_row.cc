@@ -15,16 +15,6 @@
 namespace packoracle::fastcheck {
 namespace {
 
-// The supervised flag of token k, without a branch per token on the common layouts.
-struct Supervised {
-  const int* ints;
-  const std::uint64_t* bits;
-  int operator()(std::int64_t k) const {
-    if (ints) return ints[k];
-    return bits ? static_cast<int>((bits[k >> 6] >> (k & 63)) & 1) : 1;
-  }
-};
-
 // 1 when x is 0, else 0, in integer operations that vectorise on any x86-64 (SSE2 has no 64-bit compare): the
 // loops below OR such words together instead of branching per slot.
 inline std::uint64_t IsZero(std::uint64_t x) { return ((x - 1) & ~x) >> 63; }
@@ -225,7 +215,6 @@ bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t r
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
     const DocSpan& span = row.doc_spans[p];
     const DocumentView& doc = Doc(span_doc[p]);
-    const Supervised sup{doc.ints, doc.bits};
     const Token* got = labels + span.start + shift;
     const std::int64_t inside = span.length - 1, first = span.doc_offset + 1;
     bad |= WithTokens(doc, [&](const auto* tokens) {
@@ -237,14 +226,16 @@ bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t r
         for (std::int64_t t = 0; t < inside; ++t) {
           const std::uint64_t w = weight_of(first + t), mask = 0 - w;
           const auto tok = static_cast<Token>(target[t]);
-          const Token want = static_cast<Token>((static_cast<std::uint64_t>(tok) & mask) | (static_cast<std::uint64_t>(ignore) & ~mask));
+          const auto word = static_cast<std::uint64_t>(tok), none = static_cast<std::uint64_t>(ignore);
+          const auto want = static_cast<Token>((word & mask) | (none & ~mask));
           diff |= Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
           count += static_cast<std::int64_t>(w);
         }
         weighted += count;
       };
-      if (sup.ints) compare([&](std::int64_t k) { return IsZero(Differs(sup.ints[k], 1)); });
-      else if (sup.bits) compare([&](std::int64_t k) { return (sup.bits[k >> 6] >> (k & 63)) & 1; });
+      // One loop per layout of the supervised flags (DocumentView): no branch on the layout per token.
+      if (doc.ints) compare([&](std::int64_t k) { return IsZero(Differs(doc.ints[k], 1)); });
+      else if (doc.bits) compare([&](std::int64_t k) { return (doc.bits[k >> 6] >> (k & 63)) & 1; });
       else compare([](std::int64_t) { return std::uint64_t{1}; });
       return diff != 0;
     });
@@ -333,12 +324,14 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const Candid
   std::int64_t real_end = 0, weighted = 0;
   bool capped = false, visible = false;
   if (!TileSpans(row, real_end) || !TokensClean(row, real_end) || !SegmentsClean(row, real_end) ||
-      !PositionsClean(row, real_end, capped) || !TargetsClean(row, real_end, weighted) || !AttentionClean(row, real_end, visible))
+      !PositionsClean(row, real_end, capped) || !TargetsClean(row, real_end, weighted) ||
+      !AttentionClean(row, real_end, visible))
     return false;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p)
     pieces[static_cast<std::size_t>(span_doc[p])].push_back({row.doc_spans[p].doc_offset, row.doc_spans[p].length});
   LayoutRow(mb, R);
-  if (capped) ReadWithLength(given_row_length > 0 ? given_row_length : std::max(longest, std::int64_t{1}), given_row_length > 0);
+  const bool known_length = given_row_length > 0;
+  if (capped) ReadWithLength(known_length ? given_row_length : std::max(longest, std::int64_t{1}), known_length);
   visible_padding = visible_padding || visible;
   sums[static_cast<std::size_t>(R)].used = real_end;
   used += real_end;
