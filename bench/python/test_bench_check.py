@@ -123,7 +123,8 @@ def _canonical(w, policy, effective, spans):
     batch = w.batch
     if not spans:
         batch = w.without_spans()
-        matcher = _batch.Microbatches([], policy, effective).matcher()
+        pad = policy.get("pad_id")  # what Microbatches.matcher() builds from the effective documents
+        matcher = _batch.SpanMatcher(effective, policy["overflow"], None if pad is None else int(pad))
     return _batch.canonical_microbatch(batch, where="batch", spans=matcher, producer=w.producer)
 
 

@@ -333,6 +333,10 @@ void FastStepChecker::Impl::Add(const CandidateMicrobatch& mb) {
     row_microbatch.push_back(static_cast<std::int32_t>(m));
     row_shape.push_back(ShapeRow(row));
     longest = std::max(longest, n);
+    if (row_shape.back() == 0 && coverage.empty() && CleanRow(mb, row, R, m)) {
+      ++v.clean_rows;
+      continue;
+    }
     if (!CoverageRow(row, R) || row_shape.back() > 0 || !coverage.empty()) continue;  // the step reports shape or coverage
     LayoutRow(mb, R);
     RowPass(row, R, m);

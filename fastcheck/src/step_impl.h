@@ -142,6 +142,16 @@ struct FastStepChecker::Impl {
   void AddPrediction(const Pred& p, std::int64_t R, std::size_t m, std::int64_t input_doc);
   std::vector<std::int64_t> StepOrder() const;  // the step's documents in CheckCase's order
   void RowPass(const CandidateRow& row, std::int64_t R, std::size_t m);
+  // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
+  bool CleanRow(const CandidateMicrobatch& mb, const CandidateRow& row, std::int64_t R, std::size_t m);
+  bool TileSpans(const CandidateRow& row, std::int64_t& used);
+  bool TokensClean(const CandidateRow& row, std::int64_t used) const;
+  bool SegmentsClean(const CandidateRow& row, std::int64_t used) const;
+  bool PositionsClean(const CandidateRow& row, std::int64_t used, bool& capped) const;
+  Pred SpanEndPrediction(const CandidateRow& row, std::size_t p, bool& waits) const;
+  bool TargetsClean(const CandidateRow& row, std::int64_t used, std::int64_t& weighted) const;
+  bool AttentionClean(const CandidateRow& row, std::int64_t used, bool& visible) const;
+  void AddCleanSums(const CandidateRow& row, std::int64_t R, std::size_t m, std::int64_t weighted);
   void TargetsAndSums(const CandidateRow& row, std::int64_t R, std::size_t m);
   void AttentionRow(const CandidateRow& row, std::int64_t R);
   void SegmentsRow(const CandidateRow& row, std::int64_t R, std::int64_t truth_count);

@@ -54,6 +54,7 @@ bool Same(const std::optional<double>& a, const std::optional<double>& b) {
 struct Tally {
   int decided = 0, deferred = 0, violated = 0;
   int mergeable = 0;  // decided cases where rows could merge under efficiency: no_mergeable_rows
+  std::int64_t rows = 0, clean_rows = 0;  // decided rows, and those the clean-row path took whole
 };
 
 // The fast verdict against CheckCase's on `request`: the property proper.
@@ -73,6 +74,8 @@ void Compare(const PackRequest& request, const PackResult& out, const CheckOptio
   }
   RC_ASSERT(!oracle_threw);  // the fast path decided a case the oracle refuses as input
   ++tally.decided;
+  for (const auto& mb : out.microbatches) tally.rows += static_cast<std::int64_t>(mb.rows.size());
+  tally.clean_rows += got.clean_rows;
   const auto want_findings = Project(want);
   RC_ASSERT((got.outcome == Outcome::kPassed) == want.passed());
   if (!(got.findings == want_findings)) {
@@ -214,6 +217,10 @@ TEST_P(PackerAgreement, FastVerifierAgreesWithCheckCase) {
   ExpectMostlyDecided(tally);
   // How many cases reached a violation (a bug that needs rare cases may show none in 200: TG-05, MK-04).
   RecordProperty("violated_cases", tally.violated);
+  // The clean-row path (step_clean_row.cc) must really be what agreed on the correct packer's rows; the
+  // buggy packers' wrong rows are the generic passes' (both are held to CheckCase above).
+  RecordProperty("clean_rows", std::to_string(tally.clean_rows) + " of " + std::to_string(tally.rows));
+  if (bundled.id == "REF-reference") EXPECT_GE(tally.clean_rows * 2, tally.rows) << tally.clean_rows << " of " << tally.rows;
 }
 
 std::vector<BundledCandidate> Packers() {

@@ -541,6 +541,12 @@ void Verifier::Report() const {
 }
 
 AuditResult Verifier::Result() {
+  if (options_.spare_records) {  // the records done with, including the one a source read into last
+    for (auto& s : sources_)
+      if (auto* m = std::get_if<MicrobatchRecord>(&s.scratch); m && !m->microbatch.rows.empty()) Recycle(std::move(*m));
+    for (auto& m : spare_) options_.spare_records->push_back(std::move(m));
+    spare_.clear();
+  }
   AuditResult r;
   r.files = names_;
   r.declared_policy = declared_;

@@ -412,13 +412,19 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
   }
   EffectiveDocument out;
   out.uid = document.uid;
+  // The document and at most two delimiters, copied whole: in-process checks make every document effective
+  // on every call.
+  out.tokens.reserve(n + 2);
+  out.supervised.reserve(n + 2);
   if (policy.bos_id && !included) {
     out.tokens.push_back(*policy.bos_id);
     out.supervised.push_back(1);
   }
-  for (std::size_t k = 0; k < n; ++k) {
-    out.tokens.push_back(document.tokens[k]);
-    out.supervised.push_back(document.supervised.empty() ? 1 : document.supervised[k]);
+  out.tokens.insert(out.tokens.end(), document.tokens.begin(), document.tokens.end());
+  if (document.supervised.empty()) {
+    out.supervised.resize(out.supervised.size() + n, 1);
+  } else {
+    out.supervised.insert(out.supervised.end(), document.supervised.begin(), document.supervised.end());
   }
   if (policy.eos_id && !included) {
     out.tokens.push_back(*policy.eos_id);
@@ -426,6 +432,8 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
   }
   return out;
 }
+
+bool AddsDelimiters(const Policy& policy) { return policy.bos_id.has_value() || policy.eos_id.has_value(); }
 
 std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
                                          Delimiters delimiters) {

@@ -27,6 +27,10 @@
 namespace packoracle::python {
 namespace {
 
+// Micro-batch records audit_records keeps for its next call (check_step's many micro-batches need not all
+// stay: a step of gradient accumulation would hold them all).
+constexpr std::size_t kSpareMicrobatches = 4;
+
 struct InMemory {
   std::string name;
   Policy policy;
@@ -36,12 +40,15 @@ struct InMemory {
 };
 
 // `delimiters_included`: the documents already carry the policy's delimiters (as a dump's do); otherwise they
-// are the packer's input and get them here, as the packer adds them.
+// are the packer's input and get them here, as the packer adds them. `spare`: micro-batches done with, whose
+// rows' storage the new ones are read into.
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
-                      std::int64_t dp_world_size, bool delimiters_included) {
+                      std::int64_t dp_world_size, bool delimiters_included,
+                      std::vector<MicrobatchRecord>* spare = nullptr) {
   InMemory in{name, PolicyFromPython(policy, name + ": policy"), DocumentsFromPython(documents, name + ": documents"), {},
               dp_world_size};
-  if (!delimiters_included) {
+  // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
+  if (!delimiters_included && AddsDelimiters(in.policy)) {
     for (Document& d : in.documents) {
       EffectiveDocument e = Effective(d, in.policy);
       d = Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)};
@@ -51,7 +58,12 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
   std::size_t k = 0;
   for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
     const std::string where = name == "batch" ? name : name + ": microbatches[" + std::to_string(k) + "]";
-    in.microbatches.push_back(MicrobatchFromPython(mb, where));
+    CandidateMicrobatch reuse;
+    if (spare && !spare->empty()) {
+      reuse = std::move(spare->back().microbatch);
+      spare->pop_back();
+    }
+    in.microbatches.push_back(MicrobatchFromPython(mb, where, std::move(reuse)));
     ++k;
   }
   return in;
@@ -146,7 +158,10 @@ void BindAudit(nb::module_& m) {
       "audit_records",
       [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
          std::int64_t row_length, bool decoder, bool delimiters_included) {
-        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included);
+        // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its
+        // rows into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
+        thread_local std::vector<MicrobatchRecord> spare;
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare);
         // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
         std::vector<CandidateMicrobatch> shapes;
         for (const auto& mb : in.microbatches) {
@@ -159,7 +174,11 @@ void BindAudit(nb::module_& m) {
         jobs::VerifyOptions options;
         options.row_length = row_length;
         options.decoder = decoder;
-        return MakeAudit(jobs::VerifyReaders(std::move(sources), options), options.max_violations, &shapes);
+        spare.clear();
+        options.spare_records = &spare;
+        jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
+        if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
+        return MakeAudit(std::move(result), options.max_violations, &shapes);
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
       nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),

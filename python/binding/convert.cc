@@ -63,6 +63,15 @@ bool IntegerElement(const std::uint8_t* p, nb::dlpack::dtype dt, std::int64_t& o
   }
 }
 
+// Whether v fits T (any double does: loss_mask's integers).
+template <class T>
+bool Fits(std::int64_t v) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(std::int64_t)) {
+    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+  }
+  return true;
+}
+
 // An integer read from Python, as T: InputError naming the entry when it does not fit T.
 template <class T>
 T Narrow(std::int64_t v, const std::string& where, const std::string& at) {
@@ -78,8 +87,10 @@ T Narrow(std::int64_t v, const std::string& where, const std::string& at) {
 // a vector of T. Integer and bool dtypes are read in place; floats only where `numbers` (loss_mask).
 std::int64_t Int(nb::handle v, const std::string& where, const std::string& field);
 
+// `storage`: a vector whose capacity is reused (every element is overwritten).
 template <class T>
-std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::string& field, bool numbers = false) {
+std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::string& field, bool numbers = false,
+                         std::vector<T> storage = {}) {
   nb::ndarray<nb::ro> array;
   if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value) && nb::try_cast(value, array, false)) {
     if (array.device_type() != nb::device::cpu::value) Bad(where, field, "is not on the CPU (move it with .cpu())");
@@ -99,7 +110,8 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
     const std::size_t n = array.shape(0);
     const std::int64_t stride = array.stride(0) * static_cast<std::int64_t>(dt.bits / 8);
     const auto* base = static_cast<const std::uint8_t*>(array.data());
-    std::vector<T> out(n);
+    std::vector<T> out = std::move(storage);
+    out.resize(n);
     if (code == Code::Int && dt.bits == 64 && stride == 8 && sizeof(T) == 8 && std::is_integral_v<T>) {
       if (n) std::memcpy(out.data(), base, n * 8);  // the common case: int64 contiguous, one copy
     } else if (floating) {
@@ -124,11 +136,22 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
     Bad(where, field, "must be an array, a tensor or a list, got " + TypeName(value));
   }
   nb::sequence seq = nb::borrow<nb::sequence>(value);
-  std::vector<T> out;
+  std::vector<T> out = std::move(storage);
+  out.clear();
   out.reserve(nb::len(seq));
   std::size_t k = 0;
   for (nb::handle item : seq) {
-    const std::string at = field + "[" + std::to_string(k++) + "]";
+    const std::size_t index = k++;
+    if (PyLong_CheckExact(item.ptr())) {  // the common entry (a tokenizer's int), its name built only for an error
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+      if (!overflow && !(v == -1 && PyErr_Occurred()) && Fits<T>(v)) {
+        out.push_back(static_cast<T>(v));
+        continue;
+      }
+      PyErr_Clear();
+    }
+    const std::string at = field + "[" + std::to_string(index) + "]";
     if (nb::isinstance<nb::bool_>(item)) {
       out.push_back(static_cast<T>(nb::cast<bool>(item)));
     } else if (PyIndex_Check(item.ptr())) {
@@ -206,10 +229,10 @@ std::string String(nb::handle v, const std::string& where, const std::string& fi
 
 template <class T>
 std::optional<std::vector<T>> Optional(nb::handle row, const char* field, const std::string& where, std::size_t n,
-                                       bool numbers = false) {
+                                       bool numbers = false, std::optional<std::vector<T>> storage = std::nullopt) {
   nb::handle v = Get(row, field);
   if (!v) return std::nullopt;
-  auto out = ReadArray<T>(v, where, field, numbers);
+  auto out = ReadArray<T>(v, where, field, numbers, storage ? std::move(*storage) : std::vector<T>{});
   if (n != static_cast<std::size_t>(-1) && out.size() != n) {
     Bad(where, field, "has " + std::to_string(out.size()) + " entries, input_ids has " + std::to_string(n));
   }
@@ -316,18 +339,18 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   return t;
 }
 
-CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_required) {
-  CandidateRow row;
-  row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids");
+CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_required, CandidateRow reuse) {
+  CandidateRow row;  // every field read afresh; only `reuse`'s storage is kept
+  row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids", false, std::move(reuse.input_ids));
   const std::size_t n = row.input_ids.size();
-  row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels");
+  row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels", false, std::move(reuse.labels));
   if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
-  row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true);
-  row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n);
-  row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1));
-  row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1));
-  row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n);
-  row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n);
+  row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true, std::move(reuse.loss_mask));
+  row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n, false, std::move(reuse.position_ids));
+  row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1), false, std::move(reuse.cu_seqlens));
+  row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1), false, std::move(reuse.seq_lens));
+  row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n, false, std::move(reuse.doc_ids));
+  row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n, false, std::move(reuse.attention_mask));
   if (!spans_required && !Get(r, "doc_spans")) return row;
   nb::handle spans = Required(r, "doc_spans", at);
   if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
@@ -351,7 +374,7 @@ CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_requi
   return row;
 }
 
-CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where) {
+CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where, CandidateMicrobatch reuse) {
   CandidateMicrobatch mb;
   if (!nb::isinstance<nb::dict>(j)) throw InputError(where + ": a micro-batch must be a dict, got " + TypeName(j));
   if (nb::handle s = Get(j, "step")) mb.step = Int(s, where, "step");
@@ -361,7 +384,9 @@ CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where)
   if (!nb::isinstance<nb::list>(rows)) Bad(where, "rows", "must be a list of rows, got " + TypeName(rows));
   std::size_t k = 0;
   for (nb::handle r : nb::borrow<nb::list>(rows)) {
-    mb.rows.push_back(RowFromPython(r, where + ": rows[" + std::to_string(k++) + "]"));
+    const std::string at = where + ": rows[" + std::to_string(k) + "]";
+    mb.rows.push_back(RowFromPython(r, at, true, k < reuse.rows.size() ? std::move(reuse.rows[k]) : CandidateRow{}));
+    ++k;
   }
   if (nb::handle p = Get(j, "producer")) mb.producer = ProducerFromPython(p, where + ": producer");
   return mb;

@@ -32,9 +32,10 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
 // One micro-batch: {"step"?, "micro_step", "rank", "rows": [row, ...], "producer"?}, each row a dict of 1-D
 // arrays (input_ids, labels; optionally loss_mask, position_ids, cu_seqlens, seq_lens, doc_ids,
 // attention_mask) and "doc_spans": a list of (doc_uid, start, length, doc_offset).
-CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where);
+// `reuse`: a micro-batch done with, whose rows' storage the new one is read into (audit_records).
+CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where, CandidateMicrobatch reuse = {});
 // One row of a micro-batch, as above; `spans_required` false lets doc_spans be absent (no spans).
-CandidateRow RowFromPython(nb::handle row, const std::string& where, bool spans_required = true);
+CandidateRow RowFromPython(nb::handle row, const std::string& where, bool spans_required = true, CandidateRow reuse = {});
 
 // Producer totals from any non-empty subset of {"loss_sum", "denominator", "loss"} (None = not given), with
 // "denominator_scope" exactly when "denominator" is given; InputError naming the field otherwise.

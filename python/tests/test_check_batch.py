@@ -51,6 +51,22 @@ def test_every_array_form_gives_the_same_report():
     assert len(texts) == 1
 
 
+def test_a_call_reads_nothing_from_the_last_ones_storage():
+    """audit_records reads each batch's rows into the storage the last audits used (no fresh pages per call):
+    a batch after a longer one, with fewer fields or lists instead of arrays, gets the report it gets alone."""
+    short = {"a": [11, 12]}
+    batches = [(flattened(DOCS), DOCS), (flattened(short), short), (flattened(DOCS, reset_positions=False), DOCS),
+               ({k: v for k, v in flattened(short).items() if k != "position_ids"}, short),
+               ({k: v.tolist() for k, v in flattened(DOCS).items()}, DOCS)]
+    alone = []
+    for batch, docs in batches:
+        packoracle.check_step([batch] * 6, docs, "hf-flatten")  # fills the storage kept with other rows
+        alone.append(str(packoracle.check_batch(batch, docs, "hf-flatten")))
+    in_turn = [str(packoracle.check_batch(batch, docs, "hf-flatten")) for batch, docs in batches]
+    assert in_turn == alone
+    assert "verdict: clean" in in_turn[0] and "positions" in in_turn[2]
+
+
 def test_torch_tensors_are_read_in_place():
     torch = pytest.importorskip("torch")
     batch = {k: torch.from_numpy(v) for k, v in flattened(DOCS, reset_positions=False).items()}

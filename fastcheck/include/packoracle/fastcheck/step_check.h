@@ -69,6 +69,7 @@ struct StepVerdict {
   std::optional<double> declared_objective;  // as CaseResult
   std::optional<double> token_mean;          // as CaseResult
   std::vector<std::string> notes;            // as CaseResult (ProducerNotes of the step's totals)
+  std::int64_t clean_rows = 0;  // rows the clean-row path took whole (the others: the generic per-row passes)
 };
 
 // One effective document as the checker reads it: its tokens (int64, or int32 where a holder packs them) and

@@ -55,6 +55,10 @@ struct VerifyOptions {
   std::int64_t hold_step_bytes = std::int64_t{16} << 20;
   // Called after every step checked (on the calling thread): how far the audit is, for a progress display.
   std::function<void(const VerifyProgress&)> progress;
+  // Where the audit hands back the micro-batch records it is done with (their rows' storage), for a caller
+  // that audits again soon (check_batch on every training batch) to read its next rows into: no fresh pages
+  // to fault in per call. Null: they are freed.
+  std::vector<MicrobatchRecord>* spare_records = nullptr;
 };
 
 

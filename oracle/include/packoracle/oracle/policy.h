@@ -203,6 +203,9 @@ enum class Delimiters { kAdd, kIncluded };
 // or values other than 0 and 1, when a token equals ignore_index, or when a delimiter that marks boundaries
 // (eod_closes / bos_opens) appears inside the document.
 EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
+// Whether Effective adds anything under Delimiters::kAdd (a bos_id or an eos_id): when not, a document's
+// effective tokens are its tokens, and kAdd and kIncluded check the same.
+bool AddsDelimiters(const Policy& policy);
 std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
                                          Delimiters delimiters = Delimiters::kAdd);
 

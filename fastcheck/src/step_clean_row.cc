@@ -1,0 +1,343 @@
+// FastStepChecker's clean-row path: the common row (its spans tile the row from slot 0 in order, padding at
+// the end, no loss_mask, no row-end target waiting for the stream) checked span by span in flat loops over
+// the contiguous arrays, with no per-slot branch: every encoding against the spans, the positions, the
+// targets and the counts. It only ever answers "clean" (and then leaves exactly the state the generic
+// passes would: pieces, layout, sums) or "not sure"; anything not clean goes through CoverageRow, LayoutRow
+// and RowPass (step_check.cc, step_rows.cc), which find what is wrong as the oracle would, and the oracle
+// writes the report. The rules are the oracle's, restated per span; differential_test.cc pins the two paths
+// to CheckCase on generated rows of every size.
+#include <algorithm>
+
+#include "packoracle/oracle/segments.h"
+#include "packoracle/properties/encoding_notes.h"
+#include "step_impl.h"
+
+namespace packoracle::fastcheck {
+namespace {
+
+// 1 when x is 0, else 0, in integer operations that vectorise on any x86-64 (SSE2 has no 64-bit compare): the
+// loops below OR such words together instead of branching per slot.
+inline std::uint64_t IsZero(std::uint64_t x) { return ((x - 1) & ~x) >> 63; }
+inline std::uint64_t Differs(std::int64_t a, std::int64_t b) { return static_cast<std::uint64_t>(a ^ b); }
+
+// Calls f with the document's tokens as a typed pointer (int64 or int32), so the loops are monomorphic.
+template <class F>
+auto WithTokens(const DocumentView& doc, F&& f) {
+  return doc.wide ? f(doc.wide) : f(doc.narrow);
+}
+
+}  // namespace
+
+// The spans tile [0, real_end) in order from slot 0, each inside its row and document, every document known:
+// CoverageRow's span checks for this shape. Fills span_doc. False: not the common shape, or a finding.
+bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& real_end) {
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  span_doc.clear();
+  real_end = 0;
+  for (const DocSpan& span : row.doc_spans) {
+    const std::int64_t d = docs().Find(span.doc_uid);
+    if (d < 0 || span.start != real_end || span.length <= 0 || span.start > n - span.length || span.doc_offset < 0 ||
+        span.doc_offset > Doc(d).size - span.length)
+      return false;
+    EnsureDocument(d);
+    span_doc.push_back(static_cast<std::int32_t>(d));
+    real_end += span.length;
+  }
+  return real_end == n || policy().padding == Padding::kRight;
+}
+
+// CoverageRow's token comparisons: each span's slots hold its document's tokens, the rest the pad id.
+bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t real_end) const {
+  const Token* ids = row.input_ids.data();
+  std::uint64_t diff = 0;
+  for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
+    const DocSpan& span = row.doc_spans[p];
+    const Token* got = ids + span.start;
+    diff |= WithTokens(Doc(span_doc[p]), [&](const auto* tokens) {
+      const auto* want = tokens + span.doc_offset;
+      std::uint64_t d = 0;
+      for (std::int64_t t = 0; t < span.length; ++t) d |= Differs(got[t], want[t]);
+      return d;
+    });
+  }
+  const Token pad = policy().pad_id;
+  for (std::size_t i = static_cast<std::size_t>(real_end); i < row.input_ids.size(); ++i) diff |= Differs(ids[i], pad);
+  return diff == 0;
+}
+
+// SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's
+// first slot among the non-pad slots [0, real_end).
+bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t real_end) const {
+  const auto& spans = row.doc_spans;
+  // Starts from cu_seqlens / seq_lens: the non-empty segments' first slots, in order, must be the spans' starts.
+  auto same_starts = [&](const std::vector<std::int64_t>& marks) {
+    std::size_t p = 0;
+    for (const std::int64_t at : marks) {
+      if (at >= real_end) break;
+      if (p == spans.size() || spans[p].start != at) return false;
+      ++p;
+    }
+    return p == spans.size();
+  };
+  std::vector<std::int64_t> marks;
+  if (row.cu_seqlens) {
+    const auto& cu = *row.cu_seqlens;
+    for (std::size_t k = 0; k + 1 < cu.size(); ++k)
+      if (cu[k + 1] > cu[k]) marks.push_back(cu[k]);
+    if (!same_starts(marks)) return false;
+  }
+  if (row.seq_lens) {
+    marks.clear();
+    std::int64_t at = 0;
+    for (const std::int64_t len : *row.seq_lens) {
+      if (len > 0) marks.push_back(at);
+      at += len;
+    }
+    if (!same_starts(marks)) return false;
+  }
+  // Per-slot encodings: `starts(i)` is non-zero where the encoding opens a segment at slot i: at each span's
+  // start (or slot 0), and nowhere inside a span.
+  auto per_slot = [&](auto starts) {
+    std::uint64_t inside = 0;
+    bool missed = false;
+    for (const DocSpan& span : spans) {
+      missed |= span.start > 0 && starts(span.start) == 0;
+      for (std::int64_t i = span.start + 1; i < span.start + span.length; ++i) inside |= starts(i);
+    }
+    return !missed && inside == 0;
+  };
+  if (row.doc_ids) {
+    const auto* ids = row.doc_ids->data();
+    if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) || ReusedDocId(*row.doc_ids)) return false;
+  }
+  const Policy& pol = policy();
+  if (row.position_ids) {
+    const auto* pos = row.position_ids->data();
+    const std::int64_t base = pol.position_base;
+    if (pol.boundary_source == BoundarySource::kPositionReset &&
+        !per_slot([&](std::int64_t i) { return IsZero(Differs(pos[i], base)); }))
+      return false;
+    if (pol.boundary_source == BoundarySource::kPositionStep &&
+        !per_slot([&](std::int64_t i) { return Differs(pos[i] - pos[i - 1], 1); }))
+      return false;
+  }
+  const auto* in = row.input_ids.data();
+  if (pol.boundary_source == BoundarySource::kEodCloses && pol.eos_id) {
+    const Token eod = *pol.eos_id;
+    if (!per_slot([&](std::int64_t i) { return IsZero(Differs(in[i - 1], eod)); })) return false;
+  }
+  if (pol.boundary_source == BoundarySource::kBosOpens && pol.bos_id) {
+    const Token bos = *pol.bos_id;
+    if (!per_slot([&](std::int64_t i) { return IsZero(Differs(in[i], bos)); })) return false;
+  }
+  return true;
+}
+
+// PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span. `capped`:
+// the check read L (a capped padding position or a modulo split), for Finish to compare with the step's L.
+bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t real_end, bool& capped) const {
+  const Policy& pol = policy();
+  const auto& spans = row.doc_spans;
+  const std::int64_t base = pol.position_base;
+  capped = false;
+  if (!row.position_ids) {  // only one piece from its document's start reads as positions 0, 1, ...
+    if (pol.positions != Positions::kDocReset && base == 0) return true;
+    const bool single = spans.empty() || (spans.size() == 1 && spans[0].doc_offset == 0);
+    return single && base == 0 && pol.split_positions != SplitPositions::kModulo;
+  }
+  const std::int64_t L = given_row_length > 0 ? given_row_length : std::max(longest, std::int64_t{1});
+  const auto* got = row.position_ids->data();
+  std::uint64_t diff = 0;
+  std::int64_t last = base - 1;  // the want of the slot before the padding
+  for (const DocSpan& span : spans) {
+    const std::int64_t s = span.start, o = span.doc_offset;
+    if (pol.positions == Positions::kRowContinuous) {
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + s + t);
+      last = base + s + span.length - 1;
+    } else if (pol.split_positions == SplitPositions::kModulo) {
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + (o + t) % L);
+      capped |= o + span.length > L;
+      last = base + (o + span.length - 1) % L;
+    } else {
+      const std::int64_t first = pol.split_positions == SplitPositions::kContinue ? base + o : base;
+      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], first + t);
+      last = first + span.length - 1;
+    }
+  }
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  if (pol.pad_positions == PadPositions::kZero) {
+    for (std::int64_t i = real_end; i < n; ++i) diff |= Differs(got[i], 0);
+  } else if (pol.pad_positions == PadPositions::kContinue) {
+    const std::int64_t cap = base + L - 1;
+    for (std::int64_t i = real_end; i < n; ++i) diff |= Differs(got[i], std::min(last + 1 + (i - real_end), cap));
+    capped |= real_end < n && last + (n - real_end) > cap;
+  }
+  return diff == 0;
+}
+
+// PredictionOf for the last slot of span p of a tiled row (the slots inside a span predict their document's
+// next token): the next span's first token at a document boundary, the row end's target, or none.
+// `waits`: a row-end target that is the next document of the stream (the generic pass keeps it for Finish).
+Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size_t p, bool& waits) const {
+  const auto& spans = row.doc_spans;
+  const DocSpan& span = spans[p];
+  const std::int64_t d = span_doc[p], k = span.doc_offset + span.length - 1;
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  const DocumentView& doc = Doc(d);
+  auto in_doc = [&](std::int64_t td, std::int64_t tk, bool weighted) {
+    return Pred{true, Doc(td).token(tk), td, tk, weighted ? 1.0 : 0.0};
+  };
+  waits = false;
+  if (span.start + span.length < n) {
+    if (p + 1 == spans.size()) return {};  // padding follows
+    const std::int64_t nd = span_doc[p + 1], next_offset = spans[p + 1].doc_offset;
+    if (nd == d && next_offset == k + 1) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
+    if (next_offset == 0 && nd != d)
+      return in_doc(nd, 0, policy().boundary_target == BoundaryTarget::kIncluded && Doc(nd).supervised(0) == 1);
+    return {};
+  }
+  if (policy().row_end_target == RowEndTarget::kNone) return {};
+  if (k + 1 < doc.size) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
+  waits = policy().row_end_target == RowEndTarget::kNextInStream;
+  return {};
+}
+
+// TargetsAndSums' comparisons on a tiled row: every slot's label (or the next slot's, labels aligned) is
+// the target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
+bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t real_end, std::int64_t& weighted) const {
+  const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
+  const std::int64_t shift = aligned ? 1 : 0;
+  const Token ignore = policy().ignore_index;
+  const Token* labels = row.labels.data();
+  const auto n = static_cast<std::int64_t>(row.labels.size());
+  bool bad = false;
+  weighted = 0;
+  for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
+    const DocSpan& span = row.doc_spans[p];
+    const DocumentView& doc = Doc(span_doc[p]);
+    const Token* got = labels + span.start + shift;
+    const std::int64_t inside = span.length - 1, first = span.doc_offset + 1;
+    bad |= WithTokens(doc, [&](const auto* tokens) {
+      const auto* target = tokens + first;
+      std::uint64_t diff = 0;
+      // The label is the target where supervised (and then must not read as ignored), else ignore_index.
+      auto compare = [&](auto weight_of) {
+        std::int64_t count = 0;
+        for (std::int64_t t = 0; t < inside; ++t) {
+          const std::uint64_t w = weight_of(first + t), mask = 0 - w;
+          const auto tok = static_cast<Token>(target[t]);
+          const auto word = static_cast<std::uint64_t>(tok), none = static_cast<std::uint64_t>(ignore);
+          const auto want = static_cast<Token>((word & mask) | (none & ~mask));
+          diff |= Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
+          count += static_cast<std::int64_t>(w);
+        }
+        weighted += count;
+      };
+      // One loop per layout of the supervised flags (DocumentView): no branch on the layout per token.
+      if (doc.ints) compare([&](std::int64_t k) { return IsZero(Differs(doc.ints[k], 1)); });
+      else if (doc.bits) compare([&](std::int64_t k) { return (doc.bits[k >> 6] >> (k & 63)) & 1; });
+      else compare([](std::int64_t) { return std::uint64_t{1}; });
+      return diff != 0;
+    });
+    bool waits = false;
+    const Pred last = SpanEndPrediction(row, p, waits);
+    const std::int64_t i = span.start + inside + shift;  // the slot whose label holds the span end's target
+    const Token got_target = i < n ? labels[i] : 0;
+    const bool got_weight = i < n && got_target != ignore;
+    bad |= waits || got_weight != (last.weight > 0) || (last.weight > 0 && got_target != last.target);
+    weighted += last.weight > 0 ? 1 : 0;
+  }
+  std::uint64_t padding = 0;  // padding predicts nothing
+  for (std::int64_t i = real_end + shift; i < n; ++i) padding |= Differs(labels[i], ignore);
+  return !bad && padding == 0;
+}
+
+// SegmentsRow's attention_mask part and AttentionRow on a tiled row whose encodings agree with the spans.
+// `visible`: padding the mask lets queries see (a note, not a finding).
+bool FastStepChecker::Impl::AttentionClean(const CandidateRow& row, std::int64_t real_end, bool& visible) const {
+  const auto spans = static_cast<std::int64_t>(row.doc_spans.size());
+  const Policy& pol = policy();
+  visible = false;
+  if (row.attention_mask) {
+    const auto* am = row.attention_mask->data();
+    const auto n = static_cast<std::int64_t>(row.attention_mask->size());
+    bool bad = false, zeros = false;
+    for (std::int64_t i = 0; i < real_end; ++i) bad |= am[i] != 1;
+    for (std::int64_t i = real_end; i < n; ++i) {
+      bad |= am[i] != 0 && am[i] != 1;
+      visible |= am[i] == 1;
+      zeros |= am[i] == 0;
+    }
+    if (bad || (zeros && pol.attention == Attention::kDocCausal && spans > 1 && !row.cu_seqlens)) return false;
+  }
+  if (pol.attention == Attention::kRowCausal)  // an encoding that agrees with the spans isolates them
+    return spans <= 1 || !(row.cu_seqlens || row.seq_lens || row.doc_ids);
+  return HasRequiredBoundaryField(row, pol.boundary_source);  // else the generic pass decides (and notes)
+}
+
+// The clean row's predictions into the sums, as TargetsAndSums and AddPrediction add them. With the losses
+// unknown every weighted target adds 1 (exact in doubles), so the counts go in at once; known losses are
+// added slot by slot in the generic pass's order, so the sums are the same doubles.
+void FastStepChecker::Impl::AddCleanSums(const CandidateRow& row, std::int64_t R, std::size_t m, std::int64_t weighted) {
+  RowSums& s = sums[static_cast<std::size_t>(R)];
+  const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
+  const bool per_document = policy().denominator == Denominator::kSequenceMean;
+  const bool losses_known = !docs().losses.empty();
+  if (!losses_known) {
+    const auto w = static_cast<double>(weighted);
+    s.weight += w;
+    s.loss += w;
+    mb_loss[m] += w;
+    if (!aligned) s.labels += w;
+  }
+  for (std::size_t p = 0; p < row.doc_spans.size() && (losses_known || per_document); ++p) {
+    const DocSpan& span = row.doc_spans[p];
+    const std::int64_t d = span_doc[p];
+    const DocumentView& doc = Doc(d);
+    auto add = [&](const Pred& pred) {
+      if (losses_known) return AddPrediction(pred, R, m, d);
+      per_doc[static_cast<std::size_t>(d)].first += 1.0;  // Loss 1: AddPrediction's per-document terms alone
+      per_doc[static_cast<std::size_t>(d)].second += 1.0;
+    };
+    for (std::int64_t k = span.doc_offset + 1; k < span.doc_offset + span.length; ++k)
+      if (doc.supervised(k) == 1) add(Pred{true, 0, d, k, 1.0});
+    bool waits = false;
+    const Pred last = SpanEndPrediction(row, p, waits);
+    if (last.weight > 0) add(last);
+  }
+  if (aligned) {  // LabelsOf: the predictions of slots 0..n-2, and slot 0's own label when it has one
+    s.labels += static_cast<double>(weighted);
+    if (!row.doc_spans.empty()) {
+      const std::int64_t k = row.doc_spans[0].doc_offset;
+      const bool reachable = k > 0 || policy().boundary_target == BoundaryTarget::kIncluded;
+      if (Doc(span_doc[0]).supervised(k) == 1 && reachable) s.labels += 1;
+    }
+  }
+}
+
+// The whole clean-row path for row R of micro-batch m (shape passed, no coverage finding so far): true when
+// the row is clean, its effects on the step made; false with nothing changed but scratch and the documents
+// looked up, for the generic passes to take the row.
+bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const CandidateRow& row, std::int64_t R,
+                                     std::size_t m) {
+  if (row.loss_mask) return false;  // its values and weights: the generic pass
+  std::int64_t real_end = 0, weighted = 0;
+  bool capped = false, visible = false;
+  if (!TileSpans(row, real_end) || !TokensClean(row, real_end) || !SegmentsClean(row, real_end) ||
+      !PositionsClean(row, real_end, capped) || !TargetsClean(row, real_end, weighted) ||
+      !AttentionClean(row, real_end, visible))
+    return false;
+  for (std::size_t p = 0; p < row.doc_spans.size(); ++p)
+    pieces[static_cast<std::size_t>(span_doc[p])].push_back({row.doc_spans[p].doc_offset, row.doc_spans[p].length});
+  LayoutRow(mb, R);
+  const bool known_length = given_row_length > 0;
+  if (capped) ReadWithLength(known_length ? given_row_length : std::max(longest, std::int64_t{1}), known_length);
+  visible_padding = visible_padding || visible;
+  sums[static_cast<std::size_t>(R)].used = real_end;
+  used += real_end;
+  slots += static_cast<std::int64_t>(row.input_ids.size());
+  AddCleanSums(row, R, m, weighted);
+  return true;
+}
+
+}  // namespace packoracle::fastcheck
