@@ -226,7 +226,8 @@ class PackoracleFuzz:
             raise _with_note(e, note, e.regression) from None
         return self.last_result
 
-    def _replay_saved(self, packer: Optional[Callable[[dict], Any]], policy: Any, resolved: dict, options: dict, directory: Path) -> None:
+    def _replay_saved(self, packer: Optional[Callable[[dict], Any]], policy: Any, resolved: dict, options: dict,
+                      directory: Path) -> None:
         __tracebackhide__ = True
         import packoracle
 

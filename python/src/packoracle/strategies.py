@@ -55,7 +55,8 @@ def _supervised(n: int, prompt_masking: bool) -> "st.SearchStrategy[list[int]]":
 
 
 @st.composite
-def _document(draw: st.DrawFn, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike, prompt_masking: bool) -> dict:
+def _document(draw: st.DrawFn, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike,
+              prompt_masking: bool) -> dict:
     n = draw(length)
     tokens = draw(st.lists(_tokens(vocab), min_size=n, max_size=n))
     return {"doc_uid": uid, "tokens": tokens, "supervised": draw(_supervised(n, prompt_masking))}
