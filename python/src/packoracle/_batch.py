@@ -259,7 +259,7 @@ class SpanMatcher:
         found: list[list[dict]] = [[] for _ in rows]
         budget = [self.SOLVE_STEPS]
 
-        def row_from(r: int, i: int, open_piece, acc: list) -> bool:
+        def row_from(r: int, i: int, open_piece: Optional[tuple[int, int]], acc: list) -> bool:
             budget[0] -= 1
             if budget[0] < 0:
                 return False
@@ -270,12 +270,12 @@ class SpanMatcher:
                 found[r] = list(acc)
                 return row_from(r + 1, 0, open_piece, [])
             if i == 0 and open_piece is not None:  # the rest of a document cut at the previous row's end
-                k, offset = open_piece
-                rest = docs[k][offset:]
+                cut, offset = open_piece
+                rest = docs[cut][offset:]
                 m = _common_prefix(tokens, 0, rest)
                 if m:
-                    nxt = (k, offset + m) if m < len(rest) and self.split else None
-                    span = {"doc_uid": self.docs[k]["doc_uid"], "start": 0, "length": m, "doc_offset": offset}
+                    nxt = (cut, offset + m) if m < len(rest) and self.split else None
+                    span = {"doc_uid": self.docs[cut]["doc_uid"], "start": 0, "length": m, "doc_offset": offset}
                     if row_from(r, m, nxt, acc + [span]):
                         return True
                 return False

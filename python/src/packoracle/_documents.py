@@ -35,7 +35,8 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
     out, seen = [], set()
     for k, (uid, value) in enumerate(items):
         at = f"{where}[{uid!r}]" if uid is not None else f"{where}[{k}]"
-        supervised = None
+        tokens: Any  # a list, an array or a tensor until as_array below
+        supervised: Any = None
         if isinstance(value, Document):
             uid, tokens, supervised = value.uid, value.tokens, value.supervised
         elif isinstance(value, Mapping):

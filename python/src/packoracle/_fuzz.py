@@ -480,8 +480,10 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     return module, qualname
 
 
-def _replay_line(packer, reducer, consumer, policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
-                 decoder: bool, sft_masks: bool = True, microbatch_consumer=None, gradient: bool = False) -> str:
+def _replay_line(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[..., Any]],
+                 consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
+                 decoder: bool, sft_masks: bool = True, microbatch_consumer: Optional[Callable[..., Any]] = None,
+                 gradient: bool = False) -> str:
     """The line that replays a failing case ("{}" stands for its reproduce string), to run as written: the
     imports of its roles and the call with the same roles, policy and the options the reproduce string
     depends on. A role no import reaches (a lambda, a closure: `test_pack.<locals>.<lambda>`) cannot be named

@@ -99,7 +99,8 @@ def which_policy(packer: Callable[[dict], Any], *, cases: Optional[int] = None, 
                      differing=differing, counterexample=failures.get(nearest) if nearest else None, cases=cases)
 
 
-def _nearest(presets: dict, holds: list, failures: dict, resisted: Callable[[str], int]):
+def _nearest(presets: dict, holds: list, failures: dict, resisted: Callable[[str], int]
+             ) -> tuple[Optional[str], Optional[str], tuple[tuple[str, Any, Any], ...]]:
     """(nearest broken preset, the held one it is compared with, their differing keys): the pair of a broken and
     a held preset with the fewest differing keys; without any held, the broken one that resisted most."""
     if failures and holds:

@@ -45,6 +45,7 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -225,7 +226,8 @@ class PackoracleFuzz:
             raise _with_note(e, note, e.regression) from None
         return self.last_result
 
-    def _replay_saved(self, packer, policy, resolved: dict, options: dict, directory: Path) -> None:
+    def _replay_saved(self, packer: Optional[Callable[[dict], Any]], policy: Any, resolved: dict, options: dict,
+                      directory: Path) -> None:
         __tracebackhide__ = True
         import packoracle
 
@@ -234,8 +236,10 @@ class PackoracleFuzz:
             seen: list = []
             recorder = None
             if packer is not None:
+                user_packer: Callable[[dict], Any] = packer
+
                 @functools.wraps(packer)  # the replay line and the report name the user's packer, not this
-                def recorder(request, _packer=packer, _seen=seen):
+                def recorder(request: dict, _packer: Callable[[dict], Any] = user_packer, _seen: list = seen) -> Any:
                     _seen.append(request)
                     return _packer(request)
             try:
@@ -275,7 +279,7 @@ def packoracle_fuzz(request: pytest.FixtureRequest) -> PackoracleFuzz:
 # ---- the report -----------------------------------------------------------------------------------------------
 
 @pytest.hookimpl(hookwrapper=True)  # the old-style wrapper: pytest 7 has no wrapper=True
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     excinfo = call.excinfo
@@ -296,7 +300,7 @@ def _is_counterexample(value: BaseException) -> bool:
     return counterexample is not None and isinstance(value, counterexample)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or not (state.saved or state.replayed):
         return

@@ -55,7 +55,8 @@ def _supervised(n: int, prompt_masking: bool) -> "st.SearchStrategy[list[int]]":
 
 
 @st.composite
-def _document(draw, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike, prompt_masking: bool) -> dict:
+def _document(draw: st.DrawFn, uid: str, length: "st.SearchStrategy[int]", vocab: VocabLike,
+              prompt_masking: bool) -> dict:
     n = draw(length)
     tokens = draw(st.lists(_tokens(vocab), min_size=n, max_size=n))
     return {"doc_uid": uid, "tokens": tokens, "supervised": draw(_supervised(n, prompt_masking))}
@@ -97,7 +98,7 @@ def documents(min_size: int = 0, max_size: int = 8, *, min_tokens: int = 0, max_
     length = st.integers(min_tokens, max_tokens)
 
     @st.composite
-    def draw_documents(draw):
+    def draw_documents(draw: st.DrawFn) -> list[dict]:
         n = draw(st.integers(min_size, max_size))
         return [draw(_document(f"d{k}", length, vocab, prompt_masking)) for k in range(n)]
     return draw_documents()
@@ -162,7 +163,7 @@ def requests(policy: Any = "reference", *, min_row_length: int = 1, max_row_leng
     policies = _policy_strategy(policy)
 
     @st.composite
-    def draw_request(draw):
+    def draw_request(draw: st.DrawFn) -> dict:
         resolved = draw(policies)
         L = draw(st.integers(min_row_length, max_row_length))
         extra = (resolved.get("bos_id") is not None) + (resolved.get("eos_id") is not None)

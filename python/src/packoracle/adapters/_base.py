@@ -34,7 +34,7 @@ class Finding:
     explanation: str
     upstream: str = "not reported"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in ("bug", "allowed"):
             raise ValueError(f"Finding.kind: 'bug' or 'allowed', got {self.kind!r}")
 
@@ -129,7 +129,7 @@ def greedy_groups(docs: list[dict], budget: int) -> list[list[dict]]:
     return groups
 
 
-def assign(batches: list[dict], request: dict) -> list[dict]:
+def assign(batches: list[Any], request: dict) -> list[dict]:
     """The data loader's part: rows (each a batch dict of one row) into micro-batches of micro_batch_rows rows,
     micro-batch m to rank m mod dp_world_size at micro_step m div dp_world_size. A micro-batch is a list of its
     rows' batches under "rows" (rows of a flattening collator differ in length)."""

@@ -5,11 +5,12 @@ denominator are what is checked, not a copy of them."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 
-def two_class_logits(losses, valid):
+def two_class_logits(losses: Sequence[float] | np.ndarray, valid: Sequence[bool] | np.ndarray) -> np.ndarray:
     """Logits [n, 2] with cross_entropy(logits[i], 0) = losses[i] where valid[i] (class 0 is the target:
     the labels are mapped to 0, the ignored ones kept): z_1 − z_0 = log(e^ℓ − 1). Float64: the library upcasts
     to float32 at most, and its error is then its own."""

@@ -13,10 +13,16 @@ loaded-implementation marker are set, as `lazy_import_flash_attention` sets them
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    import torch
+
 IMPLEMENTATION = "flash_attention_2"
 
 
-def _causal_sdpa(q, k, v, causal: bool, scale):
+def _causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                 scale: Optional[float]) -> torch.Tensor:
     """q, k, v: (length, heads, dim) → (length, heads, dim)."""
     import torch.nn.functional as F
 
@@ -28,9 +34,12 @@ def _causal_sdpa(q, k, v, causal: bool, scale):
     return out.transpose(0, 1)
 
 
-def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None,
-                           dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                           deterministic=False):
+def flash_attn_varlen_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                           cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int] = None,
+                           max_seqlen_k: Optional[int] = None, dropout_p: float = 0.0,
+                           softmax_scale: Optional[float] = None, causal: bool = False,
+                           window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                           deterministic: bool = False) -> torch.Tensor:
     """The varlen kernel's semantics: q, k, v of shape (total, heads, dim); sequence s is rows
     [cu_seqlens[s], cu_seqlens[s + 1])."""
     import torch
@@ -44,8 +53,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=Non
     return out
 
 
-def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    deterministic=False):
+def flash_attn_func(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0,
+                    softmax_scale: Optional[float] = None, causal: bool = False,
+                    window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                    deterministic: bool = False) -> torch.Tensor:
     """The dense kernel's semantics: q, k, v of shape (batch, length, heads, dim), each row one sequence."""
     import torch
 
@@ -63,7 +74,7 @@ def use() -> None:
     fa._loaded_implementation = IMPLEMENTATION
 
 
-def on_flash_path(model):
+def on_flash_path(model: Any) -> Any:
     """`model` (built with sdpa) set to the flash-attention path, as ``attn_implementation="flash_attention_2"``
     sets it where flash-attn is installed (the availability check is the only thing skipped)."""
     use()

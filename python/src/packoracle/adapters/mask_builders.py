@@ -18,14 +18,20 @@ compiled ``create_block_mask`` is not called (inductor on the CPU: tens of secon
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from importlib.abc import Loader
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 
 from ._base import Finding
 
+if TYPE_CHECKING:
+    import torch
 
-def titan_attention():
+
+def titan_attention() -> ModuleType:
     """torchtitan.models.common.attention. Its package's __init__ imports the decoders, whose MoE dispatcher
     imports triton (absent on the CPU); the module itself needs only torch, so it is loaded from its file when
     the package import fails (as the OpenRLHF adapter loads loss.py)."""
@@ -43,20 +49,21 @@ def titan_attention():
     import torchtitan.models
 
     path = f"{torchtitan.models.__path__[0]}/common/attention.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    # a .py file's location always has a spec with a loader
+    spec = cast("ModuleSpec", importlib.util.spec_from_file_location(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    cast("Loader", spec.loader).exec_module(module)
     return module
 
 
-def _positions(microbatch: dict):
+def _positions(microbatch: dict) -> torch.Tensor:
     import torch
 
     return torch.as_tensor(np.stack([np.asarray(r["position_ids"], dtype=np.int64) for r in microbatch["rows"]]))
 
 
-def torchtitan_flex(microbatch: dict, policy: dict):
+def torchtitan_flex(microbatch: dict, policy: dict) -> Any:
     from torch.nn.attention.flex_attention import and_masks
 
     tt = titan_attention()
@@ -64,7 +71,7 @@ def torchtitan_flex(microbatch: dict, policy: dict):
         _positions(microbatch)))
 
 
-def torchtitan_document(microbatch: dict, policy: dict):
+def torchtitan_document(microbatch: dict, policy: dict) -> Any:
     from torch.nn.attention.flex_attention import and_masks
 
     tt = titan_attention()

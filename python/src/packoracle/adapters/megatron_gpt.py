@@ -51,10 +51,10 @@ import tempfile
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional, cast
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, assign, documents_of
+from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
 
 WRITTEN_FOR = "0.16.1"
 RANDOM_SEED = 1234  # GPTDatasetConfig.random_seed (pretrain_gpt.py's --seed default)
@@ -97,7 +97,7 @@ def _write(directory: str, docs: list[list[int]]) -> str:
     return prefix
 
 
-def _build(directory: str, docs: list[list[int]], row_length: int, eod: int, flags: Flags):
+def _build(directory: str, docs: list[list[int]], row_length: int, eod: int, flags: Flags) -> Any:
     """The GPTDataset of one split, built as pretrain_gpt.py builds it."""
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
@@ -115,7 +115,7 @@ def _build(directory: str, docs: list[list[int]], row_length: int, eod: int, fla
     return splits[1 if flags.valid_split else 0]
 
 
-def _dataset_in_request_order(docs: list[list[int]], row_length: int, eod: int, flags: Flags, tmp: str):
+def _dataset_in_request_order(docs: list[list[int]], row_length: int, eod: int, flags: Flags, tmp: str) -> Any:
     """The GPTDataset whose document stream is `docs` in the given order (see the module docstring)."""
     first = _build(os.path.join(tmp, "probe"), docs, row_length, eod, flags)
     order = [int(i) for i in first.document_index]  # stream position j holds on-disk document order[j]
@@ -124,13 +124,14 @@ def _dataset_in_request_order(docs: list[list[int]], row_length: int, eod: int, 
     on_disk: list[Optional[list[int]]] = [None] * len(docs)
     for j, i in enumerate(order):
         on_disk[i] = docs[j]
-    dataset = _build(os.path.join(tmp, "ordered"), on_disk, row_length, eod, flags)
+    # every entry is filled: order is a permutation of the documents' indices
+    dataset = _build(os.path.join(tmp, "ordered"), cast("list[list[int]]", on_disk), row_length, eod, flags)
     if [int(i) for i in dataset.document_index] != order:
         raise RuntimeError("GPTDataset shuffled the documents differently on a second build of the same shape")
     return dataset
 
 
-def gpt_packer(flags: Flags):
+def gpt_packer(flags: Flags) -> Packer:
     import numpy
 
     from ..dump import from_megatron_gpt
@@ -166,7 +167,7 @@ def dump_gpt(request: dict, answer: list) -> list[dict]:
     return [dict(record) for record in answer]
 
 
-def schedules_loss(calculate_per_token_loss: bool):
+def schedules_loss(calculate_per_token_loss: bool) -> Reducer:
     import numpy as np
     import torch
     from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
@@ -177,7 +178,7 @@ def schedules_loss(calculate_per_token_loss: bool):
         config = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=1,
                                    calculate_per_token_loss=calculate_per_token_loss)
 
-    def one_microbatch(mb: dict, losses: list, num_microbatches: int):
+    def one_microbatch(mb: dict, losses: list, num_microbatches: int) -> tuple[float, int, float]:
         """forward_step_calc_loss on one micro-batch; returns (its output, num_tokens, Σ l·m)."""
         # [b, s] per-token losses as GPTModel.forward returns them with labels (the kit's loss of each slot's
         # target, 0 where a slot has none), and the sample's loss_mask as the data iterator yields it. Float64:
@@ -187,7 +188,8 @@ def schedules_loss(calculate_per_token_loss: bool):
         loss_mask = torch.as_tensor(np.stack([np.asarray(r["loss_mask"], dtype=np.float64) for r in mb["rows"]]))
         summed = {}
 
-        def loss_func(output_tensor):  # pretrain_gpt.py's loss_func (user code of Megatron-LM, not megatron-core)
+        # pretrain_gpt.py's loss_func (user code of Megatron-LM, not megatron-core)
+        def loss_func(output_tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict]:
             losses = output_tensor.view(-1)
             mask = loss_mask.view(-1)
             loss = torch.sum(losses * mask)
@@ -244,7 +246,7 @@ def _config_text(flags: Flags, per_token: bool) -> str:
 
 
 def _adapter(config_id: str, flags: Flags, policy: dict, notes: str, per_token: bool = False,
-             findings: Optional[dict] = None, cls=Adapter) -> Adapter:
+             findings: Optional[dict] = None, cls: type[Adapter] = Adapter) -> Adapter:
     return cls(name=f"megatron-core/{config_id}", system="megatron-core", distribution="megatron-core",
                written_for=WRITTEN_FOR, configuration=_config_text(flags, per_token), policy=policy,
                imports=_IMPORTS, make_packer=lambda: gpt_packer(flags),

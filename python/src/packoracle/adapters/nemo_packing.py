@@ -32,7 +32,7 @@ import io
 
 import numpy as np
 
-from ._base import Adapter, Finding, assign, documents_of, refuse_too_long
+from ._base import Adapter, Finding, Packer, assign, documents_of, refuse_too_long
 
 WRITTEN_FOR = "3.0.0"
 SEED = 1234
@@ -48,7 +48,7 @@ def _spans(traced: dict, starts: list[int], docs: list[dict]) -> list[dict]:
     return spans
 
 
-def packing_packer(algorithm: str):
+def packing_packer(algorithm: str) -> Packer:
     from nemo.utils import logging as nemo_logging
     from nemo.utils.sequence_packing_utils import create_hist, create_packing_strategy, fill_packing_strategy
 

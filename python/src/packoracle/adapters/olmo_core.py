@@ -31,10 +31,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from ._base import Adapter, Finding, assign, documents_of
+if TYPE_CHECKING:
+    import torch
+
+from ._base import Adapter, Finding, Packer, assign, documents_of
 
 WRITTEN_FOR = "3.0.0"
 
@@ -43,12 +48,12 @@ WRITTEN_FOR = "3.0.0"
 EOS_ID, PAD_ID = 2, 0
 
 
-def _write(path: str, values: list, dtype) -> None:
+def _write(path: str, values: list, dtype: npt.DTypeLike) -> None:
     """A Dolma-style flat array (no .npy header: OLMo-core memory-maps the raw bytes)."""
     np.asarray(values, dtype=dtype).tofile(path)
 
 
-def _rope_positions(cu_doc_lens, length: int):
+def _rope_positions(cu_doc_lens: torch.Tensor, length: int) -> torch.Tensor:
     """The position the model's RoPE gives each slot of a row: OLMo-core has no position tensor, its
     RotaryEmbedding derives the positions from cu_doc_lens (intra-document RoPE). A probe of 4 dimensions whose
     second frequency is 1/100 rad reads them back unambiguously (positions < 314) from the rotation that the
@@ -64,11 +69,11 @@ def _rope_positions(cu_doc_lens, length: int):
     return torch.round(angle / 0.01).long()[None]
 
 
-def _instance_pieces(dataset, data_path: str) -> list[list[tuple[int, int]]]:
+def _instance_pieces(dataset: Any, data_path: str) -> list[list[tuple[int, int]]]:
     """Per instance, the token ranges [start, end) of the source file that __getitem__ concatenates, in order:
     the packing the library wrote next to the data (instance offsets → document ids → document indices), so
     the provenance of every piece comes from the library, not from matching token values."""
-    def read(path):
+    def read(path: str) -> np.ndarray:
         return np.fromfile(path, dtype=dataset.indices_dtype).astype(np.int64)
 
     offsets = read(dataset._get_instance_offsets_path(data_path)).reshape(-1, 2)
@@ -90,7 +95,7 @@ def _spans(pieces: list[tuple[int, int]], docs: list[dict], starts: list[int]) -
     return spans
 
 
-def packed_fsl_packer(long_doc_strategy: str = "truncate"):
+def packed_fsl_packer(long_doc_strategy: str = "truncate") -> Packer:
     from olmo_core.data.collator import DataCollator
     from olmo_core.data.numpy_dataset import NumpyPackedFSLDataset
     from olmo_core.data.types import LongDocStrategy
@@ -138,7 +143,7 @@ def packed_fsl_packer(long_doc_strategy: str = "truncate"):
     return pack
 
 
-def _policy(**overrides) -> dict:
+def _policy(**overrides: Any) -> dict:
     """What NumpyPackedFSLDataset(generate_doc_lengths=True) + get_labels is meant to implement: EOS-delimited
     documents packed whole, document-causal attention and RoPE positions from cu_doc_lens, labels shifted
     inside the row, the prediction made from a document's EOS not trained (isolation)."""

@@ -31,17 +31,24 @@ token-level aggregate with batch_num_tokens 1), the denominator the mode divides
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+import os
+from importlib.abc import Loader
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 
-from ._base import Adapter, Finding, assign, documents_of, refuse_too_long
+if TYPE_CHECKING:
+    import torch
+
+from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of, refuse_too_long
 
 VERL_VERSION = "0.9.1"
 OPENRLHF_VERSION = "0.11.2"
 
 
-def per_sample_packer():
+def per_sample_packer() -> Packer:
     """One document per row (an RL sample), as DataCollatorWithFlattening builds one sample."""
     from transformers import DataCollatorWithFlattening
 
@@ -59,7 +66,7 @@ def per_sample_packer():
     return pack
 
 
-def _padded(microbatch: dict, slot_losses: list, ignore_index: int):
+def _padded(microbatch: dict, slot_losses: list, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss_mat, loss_mask) [rows, longest row] of one micro-batch: the kit's slot losses, and 1 where the slot
     predicts a label (aligned labels: slot i predicts labels[i + 1]); padding slots 0, as to_padded_tensor."""
     import torch
@@ -80,7 +87,7 @@ def _totals(loss_sum: float, denominator: float, share: float) -> dict:
     return {"loss_sum": loss_sum, "denominator": denominator, "denominator_scope": "global", "loss": share}
 
 
-def verl_reducer(mode: str):
+def verl_reducer(mode: str) -> Reducer:
     from verl.trainer.ppo.core_algos import agg_loss
 
     def reduce(request: dict) -> list[dict]:
@@ -106,7 +113,7 @@ def verl_reducer(mode: str):
     return reduce
 
 
-def _openrlhf_loss():
+def _openrlhf_loss() -> ModuleType:
     """``openrlhf.models.loss`` from the installed distribution's files, loaded beside its ``models/utils.py`` as
     OpenRLHF's own tests/test_loss_aggregation.py loads them: importing the package ``openrlhf.models`` runs its
     ``__init__``, which imports the Actor and the ring-attention utilities, hence flash_attn (a CUDA build).
@@ -123,10 +130,12 @@ def _openrlhf_loss():
         stub.__path__ = [str(models)]
         sys.modules[package] = stub
         for name in ("utils", "loss"):
-            spec = importlib.util.spec_from_file_location(f"{package}.{name}", models / f"{name}.py")
+            # locate_file gives a pathlib.Path; a .py file's location always has a spec with a loader
+            spec = cast("ModuleSpec", importlib.util.spec_from_file_location(
+                f"{package}.{name}", cast("os.PathLike[str]", models / f"{name}.py")))
             module = importlib.util.module_from_spec(spec)
             sys.modules[f"{package}.{name}"] = module
-            spec.loader.exec_module(module)
+            cast("Loader", spec.loader).exec_module(module)
     return sys.modules[f"{package}.loss"]
 
 
@@ -144,7 +153,7 @@ def _openrlhf_step_info(masks_by_rank: list[list], gas: int) -> tuple[float, flo
     return tokens, samples
 
 
-def openrlhf_reducer(token_level_loss: bool):
+def openrlhf_reducer(token_level_loss: bool) -> Reducer:
     aggregate_loss = _openrlhf_loss().aggregate_loss
 
     def reduce(request: dict) -> list[dict]:
@@ -185,7 +194,7 @@ class _SeparateVenvAdapter(Adapter):
 
 
 def _adapter(name: str, distribution: str, version: str, configuration: str, denominator: str, imports: tuple,
-             make_reducer, notes: str, findings: dict[str, Any], why_not_here: str) -> Adapter:
+             make_reducer: Callable[[], Reducer], notes: str, findings: dict[str, Any], why_not_here: str) -> Adapter:
     # One document per row, positions reset: the layout of an RL micro-batch; the denominator as the mode says.
     policy = {"preset": "hf-flatten", "boundary_source": "position_reset", "denominator": denominator}
     return _SeparateVenvAdapter(name=name, system=name.split("/")[0], distribution=distribution,

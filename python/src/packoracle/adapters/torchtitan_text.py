@@ -26,9 +26,10 @@ import json
 import os
 import shutil
 import tempfile
+from typing import Any, Optional
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, assign
+from ._base import Adapter, Finding, Packer, assign
 
 WRITTEN_FOR = "0.3.0"
 BOS_ID, EOS_ID = 1, 2
@@ -42,7 +43,7 @@ def _word(token_id: int) -> str:
     return f"<{token_id}>"
 
 
-def _tokenizer(bos_id, eos_id):
+def _tokenizer(bos_id: Optional[int], eos_id: Optional[int]) -> Any:
     """torchtitan's HuggingFaceTokenizer over a WordLevel vocabulary "<0>".."<4095>" (whitespace-split), its
     BOS/EOS declared in tokenizer_config.json as a Hugging Face model directory declares them. The brackets
     matter: special tokens are matched inside words, and "t1" would be found inside "t10"."""
@@ -69,7 +70,7 @@ def _tokenizer(bos_id, eos_id):
     return _TOKENIZERS[key]
 
 
-def _load(path: str):
+def _load(path: str) -> Any:
     from datasets import Dataset
 
     return Dataset.from_dict({"text": _TEXTS[path]})
@@ -85,7 +86,7 @@ def _register() -> str:
     return "packoracle"
 
 
-def text_packer():
+def text_packer() -> Packer:
     import datasets
     from torchtitan.hf_datasets.text_datasets import HuggingFaceTextDataset
     from torchtitan.tools.logging import logger

@@ -34,10 +34,11 @@ recipes directory isn't a package"). Driving it would mean copying recipe code, 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 import io
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, assign, documents_of
+from ._base import Adapter, Finding, Packer, assign, documents_of
 
 WRITTEN_FOR = "0.6.1"
 
@@ -80,7 +81,7 @@ def _kit_fields(collated: dict, packs: list[dict]) -> dict:
             "seq_lens": [p["seq_lens"] for p in packs], "doc_ids": doc_ids}
 
 
-def packed_packer(split_across_pack: bool):
+def packed_packer(split_across_pack: bool) -> Packer:
     from torchtune.data import padded_collate_packed
 
     def pack(request: dict) -> list[dict]:
@@ -93,7 +94,7 @@ def packed_packer(split_across_pack: bool):
     return pack
 
 
-def dump_packed(split_across_pack: bool):
+def dump_packed(split_across_pack: bool) -> Callable[[dict, list], list[dict]]:
     """packoracle.dump.from_torchtune_packed on each micro-batch's packs as PackedDataset returned them (the
     answer's input_ids / labels / position_ids / seq_lens are those packs' tensors, renamed back)."""
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Adapter, Finding, assign, documents_of, greedy_groups, refuse_too_long
+from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of, greedy_groups, refuse_too_long
 from ._losses import two_class_logits
 
 WRITTEN_FOR = "5.24.0"
 
 
-def flatten_packer(**collator_kwargs: Any):
+def flatten_packer(**collator_kwargs: Any) -> Packer:
     from transformers import DataCollatorWithFlattening
 
     collator = DataCollatorWithFlattening(**collator_kwargs)
@@ -60,7 +60,7 @@ def dump_flatten(request: dict, answer: list) -> list[dict]:
 _TRAINER = None
 
 
-def _trainer():
+def _trainer() -> Any:
     """A real Trainer (CPU, no logging) around a one-layer Llama: what decides how num_items_in_batch is
     counted (model_accepts_loss_kwargs, the causal-LM shift of the count) is read from it, not assumed."""
     global _TRAINER
@@ -75,7 +75,7 @@ def _trainer():
     return _TRAINER
 
 
-def trainer_loss():
+def trainer_loss() -> Reducer:
     import torch
     from transformers.loss.loss_utils import ForCausalLMLoss
 

@@ -44,7 +44,7 @@ _COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_l
                num_key_value_heads=2, head_dim=16, use_cache=True)
 
 
-def _config(family: str):
+def _config(family: str) -> Any:
     """The family's config class with tiny sizes. Windows and chunks are smaller than a document can be, so
     that the sliding and chunked paths really cut."""
     if family == "llama":
@@ -71,7 +71,7 @@ def _config(family: str):
 _MODELS: dict = {}
 
 
-def tiny_model(family: str, attention: str, device: str = "cpu"):
+def tiny_model(family: str, attention: str, device: str = "cpu") -> Any:
     """A random-init model of the family (seeded, eval mode; float32, bfloat16 for the flash kernels, which take
     no float32), built once per (family, attention, device)."""
     key = (family, attention, device)
@@ -154,7 +154,7 @@ def _feed_on_cpu(microbatch: dict, feed: str) -> dict:
 
 # ---- reading back what the model attends with -------------------------------------------------------------
 
-def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
+def dependency_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
     """rows × n × n: (b, i, j) true when the output at slot i of row b depends on the input at slot j (the
     gradient of a random projection of the logits at i with respect to the input embedding at j is nonzero)."""
     import torch
@@ -179,7 +179,7 @@ def dependency_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray
     return (grads.abs().sum(-1) != 0).permute(1, 0, 2).cpu().numpy()
 
 
-def perturbation_masks(model, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
+def perturbation_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> np.ndarray:
     """As dependency_masks, without gradients (FlexAttention has no backward on the CPU): one forward per slot j
     with the input embedding at j (in every row) replaced; (b, i, j) true where the output at i changed. A
     forward is deterministic, so an output that does not read slot j comes back bit for bit the same."""
@@ -225,7 +225,7 @@ class _Caught(Exception):
         self.mask = mask
 
 
-def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
+def caught_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> list:
     """Per row, the mask the model hands its first attention module (``*.self_attn``), caught on the way in;
     the forward stops there, so a large model costs its embedding and first layer norm, not a forward."""
     import torch
@@ -234,7 +234,7 @@ def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
     if not attention:
         raise ValueError(f"{type(model).__name__} has no module named *.self_attn: no attention mask to read")
 
-    def catch(module, args, kwargs):
+    def catch(module: Any, args: tuple, kwargs: dict) -> None:
         raise _Caught(kwargs.get("attention_mask"))
 
     handle = attention[0].register_forward_pre_hook(catch, with_kwargs=True)
@@ -252,7 +252,8 @@ def caught_masks(model, feed: dict, use_cache: Optional[bool]) -> list:
     raise ValueError(f"{type(model).__name__}'s forward never reached its first attention module")
 
 
-def mask_consumer(model, feed: str, use_cache: Optional[bool], device: str = "cpu") -> Callable[[dict, dict], list]:
+def mask_consumer(model: Any, feed: str, use_cache: Optional[bool],
+                  device: str = "cpu") -> Callable[[dict, dict], list]:
     """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
     micro-batch consumer answering the mask the model's attention layers receive."""
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
@@ -374,6 +375,7 @@ class ModelConsumer:
 
     def consumer(self) -> Callable[[dict, dict], list]:
         model = tiny_model(self.family, self.attention, self.device)
+        consume: Callable[[dict, dict], list]
         if self.level == "forward":
             read = perturbation_masks if self.attention == "flex_attention" else dependency_masks
 

@@ -45,12 +45,16 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
-from typing import Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
+
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, assign, documents_of
+from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
 from ._losses import two_class_logits
 
 WRITTEN_FOR = "1.16.0"
@@ -62,14 +66,14 @@ PAD_TOKEN_ID = 0  # SFTTrainer: the tokenizer's pad token (or its eos); the kit'
 COLLATOR_COLUMNS = ("input_ids", "labels", "seq_lengths")
 
 
-def _datasets():
+def _datasets() -> ModuleType:
     import datasets
 
     datasets.disable_progress_bars()  # one map per request: its bars would drown the run
     return datasets
 
 
-def _dataset(docs: list[dict]):
+def _dataset(docs: list[dict]) -> Any:
     """One row per document: input_ids, labels (-100 where unsupervised) and the provenance columns. Built
     from an Arrow table with a fingerprint of its own: `Dataset.from_dict` would hash the data first (a tenth
     of the packer's time here), for a cache that in-memory datasets never use."""
@@ -129,7 +133,7 @@ def _seq_length(row_length: int, pad_to_multiple_of: Optional[int]) -> int:
     return row_length // pad_to_multiple_of * pad_to_multiple_of
 
 
-def pack_packer(strategy: str, padding_free: bool, pad_to_multiple_of: Optional[int] = None):
+def pack_packer(strategy: str, padding_free: bool, pad_to_multiple_of: Optional[int] = None) -> Packer:
     """pack_dataset(ds, seq_length, strategy) then the collator, per row (padding-free) or per micro-batch."""
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
@@ -161,7 +165,7 @@ def pack_packer(strategy: str, padding_free: bool, pad_to_multiple_of: Optional[
 _TRAINER = None
 
 
-def _trainer():
+def _trainer() -> Any:
     """A real SFTTrainer on CPU around the stand-in two-class causal LM (see the module docstring)."""
     global _TRAINER
     if _TRAINER is None:
@@ -188,7 +192,7 @@ def _trainer():
     return _TRAINER
 
 
-def _stand_in_model():
+def _stand_in_model() -> Any:
     """`PassthroughForCausalLM`: hidden state = inputs_embeds, lm_head = identity on two classes. A model, not
     a loss: everything from the hidden states on is TRL's."""
     import torch
@@ -199,35 +203,36 @@ def _stand_in_model():
     class PassthroughConfig(PretrainedConfig):
         model_type = "packoracle_passthrough"
 
-        def __init__(self, vocab_size: int = 2, hidden_size: int = 2, **kwargs):
+        def __init__(self, vocab_size: int = 2, hidden_size: int = 2, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.vocab_size, self.hidden_size = vocab_size, hidden_size
 
     class Backbone(nn.Module):
-        def forward(self, input_ids=None, inputs_embeds=None, **kwargs):
+        def forward(self, input_ids: Any = None, inputs_embeds: Any = None, **kwargs: Any) -> Any:
             return BaseModelOutputWithPast(last_hidden_state=inputs_embeds)
 
     class PassthroughForCausalLM(PreTrainedModel, GenerationMixin):
         config_class = PassthroughConfig
         base_model_prefix = "model"
 
-        def __init__(self, config):
+        def __init__(self, config: Any) -> None:
             super().__init__(config)
             self.model = Backbone()
             self.lm_head = nn.Linear(2, 2, bias=False)
             with torch.no_grad():
                 self.lm_head.weight.copy_(torch.eye(2))
 
-        def get_output_embeddings(self):
+        def get_output_embeddings(self) -> Any:
             return self.lm_head
 
-        def forward(self, input_ids=None, inputs_embeds=None, labels=None, **kwargs):
+        def forward(self, input_ids: Any = None, inputs_embeds: Any = None, labels: Any = None,
+                    **kwargs: Any) -> Any:
             raise NotImplementedError("only the fused LM head (fused_lm_head=True) is used")
 
     return PassthroughForCausalLM(PassthroughConfig())
 
 
-def _tensor(value, dtype):
+def _tensor(value: Any, dtype: torch.dtype) -> torch.Tensor:
     import torch
 
     return torch.as_tensor(np.asarray(value), dtype=dtype)
@@ -253,7 +258,7 @@ def _row_inputs(row: dict, losses: list) -> dict:
     return inputs
 
 
-def sft_loss():
+def sft_loss() -> Reducer:
     """SFTTrainer.training_step on each row, num_items_in_batch from the Trainer's count over the step's rows
     of every rank. A micro-batch's loss is the sum of its rows' losses: one row at a time is what SFTTrainer's
     single call on a padded (B, T) batch computes (the fused head shifts within each row), and what it computes

@@ -19,13 +19,16 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from .. import _core
 from .. import adapters as _adapters
 from .._checks import check_step, verify
 from .._fuzz import Counterexample, Refuse, fuzz
 from ..report import Report
+
+if TYPE_CHECKING:
+    from ..adapters._base import Packer
 
 DEFAULT_CASES = 300
 DEFAULT_SEED = 20261201
@@ -109,7 +112,7 @@ def _realpack_request(docs: list, dp: int, policy: dict) -> dict:
             "policy": policy, "documents": documents, "target_losses": {}}
 
 
-def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer, in_process: Report) -> str:
+def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer: Any, in_process: Report) -> str:
     """The adapter's packoracle.dump converter on the library's output, written as a dump and read by verify:
     "" when verify's verdict is the in-process one, else what differs."""
     import os
@@ -120,7 +123,8 @@ def _dump_verdict(adapter: _adapters.Adapter, request: dict, answer, in_process:
     with tempfile.TemporaryDirectory(prefix="packoracle-conformance-") as tmp:
         path = os.path.join(tmp, "dump.jsonl")
         try:
-            records = adapter.dump(request, answer)
+            # _realpack calls this only for an adapter with a dump converter
+            records = cast("Callable[[dict, Any], list]", adapter.dump)(request, answer)
             with DumpWriter(path) as w:
                 w.header(system=adapter.system, component=adapter.configuration, version=adapter.installed_version(),
                          policy=dict(request["policy"]), dp_world_size=request["dp_world_size"])
@@ -145,7 +149,7 @@ def _realpack(adapter: _adapters.Adapter) -> dict:
     """The packer on the realpack inputs, each checked as one step by check_step (and, through the adapter's
     dump converter, by verify: the two verdicts must agree)."""
     policy = adapter.resolved_policy().to_dict()
-    packer = adapter.packer()
+    packer = cast("Packer", adapter.packer())  # run() calls this only for an adapter with a packer
     out = {}
     for name, docs in REALPACK_INPUTS.items():
         for dp in (1, 2):
@@ -185,7 +189,7 @@ def _apply_env(adapter: _adapters.Adapter) -> None:
 
 
 def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str] = (),
-        progress=None) -> list[Row]:
+        progress: Optional[Callable[[str], None]] = None) -> list[Row]:
     """Runs every adapter (or those named in `only`) and returns the matrix rows."""
     def named(a: _adapters.Adapter, n: str) -> bool:
         return n in (a.name, a.system) or a.name.startswith(n + "/")

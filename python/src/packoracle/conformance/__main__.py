@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import adapters as _adapters
 from . import DEFAULT_CASES, DEFAULT_SEED, run
@@ -16,6 +16,10 @@ from ._consumers import DEFAULT_CONSUMER_CASES, README_BEGIN, README_END, consum
     builders_table, run_builders, run_consumers, unexplained_cells
 from ._render import PAGE, README_BEGIN as MATRIX_BEGIN, counterexamples_page, matrix_table, splice_readme, to_json, \
     unexplained
+
+if TYPE_CHECKING:
+    from . import Row
+    from ._consumers import Cell
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -120,7 +124,7 @@ def _builders() -> tuple:
 class _Tables:
     """The generated tables, with links to the page written relative to the file they are spliced into."""
 
-    def __init__(self, rows, cells, builders, page: str):
+    def __init__(self, rows: list[Row], cells: list[Cell], builders: list[Cell], page: str) -> None:
         self.rows, self.cells, self.builders, self.page = rows, cells, builders, page
 
     def matrix(self, page: str) -> str:

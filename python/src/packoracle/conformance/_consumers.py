@@ -15,9 +15,17 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from .._fuzz import SMALL_CASES, Counterexample, fuzz
+
+if TYPE_CHECKING:
+    from ..adapters._base import Finding
+    from ..adapters.mask_builders import MaskBuilder
+    from ..adapters.transformers_models import ModelConsumer
+
+Consumer = Union["ModelConsumer", "MaskBuilder"]
+"""A cell's consumer: a model of the consumer column, or another library's mask builder."""
 
 DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
@@ -30,7 +38,7 @@ KERNEL_TOLERANCE = 5e-2
 
 @dataclass
 class Cell:
-    consumer: object                  # a ModelConsumer
+    consumer: Consumer                # a ModelConsumer, or a MaskBuilder
     verdict: str                      # holds | leaks | refuses | cannot run | kernel off
     detail: str = ""                  # the refusal's message, or why it cannot run
     counterexample: str = ""
@@ -55,7 +63,7 @@ def _last_line(text: str) -> str:
     return (errors or lines or [""])[-1]
 
 
-def run_cell(consumer, cases: int, seed: int) -> Cell:
+def run_cell(consumer: Consumer, cases: int, seed: int) -> Cell:
     from . import portable
 
     try:
@@ -133,7 +141,7 @@ def builders_table(cells: list[Cell], page: str = "docs/conformance.md", finding
     findings = findings if findings is not None else _Findings()
     out = ["| mask builder | call | declared policy | verdict |", "|---|---|---|---|"]
     for c in cells:
-        b = c.consumer
+        b = cast("MaskBuilder", c.consumer)  # the builders' cells (run_builders)
         verdict = _cell_text(c, findings, page) + (f": {c.detail}" if c.detail else "")
         out.append(f"| {b.name} {b.written_for} | `{b.call}` | `{b.policy}` | {verdict.replace('|', '/')} |")
     return "\n".join(out) + "\n"
@@ -158,7 +166,7 @@ class _Findings:
             self.first[finding] = cell
         return self.label(finding)
 
-    def label(self, finding) -> str:
+    def label(self, finding: Optional[Finding]) -> str:
         """F1.. by the finding's place in transformers_models.FINDINGS (stable whatever cells run)."""
         from ..adapters.transformers_models import FINDINGS
 
@@ -193,7 +201,7 @@ def _grouped(cells: list[Cell]) -> dict:
     """(family, attention) → feed → {use_cache: cell}, in the cells' order."""
     out: dict = {}
     for c in cells:
-        k = c.consumer
+        k = cast("ModelConsumer", c.consumer)  # the consumer column's cells (run_consumers)
         out.setdefault((k.family, k.attention), {}).setdefault(k.feed, {})[k.use_cache] = c
     return out
 

@@ -13,12 +13,15 @@
 Standard library only.
 """
 
-from .format import (DENOMINATOR_SCOPES, POLICY_KEYS, PRESETS, SCHEMA, VERSION, DumpWriter, document_record,
-                     header_record, make_policy, microbatch_record, resolve_policy, span, step_record, tolist,
-                     validate_lines, validate_policy, validate_record)
-from .spans import Document, DocumentSequence, as_documents, match_sequential, stream_spans
-from .converters import (doc_ids_from_dense_mask, from_hf_flatten, from_hf_padded, from_llmc, from_megatron_gpt,
-                         from_torchtune_packed, from_trl_constant_length, from_trl_padding_free)
+from .format import (DENOMINATOR_SCOPES, POLICY_KEYS, PRESETS, SCHEMA, VERSION, DenominatorScope, DocumentRecord,
+                     DumpWriter, HeaderRecord, IntsLike, MicrobatchRecord, Producer, ProducerTotals, Record, Row,
+                     Span, StepRecord, SupportsToList, document_record, header_record, make_policy,
+                     microbatch_record, resolve_policy, span, step_record, tolist, validate_lines, validate_policy,
+                     validate_record)
+from .spans import (Document, DocumentLike, Documents, DocumentSequence, Overflow, as_documents, match_sequential,
+                    stream_spans)
+from .converters import (Batch, WindowStart, doc_ids_from_dense_mask, from_hf_flatten, from_hf_padded, from_llmc,
+                         from_megatron_gpt, from_torchtune_packed, from_trl_constant_length, from_trl_padding_free)
 
 __all__ = [
     "DENOMINATOR_SCOPES", "POLICY_KEYS", "PRESETS", "SCHEMA", "VERSION", "DumpWriter", "document_record",
@@ -27,4 +30,8 @@ __all__ = [
     "match_sequential", "stream_spans", "doc_ids_from_dense_mask", "from_hf_flatten", "from_hf_padded",
     "from_llmc", "from_megatron_gpt", "from_torchtune_packed", "from_trl_constant_length",
     "from_trl_padding_free",
+    # types (the records are TypedDicts: plain dicts at run time)
+    "Batch", "DenominatorScope", "DocumentLike", "DocumentRecord", "Documents", "HeaderRecord", "IntsLike",
+    "MicrobatchRecord", "Overflow", "Producer", "ProducerTotals", "Record", "Row", "Span", "StepRecord",
+    "SupportsToList", "WindowStart",
 ]

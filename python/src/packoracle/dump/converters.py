@@ -16,13 +16,21 @@ not the given documents in the given order). Values that are merely wrong under 
 a cu_seqlens entry) are passed through untouched: judging them is `packoracle verify`'s job.
 """
 
-from .format import int_list, microbatch_record, tolist
-from .spans import match_sequential, sequence_of, stream_spans
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Optional, Union
+
+from .format import MicrobatchRecord, Span, int_list, microbatch_record, tolist
+from .spans import Documents, DocumentSequence, Overflow, match_sequential, sequence_of, stream_spans
+
+Batch = Mapping[str, Any]
+"""A batch as a system returns it: field name → tensor, array or (nested) list of ints."""
 
 
 # ---- input helpers ------------------------------------------------------------------------------------------
 
-def _field(batch, name, system, *aliases, required=True):
+def _field(batch: Any, name: str, system: str, *aliases: str, required: bool = True) -> Any:
     if not hasattr(batch, "get"):
         raise ValueError(f"{system}: the batch must be a dict of fields, got {type(batch).__name__}")
     for key in (name,) + aliases:
@@ -33,7 +41,7 @@ def _field(batch, name, system, *aliases, required=True):
     return None
 
 
-def _rows2d(value, system, field, *, allow_bool=False):
+def _rows2d(value: object, system: str, field: str, *, allow_bool: bool = False) -> list[list[int]]:
     """A [B, T] field (or a single [T] row) as a list of int rows."""
     if not isinstance(value, list):
         raise ValueError(f"{system}: field '{field}' must be a list, got {type(value).__name__}")
@@ -47,7 +55,8 @@ def _rows2d(value, system, field, *, allow_bool=False):
     return out
 
 
-def _same_shape(system, reference_field, reference, field, rows):
+def _same_shape(system: str, reference_field: str, reference: Sequence[Sequence[int]], field: str,
+                rows: Sequence[Sequence[int]]) -> None:
     if len(rows) != len(reference):
         raise ValueError(f"{system}: field '{field}' has {len(rows)} rows, {reference_field} has {len(reference)}")
     for b, (a, r) in enumerate(zip(rows, reference)):
@@ -55,7 +64,7 @@ def _same_shape(system, reference_field, reference, field, rows):
             raise ValueError(f"{system}: field '{field}[{b}]' has {len(a)} entries, {reference_field}[{b}] has {len(r)}")
 
 
-def _flat_ints(value, system, field):
+def _flat_ints(value: object, system: str, field: str) -> list[int]:
     value = tolist(value)
     if isinstance(value, list) and value and isinstance(value[0], list):
         if len(value) != 1:
@@ -64,7 +73,8 @@ def _flat_ints(value, system, field):
     return int_list(value, system, field)
 
 
-def doc_ids_from_dense_mask(mask, *, allowed, pad_slots, where, field="attention_mask"):
+def doc_ids_from_dense_mask(mask: Sequence[Any], *, allowed: Callable[[Any], bool], pad_slots: Sequence[bool],
+                            where: str, field: str = "attention_mask") -> list[int]:
     """Per-token segment ids (-1 for padding) from a dense [L][L] mask, `allowed(v)` telling whether entry v lets
     the query attend the key. The mask must be block-causal on non-padding queries (each query sees a
     contiguous run of keys ending at itself, and a run changes only where a new one starts): anything else
@@ -93,14 +103,15 @@ def doc_ids_from_dense_mask(mask, *, allowed, pad_slots, where, field="attention
     return ids
 
 
-def _mask_resets(doc_ids):
+def _mask_resets(doc_ids: Sequence[int]) -> bool:
     real = [d for d in doc_ids if d >= 0]
     return len(set(real)) > 1
 
 
 # ---- huggingface/transformers DataCollatorWithFlattening ----------------------------------------------------
 
-def from_hf_flatten(batch, documents, *, step=0, micro_step=0, rank=0, producer=None):
+def from_hf_flatten(batch: Batch, documents: Documents, *, step: int = 0, micro_step: int = 0, rank: int = 0,
+                    producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """HF `DataCollatorWithFlattening` output (input_ids, labels, position_ids, optional cu_seq_lens_q/k
     (or the cu_seqlens alias of later versions), optional seq_idx): one flattened row [1, T] of the features'
     input_ids in order. `documents` are the features' input_ids, in the order given to the collator."""
@@ -110,7 +121,7 @@ def from_hf_flatten(batch, documents, *, step=0, micro_step=0, rank=0, producer=
         raise ValueError(f"{system}: field 'input_ids' has {len(ids)} rows, a flattened batch has one")
     labels = _rows2d(_field(batch, "labels", system), system, "labels")
     _same_shape(system, "input_ids", ids, "labels", labels)
-    row = {"input_ids": ids[0], "labels": labels[0]}
+    row: dict[str, Any] = {"input_ids": ids[0], "labels": labels[0]}
     pos = _field(batch, "position_ids", system, required=False)
     if pos is not None:
         pos = _rows2d(pos, system, "position_ids")
@@ -143,8 +154,9 @@ def from_hf_flatten(batch, documents, *, step=0, micro_step=0, rank=0, producer=
 
 # ---- huggingface/trl DataCollatorForLanguageModeling --------------------------------------------------------
 
-def from_trl_padding_free(batch, documents, *, pad_id=None, overflow="whole", step=0, micro_step=0, rank=0,
-                          producer=None):
+def from_trl_padding_free(batch: Batch, documents: Documents, *, pad_id: Optional[int] = None,
+                          overflow: Overflow = "whole", step: int = 0, micro_step: int = 0, rank: int = 0,
+                          producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """TRL `DataCollatorForLanguageModeling(padding_free=True)` output (input_ids, labels, position_ids; [1, T]):
     the examples concatenated into one row, right-padded with `pad_id` under pad_to_multiple_of. `documents`
     are the examples in the order given to the collator; for a BFD-packed row, its documents in row order
@@ -157,7 +169,7 @@ def from_trl_padding_free(batch, documents, *, pad_id=None, overflow="whole", st
     _same_shape(system, "input_ids", ids, "labels", labels)
     pos = _rows2d(_field(batch, "position_ids", system), system, "position_ids")
     _same_shape(system, "input_ids", ids, "position_ids", pos)
-    row = {"input_ids": ids[0], "labels": labels[0], "position_ids": pos[0]}
+    row: dict[str, Any] = {"input_ids": ids[0], "labels": labels[0], "position_ids": pos[0]}
     mask = _field(batch, "attention_mask", system, required=False)  # TRL <= 0.23.0 without seq_lengths
     if mask is not None:
         mask = _rows2d(mask, system, "attention_mask", allow_bool=True)
@@ -170,7 +182,8 @@ def from_trl_padding_free(batch, documents, *, pad_id=None, overflow="whole", st
                              flattened=True)
 
 
-def from_hf_padded(batch, documents, *, pad_id, step=0, micro_step=0, rank=0, producer=None):
+def from_hf_padded(batch: Batch, documents: Documents, *, pad_id: Optional[int], step: int = 0, micro_step: int = 0,
+                   rank: int = 0, producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """A padded (not flattened) HF batch: `DataCollatorForLanguageModeling(mlm=False)` of transformers, or TRL's
     collator with padding_free=False (input_ids, labels, attention_mask; [B, T], right padding with `pad_id`).
     Each row holds whole documents in order (one per row for ordinary batches)."""
@@ -189,7 +202,7 @@ def from_hf_padded(batch, documents, *, pad_id, step=0, micro_step=0, rank=0, pr
     seq = sequence_of(documents)
     rows = []
     for b in range(len(ids)):
-        row = {"input_ids": ids[b], "labels": labels[b]}
+        row: dict[str, Any] = {"input_ids": ids[b], "labels": labels[b]}
         if mask is not None:
             row["attention_mask"] = mask[b]
         if pos is not None:
@@ -203,8 +216,9 @@ def from_hf_padded(batch, documents, *, pad_id, step=0, micro_step=0, rank=0, pr
 
 # ---- pytorch/torchtune PackedDataset ------------------------------------------------------------------------
 
-def from_torchtune_packed(packs, documents, *, pad_id=0, split_across_pack=False, step=0, micro_step=0, rank=0,
-                          producer=None):
+def from_torchtune_packed(packs: Union[Batch, Sequence[Batch]], documents: Documents, *, pad_id: int = 0,
+                          split_across_pack: bool = False, step: int = 0, micro_step: int = 0, rank: int = 0,
+                          producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """torchtune `PackedDataset` packs (tokens, labels, input_pos, seq_lens: one pack, a list of packs in dataset
     order, or a stacked dict of [B, L] tensors), or `padded_collate_packed`'s batch (tokens, labels, input_pos
     and a dense block-causal `mask` [B, L, L], True = may attend, turned into doc_ids). `pad_id` is the
@@ -225,7 +239,7 @@ def from_torchtune_packed(packs, documents, *, pad_id=0, split_across_pack=False
         for field, values in (("labels", labels), ("input_pos", pos)):
             if len(values) != len(tokens):
                 raise ValueError(f"{where}: field '{field}' has {len(values)} entries, tokens has {len(tokens)}")
-        row = {"input_ids": tokens, "labels": labels, "position_ids": pos}
+        row: dict[str, Any] = {"input_ids": tokens, "labels": labels, "position_ids": pos}
         seq_lens = _field(pack, "seq_lens", where, required=False)
         if seq_lens is not None:
             row["seq_lens"] = int_list(seq_lens, where, "seq_lens")
@@ -239,7 +253,7 @@ def from_torchtune_packed(packs, documents, *, pad_id=0, split_across_pack=False
     return microbatch_record(rows, step=step, micro_step=micro_step, rank=rank, producer=producer)
 
 
-def _unstack(batch, system):
+def _unstack(batch: dict[str, Any], system: str) -> list[dict[str, Any]]:
     """A dict of stacked [B, ...] fields (or one pack of 1-D fields) as a list of per-row dicts."""
     tokens = batch.get("tokens")
     if tokens is None:
@@ -248,7 +262,7 @@ def _unstack(batch, system):
         return [batch]
     rows = []
     for b in range(len(tokens)):
-        row = {}
+        row: dict[str, Any] = {}
         for key, value in batch.items():
             if isinstance(value, list) and len(value) == len(tokens) and (not value or isinstance(value[0], list)):
                 row[key] = value[b]
@@ -258,7 +272,7 @@ def _unstack(batch, system):
     return rows
 
 
-def _pad_slots(spans, n):
+def _pad_slots(spans: Sequence[Span], n: int) -> list[bool]:
     pad = [True] * n
     for s in spans:
         for i in range(s["start"], s["start"] + s["length"]):
@@ -268,7 +282,13 @@ def _pad_slots(spans, n):
 
 # ---- stream producers: Megatron GPTDataset, llm.c, TRL ConstantLengthDataset --------------------------------
 
-def _place_window(seq, tokens, *, where, offset, pad_id, allow_padding):
+WindowStart = Union[int, tuple[int, int], None]
+"""Where a stream window starts: a stream offset, (document index, offset in it), or None (the cursor, else the
+unique match)."""
+
+
+def _place_window(seq: DocumentSequence, tokens: Sequence[int], *, where: str, offset: WindowStart,
+                  pad_id: Optional[int], allow_padding: bool) -> tuple[int, list[tuple[int, int]]]:
     """The stream offset of a row: `offset` (an int, or (document index, offset in it)), else the cursor, else the
     unique match. Checks every token: the stream's, then padding (pad_id) past the stream's end."""
     stream, stream_where = seq.stream()
@@ -279,7 +299,7 @@ def _place_window(seq, tokens, *, where, offset, pad_id, allow_padding):
         offset = sum(len(doc) for doc in seq.documents[:d]) + k
     n = len(tokens)
 
-    def fits(o):
+    def fits(o: int) -> bool:
         inside = max(0, min(n, len(stream) - o))
         if o < 0 or o > len(stream) or stream[o:o + inside] != tokens[:inside]:
             return False
@@ -312,8 +332,11 @@ def _place_window(seq, tokens, *, where, offset, pad_id, allow_padding):
                      "start")
 
 
-def from_megatron_gpt(samples, documents, *, starts=None, pad_id=0, attention_mask="auto", step=0, micro_step=0,
-                      rank=0, producer=None):
+def from_megatron_gpt(samples: Union[Batch, Sequence[Batch]], documents: Documents, *,
+                      starts: Optional[Sequence[WindowStart]] = None, pad_id: int = 0,
+                      attention_mask: Optional[Literal["auto", "doc_ids"]] = "auto", step: int = 0,
+                      micro_step: int = 0, rank: int = 0,
+                      producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """Megatron `GPTDataset.__getitem__` samples (tokens, labels, loss_mask, position_ids, optional cu_seqlens
     (trailing repeats kept), optional attention_mask [1, L, L] bool, True = masked), one sample or a list, as
     rows of one micro-batch. `documents` are the dataset's documents in document_index order (EOD included
@@ -340,7 +363,7 @@ def from_megatron_gpt(samples, documents, *, starts=None, pad_id=0, attention_ma
         labels = int_list(_field(sample, "labels", where), where, "labels")
         loss_mask = tolist(_field(sample, "loss_mask", where))
         pos = _field(sample, "position_ids", where, required=False)
-        row = {"input_ids": tokens, "labels": labels, "loss_mask": loss_mask}
+        row: dict[str, Any] = {"input_ids": tokens, "labels": labels, "loss_mask": loss_mask}
         if pos is not None:
             row["position_ids"] = int_list(pos, where, "position_ids")
         for field in ("labels", "loss_mask", "position_ids"):
@@ -364,7 +387,7 @@ def from_megatron_gpt(samples, documents, *, starts=None, pad_id=0, attention_ma
     return microbatch_record(rows, step=step, micro_step=micro_step, rank=rank, producer=producer)
 
 
-def _square(mask, where, n):
+def _square(mask: object, where: str, n: int) -> list[Any]:
     """[1, L, L] / [1, 1, L, L] / [L, L] as [L][L]."""
     while isinstance(mask, list) and len(mask) == 1 and isinstance(mask[0], list) and mask[0] and \
             isinstance(mask[0][0], list):
@@ -374,7 +397,9 @@ def _square(mask, where, n):
     return mask
 
 
-def from_llmc(batch, documents, *, B, T, stream_offset=None, step=0, micro_step=0, rank=0, producer=None):
+def from_llmc(batch: Batch, documents: Documents, *, B: int, T: int, stream_offset: WindowStart = None,
+              step: int = 0, micro_step: int = 0, rank: int = 0,
+              producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """llm.c `DataLoader` batch (inputs, targets: B*T tokens each, flat or [B, T]): rows b of T tokens, the
     targets pre-shifted over the whole buffer. `documents` in shard order, each with its EOT as
     dev/data/fineweb.py prepends it; `stream_offset`: the shard position of inputs[0]
@@ -396,7 +421,7 @@ def from_llmc(batch, documents, *, B, T, stream_offset=None, step=0, micro_step=
     return microbatch_record(rows, step=step, micro_step=micro_step, rank=rank, producer=producer)
 
 
-def _flatten_bt(value, system, field, B, T):
+def _flatten_bt(value: object, system: str, field: str, B: int, T: int) -> list[int]:
     if isinstance(value, list) and value and isinstance(value[0], list):
         if len(value) != B:
             raise ValueError(f"{system}: field '{field}' has {len(value)} rows, B is {B}")
@@ -412,7 +437,9 @@ def _flatten_bt(value, system, field, B, T):
     return value
 
 
-def from_trl_constant_length(examples, documents, *, pad_id=None, step=0, micro_step=0, rank=0, producer=None):
+def from_trl_constant_length(examples: Union[Batch, Sequence[Batch]], documents: Documents, *,
+                             pad_id: Optional[int] = None, step: int = 0, micro_step: int = 0, rank: int = 0,
+                             producer: Optional[Mapping[str, Any]] = None) -> MicrobatchRecord:
     """TRL `ConstantLengthDataset` examples (input_ids, labels: seq_length tokens each, in iteration order): the
     documents, each followed by the concat token when append_concat_token, concatenated and cut every
     seq_length tokens. One row per example, one micro-batch. `documents` include the concat token."""

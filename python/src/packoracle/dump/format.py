@@ -16,11 +16,130 @@ a whole file (header first and once, unique document uids, spans that name known
 tokens).
 """
 
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, Any, Literal, Optional, Protocol, TypedDict, TypeVar, Union, cast, overload
 
 SCHEMA = "packed-batch"
 VERSION = 1
+
+# ---- types --------------------------------------------------------------------------------------------------
+#
+# The records as the ``*_record`` functions return them (TypedDicts: plain dicts at run time). Aliases are
+# written with Optional/Union: the module runs on Python 3.9 without the extension.
+
+DenominatorScope = Literal["microbatch", "step", "global"]
+"""What a producer's `denominator` counts: one micro-batch, one optimizer step (all ranks), or the whole run."""
+
+
+class SupportsToList(Protocol):
+    """A tensor or an array: anything with ``.tolist()`` (torch.Tensor, numpy.ndarray)."""
+
+    def tolist(self) -> Any: ...
+
+
+IntsLike = Union[Sequence[int], SupportsToList]
+"""A flat run of integers: a list or tuple of ints, or a 1-D tensor or array."""
+
+
+class Span(TypedDict):
+    """One piece of a document in a row: slots ``[start, start + length)`` hold the document's tokens
+    ``[doc_offset, doc_offset + length)``."""
+
+    doc_uid: str
+    start: int
+    length: int
+    doc_offset: int
+
+
+class _RowFields(TypedDict):
+    input_ids: list[int]
+    labels: list[int]
+    doc_spans: list[Span]
+
+
+class Row(_RowFields, total=False):
+    """One row of a ``microbatch`` record: input_ids, labels and doc_spans (the ground truth), and the producer's
+    optional encodings (loss_mask entries are ints where integral)."""
+
+    loss_mask: list[float]
+    position_ids: list[int]
+    cu_seqlens: list[int]
+    seq_lens: list[int]
+    doc_ids: list[int]
+    attention_mask: list[int]
+
+
+class _ProducerFields(TypedDict):
+    system: str
+    component: str
+    version: Optional[str]
+
+
+class Producer(_ProducerFields, total=False):
+    """Who wrote a dump: the system (e.g. "pytorch/torchtune"), its component, its version, and free-form extra."""
+
+    extra: dict[str, Any]
+
+
+class ProducerTotals(TypedDict, total=False):
+    """What the producer computed for a micro-batch: any non-empty subset of loss_sum, denominator (with its
+    scope) and loss; grad_scale optional."""
+
+    loss_sum: float
+    denominator: float
+    denominator_scope: DenominatorScope
+    loss: float
+    grad_scale: float
+
+
+class HeaderRecord(TypedDict):
+    """The first line of a dump."""
+
+    record: Literal["header"]
+    schema: str
+    version: int
+    producer: Producer
+    special_ids: dict[str, Optional[int]]
+    dp_world_size: int
+    grad_accum_steps: int
+    policy: dict[str, Any]
+
+
+class DocumentRecord(TypedDict):
+    """A source document: its tokens (delimiters included as the producer adds them) and 0/1 supervision."""
+
+    record: Literal["document"]
+    doc_uid: str
+    tokens: list[int]
+    supervised: list[int]
+
+
+class _MicrobatchFields(TypedDict):
+    record: Literal["microbatch"]
+    step: int
+    micro_step: int
+    rank: int
+    rows: list[Row]
+
+
+class MicrobatchRecord(_MicrobatchFields, total=False):
+    """One micro-batch of one rank: its rows, whether it is flattened, and the producer's totals."""
+
+    flattened: bool
+    producer: ProducerTotals
+
+
+StepRecord = dict[str, Any]
+"""A ``step`` record: {"record": "step", "step": int, "rank"?: int, and the producer's per-step totals}."""
+
+Record = Union[HeaderRecord, DocumentRecord, MicrobatchRecord, StepRecord]
+"""Any record of the format."""
+
+_R = TypeVar("_R", bound=Mapping[str, Any])
 
 # DESIGN §3: every policy key and its allowed values (None: any value of the given type).
 _ENUMS = {
@@ -51,17 +170,18 @@ DENOMINATOR_SCOPES = ("microbatch", "step", "global")
 ROW_INT_FIELDS = ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask")
 
 
-def _load_presets():
+def _load_presets() -> dict[str, dict[str, Any]]:
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")) as f:
-        return json.load(f)
+        presets: dict[str, dict[str, Any]] = json.load(f)
+    return presets
 
 
 # Every preset, fully resolved, as `packoracle presets --format json` prints it (a snapshot; the tests compare
 # it with the built binary when there is one).
-PRESETS = _load_presets()
+PRESETS: dict[str, dict[str, Any]] = _load_presets()
 
 
-def is_int(value):
+def is_int(value: object) -> bool:
     """A JSON integer: int (not bool) or anything with __index__ that is not a bool."""
     if isinstance(value, bool):
         return False
@@ -70,11 +190,12 @@ def is_int(value):
     return hasattr(value, "__index__") and not isinstance(value, float)
 
 
-def is_number(value):
+def is_number(value: object) -> bool:
+    """A JSON number: int or float, not bool."""
     return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
-def tolist(x):
+def tolist(x: object) -> Any:
     """Tensors, arrays and sequences as (nested) Python lists: `.tolist()` when there is one."""
     if hasattr(x, "tolist"):
         return x.tolist()
@@ -83,7 +204,14 @@ def tolist(x):
     return x
 
 
-def int_list(value, where, field, *, allow_bool=False, allow_none=False):
+@overload
+def int_list(value: object, where: str, field: str, *, allow_bool: bool = False,
+             allow_none: Literal[False] = False) -> list[int]: ...
+@overload
+def int_list(value: object, where: str, field: str, *, allow_bool: bool = False,
+             allow_none: bool) -> Optional[list[int]]: ...
+def int_list(value: object, where: str, field: str, *, allow_bool: bool = False,
+             allow_none: bool = False) -> Optional[list[int]]:
     """A flat list of ints from a list, tuple, tensor or array; bools become 0/1 when allowed; integral floats
     (float32 masks) become ints. Raises ValueError naming `where`, the field and the index."""
     value = tolist(value)
@@ -91,7 +219,7 @@ def int_list(value, where, field, *, allow_bool=False, allow_none=False):
         return None
     if not isinstance(value, list):
         raise ValueError(f"{where}: field '{field}' must be a list of integers, got {type(value).__name__}")
-    out = []
+    out: list[int] = []
     for i, v in enumerate(value):
         if isinstance(v, bool):
             if not allow_bool:
@@ -106,14 +234,14 @@ def int_list(value, where, field, *, allow_bool=False, allow_none=False):
     return out
 
 
-def _check_int(value, where, field, minimum=None):
+def _check_int(value: object, where: str, field: str, minimum: Optional[int] = None) -> None:
     if not is_int(value):
         raise ValueError(f"{where}: field '{field}' must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
+    if minimum is not None and cast(int, value) < minimum:  # is_int: an int or an integer scalar
         raise ValueError(f"{where}: field '{field}' must be >= {minimum}, got {value}")
 
 
-def _check_str(value, where, field):
+def _check_str(value: object, where: str, field: str) -> None:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{where}: field '{field}' must be a non-empty string, got {value!r}")
 
@@ -126,7 +254,7 @@ def _check_str(value, where, field):
 # needs to write a header), and `packoracle verify` applies the rest. python/tests/test_format.py pins the
 # table to the core on every policy its tests generate.
 
-def _core():
+def _core() -> Any:
     try:
         from .. import _core as core
     except ImportError:  # the dump writer without the extension
@@ -134,19 +262,19 @@ def _core():
     return core
 
 
-def validate_policy(policy, where="policy"):
+def validate_policy(policy: _R, where: str = "policy") -> _R:
     """A policy object: a preset and/or DESIGN §3 keys, each with an allowed value (and, where the extension is
     built, no contradiction between them). Returns it unchanged."""
     _resolve(policy, where)
     return policy
 
 
-def resolve_policy(policy):
+def resolve_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
     """The fully resolved policy: the preset's keys (reference when there is none) with the overrides applied."""
     return _resolve(policy, "policy")
 
 
-def _resolve(policy, where):
+def _resolve(policy: object, where: str) -> dict[str, Any]:
     if not isinstance(policy, dict):
         raise ValueError(f"{where}: a policy must be an object, got {type(policy).__name__}")
     if not policy:
@@ -155,13 +283,14 @@ def _resolve(policy, where):
     if core is None:
         return resolve_policy_without_core(policy, where)
     try:
-        return core.resolve_policy(policy)
+        resolved: dict[str, Any] = core.resolve_policy(policy)
+        return resolved
     except ValueError as e:
         message = str(e)
         raise ValueError(f"{where}: {message[len('policy: '):] if message.startswith('policy: ') else message}") from None
 
 
-def validate_policy_without_core(policy, where="policy"):
+def validate_policy_without_core(policy: _R, where: str = "policy") -> _R:
     """The table's check alone: known keys with allowed values (no contradictions: those need the core)."""
     for key, value in policy.items():
         at = f"{where}.{key}"
@@ -196,7 +325,7 @@ def validate_policy_without_core(policy, where="policy"):
     return policy
 
 
-def resolve_policy_without_core(policy, where="policy"):
+def resolve_policy_without_core(policy: Mapping[str, Any], where: str = "policy") -> dict[str, Any]:
     """resolve_policy by the table alone (validate_policy_without_core), for a machine without the extension."""
     validate_policy_without_core(policy, where)
     base = dict(PRESETS[policy.get("preset") or "reference"])
@@ -208,9 +337,9 @@ def resolve_policy_without_core(policy, where="policy"):
     return base
 
 
-def make_policy(preset=None, **overrides):
+def make_policy(preset: Optional[str] = None, **overrides: Any) -> dict[str, Any]:
     """{"preset": preset, **overrides}, validated: e.g. make_policy("torchtune-packed", pad_id=99)."""
-    policy = {}
+    policy: dict[str, Any] = {}
     if preset is not None:
         policy["preset"] = preset
     policy.update(overrides)
@@ -219,69 +348,79 @@ def make_policy(preset=None, **overrides):
 
 # ---- records ------------------------------------------------------------------------------------------------
 
-def header_record(*, system, component, version=None, policy, special_ids=None, dp_world_size=1,
-                  grad_accum_steps=1, extra=None):
+def header_record(*, system: str, component: str, version: Optional[str] = None, policy: Mapping[str, Any],
+                  special_ids: Optional[Mapping[str, Optional[int]]] = None, dp_world_size: int = 1,
+                  grad_accum_steps: int = 1, extra: Optional[dict[str, Any]] = None) -> HeaderRecord:
     """The first line of a dump. `special_ids` maps pad/bos/eos/eod (and e.g. separator) to ids or None."""
-    producer = {"system": system, "component": component, "version": version}
+    producer: Producer = {"system": system, "component": component, "version": version}
     if extra:
         producer["extra"] = extra
-    record = {"record": "header", "schema": SCHEMA, "version": VERSION, "producer": producer,
+    record: HeaderRecord = {"record": "header", "schema": SCHEMA, "version": VERSION, "producer": producer,
               "special_ids": dict(special_ids or {}), "dp_world_size": dp_world_size,
               "grad_accum_steps": grad_accum_steps, "policy": dict(policy)}
     return validate_record(record)
 
 
-def document_record(doc_uid, tokens, supervised=None):
-    tokens = int_list(tokens, f"document '{doc_uid}'", "tokens")
-    supervised = [1] * len(tokens) if supervised is None else int_list(
+def document_record(doc_uid: str, tokens: IntsLike, supervised: Optional[IntsLike] = None) -> DocumentRecord:
+    """A ``document`` record: the tokens as the producer tokenized them (delimiters included) and their 0/1
+    supervision (all 1 when not given; bools become 0/1)."""
+    token_list = int_list(tokens, f"document '{doc_uid}'", "tokens")
+    supervised_list = [1] * len(token_list) if supervised is None else int_list(
         supervised, f"document '{doc_uid}'", "supervised", allow_bool=True)
-    return validate_record({"record": "document", "doc_uid": doc_uid, "tokens": tokens, "supervised": supervised})
+    record: DocumentRecord = {"record": "document", "doc_uid": doc_uid, "tokens": token_list,
+                              "supervised": supervised_list}
+    return validate_record(record)
 
 
-def span(doc_uid, start, length, doc_offset):
+def span(doc_uid: str, start: int, length: int, doc_offset: int) -> Span:
+    """A doc_spans entry: slots [start, start + length) of the row hold tokens [doc_offset, ...) of doc_uid."""
     return {"doc_uid": doc_uid, "start": start, "length": length, "doc_offset": doc_offset}
 
 
-def microbatch_record(rows, *, step=0, micro_step=0, rank=0, producer=None, flattened=None):
+def microbatch_record(rows: Iterable[Mapping[str, Any]], *, step: int = 0, micro_step: int = 0, rank: int = 0,
+                      producer: Optional[Mapping[str, Any]] = None,
+                      flattened: Optional[bool] = None) -> MicrobatchRecord:
     """A micro-batch: `rows` is a list of row dicts (input_ids, labels, doc_spans, optional encodings).
     Optional encodings that are None are left out. `producer` keys whose value is None are left out, and a
     producer with nothing left is left out: its totals are any non-empty subset of loss_sum, denominator
     (with denominator_scope) and loss (DESIGN §5), each checked by verify for what it says."""
-    out_rows = []
+    out_rows: list[Row] = []
     for r, row in enumerate(rows):
         where = f"microbatch (step {step}, micro_step {micro_step}, rank {rank}) rows[{r}]"
-        out = {"input_ids": int_list(row.get("input_ids"), where, "input_ids"),
-               "labels": int_list(row.get("labels"), where, "labels")}
+        out: dict[str, Any] = {"input_ids": int_list(row.get("input_ids"), where, "input_ids"),
+                               "labels": int_list(row.get("labels"), where, "labels")}
         if row.get("loss_mask") is not None:
             out["loss_mask"] = _loss_mask(row["loss_mask"], where)
         for field in ROW_INT_FIELDS:
             if row.get(field) is not None:
                 out[field] = int_list(row[field], where, field, allow_bool=field == "attention_mask")
         out["doc_spans"] = [dict(s) for s in row.get("doc_spans", [])]
-        out_rows.append(out)
-    record = {"record": "microbatch", "step": step, "micro_step": micro_step, "rank": rank, "rows": out_rows}
+        out_rows.append(cast(Row, out))  # the Row's fields are checked by validate_record below
+    record: MicrobatchRecord = {"record": "microbatch", "step": step, "micro_step": micro_step, "rank": rank,
+                                "rows": out_rows}
     if flattened is not None:
         record["flattened"] = flattened
     if producer is not None:
         given = {k: v for k, v in producer.items() if v is not None}
         if given:
-            record["producer"] = given
+            record["producer"] = cast(ProducerTotals, given)  # checked by validate_record below
     return validate_record(record)
 
 
-def step_record(step, *, rank=None, **totals):
-    record = {"record": "step", "step": step}
+def step_record(step: int, *, rank: Optional[int] = None, **totals: Any) -> StepRecord:
+    """A ``step`` record: the producer's per-step totals (keywords whose value is None are left out)."""
+    record: StepRecord = {"record": "step", "step": step}
     if rank is not None:
         record["rank"] = rank
     record.update({k: v for k, v in totals.items() if v is not None})
     return validate_record(record)
 
 
-def _loss_mask(values, where):
+def _loss_mask(values: object, where: str) -> list[float]:
     values = tolist(values)
     if not isinstance(values, list):
         raise ValueError(f"{where}: field 'loss_mask' must be a list of numbers")
-    out = []
+    out: list[float] = []
     for i, v in enumerate(values):
         if isinstance(v, bool):
             v = int(v)
@@ -293,7 +432,7 @@ def _loss_mask(values, where):
 
 # ---- validation ---------------------------------------------------------------------------------------------
 
-def validate_record(record, where=None):
+def validate_record(record: _R, where: Optional[str] = None) -> _R:
     """Checks one record against the format (required fields, types, equal lengths). Returns it."""
     if not isinstance(record, dict):
         raise ValueError(f"{where or 'record'}: not a JSON object")
@@ -314,13 +453,13 @@ def validate_record(record, where=None):
     return record
 
 
-def _require(record, field, where):
+def _require(record: Mapping[str, Any], field: str, where: str) -> Any:
     if field not in record:
         raise ValueError(f"{where}: field '{field}' is missing")
     return record[field]
 
 
-def _validate_header(h, where):
+def _validate_header(h: Mapping[str, Any], where: str) -> None:
     if _require(h, "schema", where) != SCHEMA:
         raise ValueError(f"{where}: field 'schema' must be {SCHEMA!r}, got {h['schema']!r}")
     if _require(h, "version", where) != VERSION:
@@ -345,7 +484,7 @@ def _validate_header(h, where):
     validate_policy(_require(h, "policy", where), f"{where}: policy")
 
 
-def _validate_document(d, where):
+def _validate_document(d: Mapping[str, Any], where: str) -> None:
     uid = _require(d, "doc_uid", where)
     _check_str(uid, where, "doc_uid")
     where = f"document '{uid}'"
@@ -363,7 +502,7 @@ def _validate_document(d, where):
         raise ValueError(f"{where}: field 'supervised' has {len(supervised)} entries, tokens has {len(tokens)}")
 
 
-def _validate_microbatch(m, where):
+def _validate_microbatch(m: Mapping[str, Any], where: str) -> None:
     for field in ("step", "micro_step", "rank"):
         _check_int(_require(m, field, where), where, field, 0)
     where = f"microbatch (step {m['step']}, micro_step {m['micro_step']}, rank {m['rank']})"
@@ -381,7 +520,7 @@ def _validate_microbatch(m, where):
         _validate_producer(m["producer"], f"{where} producer")
 
 
-def _validate_row(row, where):
+def _validate_row(row: object, where: str) -> None:
     if not isinstance(row, dict):
         raise ValueError(f"{where}: a row must be an object")
     ids = _require(row, "input_ids", where)
@@ -437,7 +576,7 @@ def _validate_row(row, where):
             covered[i] = True
 
 
-def _validate_producer(p, where):
+def _validate_producer(p: object, where: str) -> None:
     if not isinstance(p, dict):
         raise ValueError(f"{where}: must be an object")
     for field in ("loss_sum", "denominator", "loss", "grad_scale"):
@@ -458,11 +597,12 @@ def _validate_producer(p, where):
                          "producer at all")
 
 
-def validate_lines(lines, where="dump"):
+def validate_lines(lines: Iterable[Union[str, Mapping[str, Any]]], where: str = "dump") -> list[dict[str, Any]]:
     """Validates a whole dump given as an iterable of JSON lines (or record dicts): the header first and once,
     every record, unique document uids, and every span against its document's tokens (token conservation).
     Returns the parsed records."""
-    records, documents = [], {}
+    records: list[dict[str, Any]] = []
+    documents: dict[str, list[int]] = {}
     for number, line in enumerate(lines, 1):
         at = f"{where}:{number}"
         if isinstance(line, str):
@@ -514,23 +654,27 @@ class DumpWriter:
             w.write(microbatch_record_dict)
     """
 
-    def __init__(self, target):
+    def __init__(self, target: Union[str, os.PathLike[str], IO[str]]) -> None:
+        """`target`: a path (opened for writing, closed by close()) or an open text file (left open)."""
         self._own = isinstance(target, (str, os.PathLike))
-        self._f = open(target, "w", encoding="utf-8") if self._own else target
+        self._f: IO[str] = open(target, "w", encoding="utf-8") if isinstance(target, (str, os.PathLike)) else target
         self._header = False
-        self._uids = set()
+        self._uids: set[str] = set()
 
-    def __enter__(self):
+    def __enter__(self) -> DumpWriter:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
+        """Closes the file when the writer opened it."""
         if self._own and not self._f.closed:
             self._f.close()
 
-    def write(self, record):
+    def write(self, record: _R) -> _R:
+        """Validates a record (and its place in the dump: the header first and once, each document once, spans
+        that name written documents), writes it as one line and returns it."""
         validate_record(record)
         kind = record["record"]
         if kind == "header":
@@ -552,13 +696,15 @@ class DumpWriter:
         self._f.write(json.dumps(record, separators=(",", ":")) + "\n")
         return record
 
-    def header(self, **kwargs):
+    def header(self, **kwargs: Any) -> HeaderRecord:
+        """Writes ``header_record(**kwargs)``."""
         return self.write(header_record(**kwargs))
 
-    def document(self, doc_uid, tokens, supervised=None):
+    def document(self, doc_uid: str, tokens: IntsLike, supervised: Optional[IntsLike] = None) -> DocumentRecord:
+        """Writes ``document_record(doc_uid, tokens, supervised)``."""
         return self.write(document_record(doc_uid, tokens, supervised))
 
-    def documents(self, documents):
+    def documents(self, documents: Iterable[Any]) -> None:
         """Document records for Document objects (see spans.py) or (uid, tokens[, supervised]) tuples."""
         for d in documents:
             if hasattr(d, "uid"):
@@ -566,8 +712,10 @@ class DumpWriter:
             else:
                 self.document(*d)
 
-    def microbatch(self, rows, **kwargs):
+    def microbatch(self, rows: Iterable[Mapping[str, Any]], **kwargs: Any) -> MicrobatchRecord:
+        """Writes ``microbatch_record(rows, **kwargs)``."""
         return self.write(microbatch_record(rows, **kwargs))
 
-    def step(self, step, **kwargs):
+    def step(self, step: int, **kwargs: Any) -> StepRecord:
+        """Writes ``step_record(step, **kwargs)``."""
         return self.write(step_record(step, **kwargs))

@@ -10,7 +10,15 @@ Two ways a producer lays documents out:
   stream and a row is a window of it. ``stream_spans`` cuts a window at the document boundaries.
 """
 
-from .format import int_list
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, Optional, Union, cast
+
+from .format import IntsLike, Span, int_list
+
+Overflow = Literal["whole", "split", "truncate"]
+"""How a sequential producer treats a document longer than the room left in a row (see match_sequential)."""
 
 
 class Document:
@@ -18,7 +26,11 @@ class Document:
 
     __slots__ = ("uid", "tokens", "supervised")
 
-    def __init__(self, uid, tokens, supervised=None):
+    uid: str
+    tokens: list[int]
+    supervised: list[int]
+
+    def __init__(self, uid: str, tokens: IntsLike, supervised: Optional[IntsLike] = None) -> None:
         if not isinstance(uid, str) or not uid:
             raise ValueError(f"document: field 'doc_uid' must be a non-empty string, got {uid!r}")
         self.uid = uid
@@ -34,22 +46,27 @@ class Document:
                 if v not in (0, 1):
                     raise ValueError(f"document '{uid}': field 'supervised[{i}]' must be 0 or 1, got {v}")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.tokens)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Document({self.uid!r}, {self.tokens!r})"
 
 
-def as_documents(documents, uid_prefix="d"):
+DocumentLike = Union[Document, dict[str, Any], IntsLike]
+"""One document: a Document, a dict {doc_uid|uid, tokens|input_ids, supervised?}, or its tokens."""
+
+
+def as_documents(documents: Iterable[DocumentLike], uid_prefix: str = "d") -> list[Document]:
     """Documents from Document objects, dicts {doc_uid|uid, tokens|input_ids, supervised?}, or token lists
     (uids d0, d1, ... by position)."""
-    out, seen = [], set()
+    out: list[Document] = []
+    seen: set[str] = set()
     for k, d in enumerate(documents):
         if isinstance(d, Document):
             doc = d
         elif isinstance(d, dict):
-            uid = d.get("doc_uid", d.get("uid", f"{uid_prefix}{k}"))
+            uid: str = cast(str, d.get("doc_uid", d.get("uid", f"{uid_prefix}{k}")))  # Document checks it
             tokens = d["tokens"] if "tokens" in d else d.get("input_ids")
             if tokens is None:
                 raise ValueError(f"documents[{k}]: field 'tokens' is missing")
@@ -67,21 +84,24 @@ class DocumentSequence:
     """The documents in the order the producer consumed them, with a read cursor (document index, offset in
     it). Pass the same sequence to successive converter calls to dump successive batches of one run."""
 
-    def __init__(self, documents, doc_index=0, offset=0):
+    def __init__(self, documents: Iterable[DocumentLike], doc_index: int = 0, offset: int = 0) -> None:
         self.documents = as_documents(documents)
         self.doc_index = doc_index
         self.offset = offset
-        self.stream_pos = None  # stream converters: where the next window is expected to start
-        self._stream = None
+        # stream converters: where the next window is expected to start
+        self.stream_pos: Optional[int] = None
+        self._stream: Optional[tuple[list[int], list[tuple[int, int]]]] = None
 
     @property
-    def exhausted(self):
+    def exhausted(self) -> bool:
+        """True once the cursor is past the last document."""
         return self.doc_index >= len(self.documents)
 
-    def stream(self):
+    def stream(self) -> tuple[list[int], list[tuple[int, int]]]:
         """The concatenated stream and, per stream position, (document index, offset). Built once."""
         if self._stream is None:
-            tokens, where = [], []
+            tokens: list[int] = []
+            where: list[tuple[int, int]] = []
             for d, doc in enumerate(self.documents):
                 tokens.extend(doc.tokens)
                 where.extend((d, k) for k in range(len(doc)))
@@ -89,11 +109,17 @@ class DocumentSequence:
         return self._stream
 
 
-def sequence_of(documents):
+Documents = Union[DocumentSequence, Iterable[DocumentLike]]
+"""The documents a converter takes: a DocumentSequence (shared by successive calls) or the documents."""
+
+
+def sequence_of(documents: Documents) -> DocumentSequence:
+    """`documents` as a DocumentSequence (itself when it is one)."""
     return documents if isinstance(documents, DocumentSequence) else DocumentSequence(documents)
 
 
-def match_sequential(row_tokens, seq, *, where, pad_id=None, overflow="whole", pad_from=None):
+def match_sequential(row_tokens: Sequence[int], seq: DocumentSequence, *, where: str, pad_id: Optional[int] = None,
+                     overflow: Overflow = "whole", pad_from: Optional[int] = None) -> list[Span]:
     """doc_spans of one row of a sequential producer, advancing `seq`'s cursor.
 
     overflow: "whole" (a piece is a whole document, except the continuation of a split at the row start),
@@ -102,7 +128,7 @@ def match_sequential(row_tokens, seq, *, where, pad_id=None, overflow="whole", p
     Slots after the matched pieces are padding: every one must be `pad_id` when it is given (or, when
     `pad_from` is given, padding starts there). Raises ValueError naming the field and index where the row
     stops matching."""
-    spans = []
+    spans: list[Span] = []
     n = len(row_tokens)
     end = n if pad_from is None else pad_from
     i = 0
@@ -153,10 +179,11 @@ def match_sequential(row_tokens, seq, *, where, pad_id=None, overflow="whole", p
     return spans
 
 
-def stream_spans(stream_where, offset, length, docs, *, where):
+def stream_spans(stream_where: Sequence[tuple[int, int]], offset: int, length: int, docs: Sequence[Document], *,
+                 where: str) -> list[Span]:
     """doc_spans of a window of `length` stream tokens starting at stream position `offset` (positions past the
     stream's end are padding)."""
-    spans = []
+    spans: list[Span] = []
     for i in range(length):
         p = offset + i
         if p >= len(stream_where):

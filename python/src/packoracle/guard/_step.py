@@ -62,7 +62,7 @@ class StepVerdict:
         return self.text
 
 
-def _gather(local: dict, group) -> tuple[list[dict], int]:
+def _gather(local: dict, group: Any) -> tuple[list[dict], int]:
     """Every rank's summary, through the run's process group (one all_gather_object); alone without one."""
     try:
         import torch.distributed as dist

@@ -37,7 +37,8 @@ class TrainerGuard:
         original = trainer.compute_loss
         guard = self
 
-        def compute_loss(model, inputs, return_outputs=False, num_items_in_batch=None, **kwargs):
+        def compute_loss(model: Any, inputs: dict, return_outputs: bool = False, num_items_in_batch: Any = None,
+                         **kwargs: Any) -> Any:
             guard.check_model_if_due(model, inputs)
             guard.record(inputs, num_items_in_batch)
             return original(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch,
@@ -46,7 +47,7 @@ class TrainerGuard:
         trainer.compute_loss = compute_loss
 
         class _StepEnd(TrainerCallback):
-            def on_step_end(self, args, state, control, **kwargs):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 guard.step_end(state.global_step)
 
         trainer.add_callback(_StepEnd())
