@@ -98,15 +98,13 @@ void SummaryCollector::AddStep(std::int64_t step, const std::vector<std::pair<Mi
     s.file = file;
     s.line = m.line;
     if (aligned) {
-      double targets = 0, labels = 0, positions = 0;
+      double targets = 0, counted = 0;
       for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
-        const OracleRow& row = result.oracle->rows[flat + r];
-        targets += WeightSum(row);
-        labels += static_cast<double>(UnshiftedLabelCount(row, policy_));
-        positions += static_cast<double>(row.length());
+        targets += WeightSum(result.oracle->rows[flat + r]);
+        counted += RowDenominatorCount(result.oracle->rows[flat + r], policy_);
       }
       s.valid_targets = targets;
-      s.counted = DenominatorCount(policy_, targets, labels, positions);
+      s.counted = counted;
     }
     flat += m.microbatch.rows.size();
     if (m.microbatch.producer) {

@@ -315,13 +315,10 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   const CaseResult result = CheckCase(candidate, request, check);
 
   if (result.oracle) {
-    double labels = 0, positions = 0;
     for (const auto& row : result.oracle->rows) {
       summary.valid_targets += WeightSum(row);
-      labels += static_cast<double>(UnshiftedLabelCount(row, request.policy));
-      positions += static_cast<double>(row.length());
+      summary.counted += RowDenominatorCount(row, request.policy);
     }
-    summary.counted = DenominatorCount(request.policy, summary.valid_targets, labels, positions);
   }
   summary.declared_objective = result.declared_objective;
   summary.token_mean = result.token_mean;

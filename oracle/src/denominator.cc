@@ -247,6 +247,11 @@ double DenominatorCount(const Policy& policy, double targets, double unshifted_l
   return policy.count_basis == CountBasis::kUnshiftedLabels ? unshifted_labels : targets;
 }
 
+double RowDenominatorCount(const OracleRow& row, const Policy& policy) {
+  return DenominatorCount(policy, WeightSum(row), static_cast<double>(UnshiftedLabelCount(row, policy)),
+                          static_cast<double>(row.length()));
+}
+
 const char* DenominatorCountName(const Policy& policy) {
   if (policy.denominator == Denominator::kAllPositions) return "positions";
   return policy.count_basis == CountBasis::kUnshiftedLabels ? "unshifted_labels" : "targets";

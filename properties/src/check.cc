@@ -743,8 +743,7 @@ ScopeCounts Checker::CountScopes(const OracleBatch& batch, const std::vector<Can
     double n = 0, s = 0;
     for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
       const OracleRow& row = batch.rows[flat];
-      n += DenominatorCount(policy_, WeightSum(row), static_cast<double>(UnshiftedLabelCount(row, policy_)),
-                            static_cast<double>(row.length()));
+      n += RowDenominatorCount(row, policy_);
       if (options_.losses_known) {
         for (const auto& p : row.predictions)
           if (p.weight > 0) s += p.weight * losses[static_cast<std::size_t>(p.target_doc)][static_cast<std::size_t>(p.target_offset)];

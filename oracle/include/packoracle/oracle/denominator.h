@@ -56,6 +56,8 @@ const char* DenominatorCountName(const Policy& policy);
 // The tallies of one oracle row: Σ w over its predictions, and its labels != ignore_index without the shift.
 double WeightSum(const OracleRow& row);
 std::int64_t UnshiftedLabelCount(const OracleRow& row, const Policy& policy);
+// DenominatorCount of one oracle row (a sum over rows gives theirs).
+double RowDenominatorCount(const OracleRow& row, const Policy& policy);
 
 // Per-target losses, as in the exec protocol: losses[d][k] is the loss of predicting token k of effective
 // document d (entry 0 is used only where the policy makes a document's first token a target).
