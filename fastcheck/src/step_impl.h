@@ -164,6 +164,7 @@ struct FastStepChecker::Impl {
   bool PiecesOverlap();
   void ResolvePending();
   void Totals();
+  class TotalsPass;  // Totals' state and parts (step_totals.cc)
   void MergeableRows();  // efficiency: no_mergeable_rows
   void Decide();  // Finish's flow: which pass's findings are the step's
 };

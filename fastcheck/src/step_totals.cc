@@ -1,4 +1,7 @@
-// FastStepChecker's producer totals (see step_check.cc).
+// FastStepChecker's producer totals (see step_check.cc): Checker::CheckTotals and the token mean of
+// Checker::Run, from the per-row sums the row passes left. One TotalsPass per step, in three parts: each
+// micro-batch's totals against its own counts, the weighting of the denominators, and the step's declared
+// objective against the policy's formula.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -12,243 +15,275 @@
 
 namespace packoracle::fastcheck {
 
-// Checker::CheckTotals for the packer's producer totals, and the token mean of Checker::Run.
-void FastStepChecker::Impl::Totals() {
-  const bool known = options.losses_known;
-  const Policy& policy = this->policy();
-  auto Add = [&](Invariant inv) { v.findings.push_back({inv, -1, -1}); };
-  std::int64_t max_micro = 0, max_rank = 0;
-  for (const auto& mb : mbs) {
-    max_micro = std::max(max_micro, mb.micro_step);
-    max_rank = std::max(max_rank, mb.rank);
+class FastStepChecker::Impl::TotalsPass {
+ public:
+  explicit TotalsPass(Impl& impl)
+      : s_(impl), policy_(impl.policy()), known_(impl.options.losses_known),
+        seq_mean_(policy_.denominator == Denominator::kSequenceMean), partial_ranks_(impl.options.partial_ranks) {}
+
+  void Run() {
+    for (const auto& mb : s_.mbs) {
+      max_micro_ = std::max(max_micro_, mb.micro_step);
+      max_rank_ = std::max(max_rank_, mb.rank);
+    }
+    if (known_ && !ShapeOk(max_rank_ + 1, max_micro_ + 1)) throw Outcome::kDefer;
+    CountMicrobatches();
+    for (const auto& mb : s_.mbs)
+      if (mb.producer) totals_.push_back(&*mb.producer);
+    if (!totals_.empty() && totals_.size() != s_.mbs.size()) Add(Invariant::kDenominator);
+    if (totals_.empty() || totals_.size() != s_.mbs.size()) return Finish();
+    for (auto& note : ProducerNotes(totals_, s_.options)) s_.AddNote(std::move(note));
+    if (!EachMicrobatchOk()) return Finish();
+    if ((seq_mean_ && !known_) || partial_ranks_) return WeighAndFinish();
+    CompareObjective();
   }
-  // Objective's StepShape checks (Resolve in oracle/src/denominator.cc) throw on these: defer.
-  auto shape_ok = [&](std::int64_t R, std::int64_t M) {
+
+ private:
+  void Add(Invariant inv) { s_.v.findings.push_back({inv, -1, -1}); }
+
+  // Objective's StepShape checks (Resolve in oracle/src/denominator.cc) throw on these: the fast path defers.
+  bool ShapeOk(std::int64_t R, std::int64_t M) const {
     if (R > kMaxMicrobatchesPerStep || M > kMaxMicrobatchesPerStep || R * M > kMaxMicrobatchesPerStep) return false;
-    for (const auto& mb : mbs)
+    for (const auto& mb : s_.mbs)
       if (mb.rows > 0 && (mb.rank >= R || mb.micro_step >= M)) return false;
     return true;
-  };
-  if (known && !shape_ok(max_rank + 1, max_micro + 1)) throw Outcome::kDefer;
+  }
 
-  // Per micro-batch counts, as CheckTotals makes them.
-  std::vector<double> n_mb(mbs.size(), 0.0);
-  std::map<std::int64_t, double> per_rank;
-  double global = 0;
-  {
+  // Per micro-batch counts, as CheckTotals makes them: DenominatorCount of each row, summed by micro-batch,
+  // by rank and over the step.
+  void CountMicrobatches() {
+    n_mb_.assign(s_.mbs.size(), 0.0);
     std::size_t flat = 0;
-    for (std::size_t m = 0; m < mbs.size(); ++m) {
+    for (std::size_t m = 0; m < s_.mbs.size(); ++m) {
       double n = 0;
-      for (std::int64_t k = 0; k < mbs[m].rows; ++k, ++flat) {
-        const RowSums& s = sums[flat];
-        n += DenominatorCount(policy, s.weight, s.labels, static_cast<double>(s.length));
+      for (std::int64_t k = 0; k < s_.mbs[m].rows; ++k, ++flat) {
+        const Impl::RowSums& row = s_.sums[flat];
+        n += DenominatorCount(policy_, row.weight, row.labels, static_cast<double>(row.length));
       }
-      n_mb[m] = n;
-      per_rank[mbs[m].rank] += n;
-      global += n;
+      n_mb_[m] = n;
+      per_rank_[s_.mbs[m].rank] += n;
+      global_ += n;
     }
   }
-  std::vector<const ProducerTotals*> totals;
-  for (const auto& mb : mbs)
-    if (mb.producer) totals.push_back(&*mb.producer);
 
-  auto token_mean_of_oracle = [&] {
-    double w = 0, l = 0;
-    for (const auto& s : sums) {
-      w += s.weight;
-      l += s.loss;
-    }
-    if (w > 0) v.token_mean = l / w;
-  };
-
-  if (!totals.empty() && totals.size() != mbs.size()) Add(Invariant::kDenominator);
-  if (totals.empty() || totals.size() != mbs.size()) {
-    if (known) token_mean_of_oracle();
-    return;
-  }
-  for (auto& note : ProducerNotes(totals, options)) AddNote(std::move(note));
-  const bool seq_mean = policy.denominator == Denominator::kSequenceMean;
-  const bool partial_ranks = options.partial_ranks;
   // The count of micro-batch m under a scope, as ScopeCounts::Of; none for a scope that is not one of §5's.
-  auto count_of = [&](const std::string& scope, std::size_t m) -> std::optional<double> {
-    if (scope == "microbatch") return n_mb[m];
-    if (scope == "step") return per_rank[mbs[m].rank];
-    if (scope == "global") return global;
+  std::optional<double> CountOf(const std::string& scope, std::size_t m) const {
+    if (scope == "microbatch") return n_mb_[m];
+    if (scope == "step") return per_rank_.at(s_.mbs[m].rank);
+    if (scope == "global") return global_;
     return std::nullopt;
-  };
-  auto finite = [](const std::optional<double>& x) { return !x || std::isfinite(*x); };
+  }
+
+  // Each micro-batch's totals on their own: well-formed, the denominator its scope's count, the loss sum the
+  // oracle's, the loss the sum over the divisor. False when one is wrong (its finding added).
+  bool EachMicrobatchOk() {
+    auto finite = [](const std::optional<double>& x) { return !x || std::isfinite(*x); };
+    bool ok = true;
+    for (std::size_t m = 0; m < totals_.size(); ++m) {
+      const ProducerTotals& t = *totals_[m];
+      if (TotalsShapeProblem(t) || !finite(t.loss_sum) || !finite(t.denominator) || !finite(t.loss)) {
+        Add(Invariant::kDenominator);
+        ok = false;
+        continue;
+      }
+      if (t.denominator) {
+        const std::optional<double> expected = CountOf(t.denominator_scope, m);
+        if (!expected) {  // a scope that is not one of §5's: nothing else of this micro-batch can be read
+          Add(Invariant::kDenominator);
+          ok = false;
+          continue;
+        }
+        if (!DenominatorMatches(t, *expected)) {
+          Add(Invariant::kDenominator);
+          ok = false;
+        }
+      }
+      if (t.loss_sum && known_ && !internal::LossClose(*t.loss_sum, s_.mb_loss[m])) {
+        Add(Invariant::kLoss);
+        ok = false;
+        continue;
+      }
+      if (t.loss && !seq_mean_ && !GivenLossOk(t, m)) ok = false;
+    }
+    return ok;
+  }
+
+  // A given denominator against the count of the scope it names (0 or 1 where there is nothing to count).
+  bool DenominatorMatches(const ProducerTotals& t, double expected) const {
+    const bool empty_ok = expected == 0 && (*t.denominator == 0 || *t.denominator == 1);
+    const bool unseen_ranks = partial_ranks_ && t.denominator_scope == "global";
+    return seq_mean_ || unseen_ranks || internal::Close(*t.denominator, expected) || empty_ok;
+  }
+
   // Checker::CheckGivenLoss: the loss against (loss_sum or Σwℓ) / (denominator or the implied scope's count).
-  auto given_loss_ok = [&](const ProducerTotals& t, std::size_t m) {
-    const std::optional<double> sum = t.loss_sum ? t.loss_sum : (known ? std::optional<double>(mb_loss[m]) : std::nullopt);
+  bool GivenLossOk(const ProducerTotals& t, std::size_t m) {
+    const std::optional<double> sum =
+        t.loss_sum ? t.loss_sum : (known_ ? std::optional<double>(s_.mb_loss[m]) : std::nullopt);
     if (!sum) return true;
     std::optional<double> divisor = t.denominator;
     if (!divisor) {
-      const std::string scope = ImpliedScope(policy.denominator);
-      if (partial_ranks && scope == "global") return true;
-      divisor = count_of(scope, m);
+      const std::string scope = ImpliedScope(policy_.denominator);
+      if (partial_ranks_ && scope == "global") return true;
+      divisor = CountOf(scope, m);
     }
     if ((*divisor > 0 && !internal::LossClose(*t.loss, *sum / *divisor)) || (*divisor == 0 && *t.loss != 0)) {
       Add(Invariant::kLoss);
       return false;
     }
     return true;
-  };
-  bool ok = true;
-  for (std::size_t m = 0; m < totals.size(); ++m) {
-    const ProducerTotals& t = *totals[m];
-    if (TotalsShapeProblem(t) || !finite(t.loss_sum) || !finite(t.denominator) || !finite(t.loss)) {
-      Add(Invariant::kDenominator);
-      ok = false;
-      continue;
-    }
-    if (t.denominator) {
-      const std::optional<double> expected = count_of(t.denominator_scope, m);
-      if (!expected) {
-        Add(Invariant::kDenominator);
-        ok = false;
-        continue;
-      }
-      const bool empty_ok = *expected == 0 && (*t.denominator == 0 || *t.denominator == 1);
-      const bool unseen_ranks = partial_ranks && t.denominator_scope == "global";
-      if (!seq_mean && !unseen_ranks && !Close(*t.denominator, *expected) && !empty_ok) {
-        Add(Invariant::kDenominator);
-        ok = false;
-      }
-    }
-    if (t.loss_sum && known && !internal::LossClose(*t.loss_sum, mb_loss[m])) {
-      Add(Invariant::kLoss);
-      ok = false;
-      continue;
-    }
-    if (t.loss && !seq_mean && !given_loss_ok(t, m)) ok = false;
   }
-  auto finish = [&] {
-    if (known) token_mean_of_oracle();
-  };
+
+  // The token mean of Checker::Run, from the oracle's losses (when they are known).
+  void Finish() {
+    if (!known_) return;
+    double w = 0, l = 0;
+    for (const auto& row : s_.sums) {
+      w += row.weight;
+      l += row.loss;
+    }
+    if (w > 0) s_.v.token_mean = l / w;
+  }
+
   // Checker::CheckWeighting, where the step objective is not compared: the denominators against the
   // policy's, by the one rule (producer_totals.h).
-  auto weigh_and_finish = [&] {
-    if (!(partial_ranks && std::string(ImpliedScope(policy.denominator)) == "global")) {
+  void WeighAndFinish() {
+    if (!(partial_ranks_ && std::string(ImpliedScope(policy_.denominator)) == "global")) {
       std::vector<MicrobatchDivision> divisions;
-      for (std::size_t m = 0; m < totals.size(); ++m)
-        if (totals[m]->denominator) divisions.push_back({mbs[m].rank, m, n_mb[m], *totals[m]->denominator});
-      Weighting w = DenominatorWeighting(policy.denominator, divisions, "the step");
-      for (auto& note : w.notes) AddNote(std::move(note));
+      for (std::size_t m = 0; m < totals_.size(); ++m)
+        if (totals_[m]->denominator) divisions.push_back({s_.mbs[m].rank, m, n_mb_[m], *totals_[m]->denominator});
+      Weighting w = DenominatorWeighting(policy_.denominator, divisions, "the step");
+      for (auto& note : w.notes) s_.AddNote(std::move(note));
       for (std::size_t k = 0; k < w.problems.size(); ++k) Add(Invariant::kDenominator);  // one finding each, as CheckCase
     }
-    finish();
-  };
-  if (!ok) return finish();
-  if ((seq_mean && !known) || partial_ranks) return weigh_and_finish();
+    Finish();
+  }
 
-  auto scope_of = [&](const ProducerTotals& t) {
-    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy.denominator));
-  };
-  const std::string scope = scope_of(*totals.front());
-  for (const auto* t : totals) {
-    if (scope_of(*t) != scope) {
-      Add(Invariant::kDenominator);
-      return finish();
-    }
+  std::string ScopeOf(const ProducerTotals& t) const {
+    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator));
   }
-  std::vector<double> loss_sums;
-  for (const auto* t : totals)
-    if (auto s = GivenLossSum(*t)) loss_sums.push_back(*s);
-  const bool sums_given = loss_sums.size() == totals.size();
-  if (!known && sums_given) {
-    double total = 0, total_n = 0;
-    for (std::size_t m = 0; m < totals.size(); ++m) {
-      total += loss_sums[m];
-      total_n += n_mb[m];
-    }
-    if (total_n > 0) v.token_mean = total / total_n;
-  }
-  double sum = 0;
-  for (const auto* t : totals) {
-    const std::optional<double> loss = GivenLoss(*t);
-    if (!loss) return weigh_and_finish();
-    sum += *loss;
-  }
-  const auto R = static_cast<double>(dp_world_size);
-  const auto M = static_cast<double>(max_micro + 1);
-  double declared = sum;
-  if (!seq_mean) {
-    if (scope == "step") declared = sum / R;
-    if (scope == "microbatch") declared = sum / (R * M);
-  }
-  v.declared_objective = declared;
-  double want = 0;
-  if (known) {
-    // Objective (oracle/src/denominator.cc) under the policy's formula, from the per-row sums.
-    if (!shape_ok(dp_world_size, max_micro + 1)) throw Outcome::kDefer;
-    double weight = 0, loss = 0, count = 0;
-    std::int64_t length = 0;
-    for (const auto& s : sums) {
-      weight += s.weight;
-      loss += s.loss;
-      count += s.count;
-      length += s.length;
-    }
-    if (weight > 0) {
-      switch (policy.denominator) {
-        case Denominator::kGlobalTargets: want = count > 0 ? loss / count : 0.0; break;
-        case Denominator::kRankMean:
-        case Denominator::kMicrobatchMean: {
-          const bool by_rank = policy.denominator == Denominator::kRankMean;
-          std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> groups;
-          std::size_t flat = 0;
-          for (const auto& mb : mbs)
-            for (std::int64_t k = 0; k < mb.rows; ++k, ++flat) {
-              auto& sn = groups[{mb.rank, by_rank ? 0 : mb.micro_step}];
-              sn.first += sums[flat].loss;
-              sn.second += sums[flat].count;
-            }
-          double total = 0;
-          for (const auto& [key, sn] : groups) total += sn.first / std::max(1.0, sn.second);
-          want = total / (by_rank ? R : R * M);
-          break;
-        }
-        case Denominator::kSequenceMean: {
-          double total = 0;
-          std::int64_t count_docs = 0;
-          for (const std::int64_t d : StepOrder()) {
-            const auto [l, w] = per_doc[static_cast<std::size_t>(d)];
-            if (w == 0) continue;
-            total += l / w;
-            ++count_docs;
-          }
-          want = total / static_cast<double>(count_docs);
-          break;
-        }
-        case Denominator::kAllPositions: want = loss / static_cast<double>(length); break;
+
+  // The step's declared objective (the producers' losses, averaged as their one scope says) against the
+  // policy's formula, from the oracle's sums when the losses are known, else from the given loss sums.
+  void CompareObjective() {
+    const std::string scope = ScopeOf(*totals_.front());
+    for (const auto* t : totals_) {
+      if (ScopeOf(*t) != scope) {
+        Add(Invariant::kDenominator);
+        return Finish();
       }
     }
-  } else {
-    if (!sums_given) return weigh_and_finish();
+    std::vector<double> loss_sums;
+    for (const auto* t : totals_)
+      if (auto sum = GivenLossSum(*t)) loss_sums.push_back(*sum);
+    const bool sums_given = loss_sums.size() == totals_.size();
+    if (!known_ && sums_given) {
+      double total = 0, total_n = 0;
+      for (std::size_t m = 0; m < totals_.size(); ++m) {
+        total += loss_sums[m];
+        total_n += n_mb_[m];
+      }
+      if (total_n > 0) s_.v.token_mean = total / total_n;
+    }
+    double sum = 0;
+    for (const auto* t : totals_) {
+      const std::optional<double> loss = GivenLoss(*t);
+      if (!loss) return WeighAndFinish();
+      sum += *loss;
+    }
+    const auto R = static_cast<double>(s_.dp_world_size);
+    const auto M = static_cast<double>(max_micro_ + 1);
+    double declared = sum;
+    if (!seq_mean_ && scope == "step") declared = sum / R;
+    if (!seq_mean_ && scope == "microbatch") declared = sum / (R * M);
+    s_.v.declared_objective = declared;
+    if (!known_ && !sums_given) return WeighAndFinish();
+    const double want = known_ ? ObjectiveFromRows(R, M) : ObjectiveFromLossSums(loss_sums, R, M);
+    if (!internal::LossClose(declared, want)) Add(Invariant::kLoss);
+    Finish();
+  }
+
+  // Objective (oracle/src/denominator.cc) under the policy's formula, from the per-row sums.
+  double ObjectiveFromRows(double R, double M) const {
+    if (!ShapeOk(s_.dp_world_size, max_micro_ + 1)) throw Outcome::kDefer;
+    double weight = 0, loss = 0, count = 0;
+    std::int64_t length = 0;
+    for (const auto& row : s_.sums) {
+      weight += row.weight;
+      loss += row.loss;
+      count += row.count;
+      length += row.length;
+    }
+    if (weight <= 0) return 0;
+    switch (policy_.denominator) {
+      case Denominator::kGlobalTargets: return count > 0 ? loss / count : 0.0;
+      case Denominator::kRankMean:
+      case Denominator::kMicrobatchMean: return MeanOfGroups(policy_.denominator == Denominator::kRankMean, R, M);
+      case Denominator::kSequenceMean: {
+        double total = 0;
+        std::int64_t count_docs = 0;
+        for (const std::int64_t d : s_.StepOrder()) {
+          const auto [l, w] = s_.per_doc[static_cast<std::size_t>(d)];
+          if (w == 0) continue;
+          total += l / w;
+          ++count_docs;
+        }
+        return total / static_cast<double>(count_docs);
+      }
+      case Denominator::kAllPositions: return loss / static_cast<double>(length);
+    }
+    return 0;
+  }
+
+  // rank_mean (by_rank) or microbatch_mean: the mean over ranks (× micro-steps) of each group's Σℓ / max(1, n).
+  double MeanOfGroups(bool by_rank, double R, double M) const {
+    std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, double>> groups;
+    std::size_t flat = 0;
+    for (const auto& mb : s_.mbs)
+      for (std::int64_t k = 0; k < mb.rows; ++k, ++flat) {
+        auto& sn = groups[{mb.rank, by_rank ? 0 : mb.micro_step}];
+        sn.first += s_.sums[flat].loss;
+        sn.second += s_.sums[flat].count;
+      }
+    double total = 0;
+    for (const auto& [key, sn] : groups) total += sn.first / std::max(1.0, sn.second);
+    return total / (by_rank ? R : R * M);
+  }
+
+  // The policy's formula from the producers' loss sums and the kit's counts (losses unknown).
+  double ObjectiveFromLossSums(const std::vector<double>& loss_sums, double R, double M) const {
     double total = 0, total_n = 0, per_mb = 0;
     std::map<std::int64_t, std::pair<double, double>> by_rank;
-    for (std::size_t m = 0; m < totals.size(); ++m) {
+    for (std::size_t m = 0; m < totals_.size(); ++m) {
       total += loss_sums[m];
-      total_n += n_mb[m];
-      by_rank[mbs[m].rank].first += loss_sums[m];
-      by_rank[mbs[m].rank].second += n_mb[m];
-      per_mb += loss_sums[m] / std::max(1.0, n_mb[m]);
+      total_n += n_mb_[m];
+      by_rank[s_.mbs[m].rank].first += loss_sums[m];
+      by_rank[s_.mbs[m].rank].second += n_mb_[m];
+      per_mb += loss_sums[m] / std::max(1.0, n_mb_[m]);
     }
-    switch (policy.denominator) {
+    switch (policy_.denominator) {
       case Denominator::kGlobalTargets:
-      case Denominator::kAllPositions: want = total_n > 0 ? total / total_n : 0; break;
+      case Denominator::kAllPositions: return total_n > 0 ? total / total_n : 0;
       case Denominator::kRankMean: {
         double rank_sum = 0;
         for (const auto& [rank, sn] : by_rank) rank_sum += sn.first / std::max(1.0, sn.second);
-        want = rank_sum / R;
-        break;
+        return rank_sum / R;
       }
-      case Denominator::kMicrobatchMean: want = per_mb / (R * M); break;
-      case Denominator::kSequenceMean: break;
+      case Denominator::kMicrobatchMean: return per_mb / (R * M);
+      case Denominator::kSequenceMean: return 0;
     }
+    return 0;
   }
-  if (!internal::LossClose(declared, want)) Add(Invariant::kLoss);
-  finish();
-}
+
+  Impl& s_;
+  const Policy& policy_;
+  const bool known_, seq_mean_, partial_ranks_;
+  std::int64_t max_micro_ = 0, max_rank_ = 0;
+  std::vector<double> n_mb_;
+  std::map<std::int64_t, double> per_rank_;
+  double global_ = 0;
+  std::vector<const ProducerTotals*> totals_;
+};
+
+void FastStepChecker::Impl::Totals() { TotalsPass(*this).Run(); }
 
 }  // namespace packoracle::fastcheck

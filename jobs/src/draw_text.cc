@@ -18,13 +18,11 @@ namespace {
 
 std::string WeightText(double w) { return Num(w); }
 
-}  // namespace
-
-void PrintRow(const RowDrawing& d, std::ostream& os) {
+// Where the row is, its policy, and its documents with their slots and tokens.
+void PrintRowHeader(const RowDrawing& d, std::ostream& os) {
   const Loaded& loaded = *d.loaded;
   const CandidateMicrobatch& mb = *loaded.microbatch;
   const CandidateRow& row = *d.row;
-  const OracleRow& orow = *d.orow;
   const Policy& policy = d.policy;
 
   os << "packoracle draw: " << d.file << ", row " << d.index << " (line " << loaded.line << ": step " << mb.step
@@ -56,17 +54,13 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
     os << ": " << List(tokens, 16) << "\n";
   }
   if (!d.targets_known) os << "    (" << d.targets_note << ")\n";
+}
 
-  // The per-slot table: every slot of a short row; of a long one, the slots around each document start, each
-  // difference and the row's ends, with a gap column ("…") between runs.
-  std::vector<std::int64_t> position_differs;  // slots whose given position is not the policy's
-  if (row.position_ids) {
-    for (std::int64_t i = 0; i < d.n; ++i) {
-      const auto& want = orow.position_ids[static_cast<std::size_t>(i)];
-      if (want && *want != (*row.position_ids)[static_cast<std::size_t>(i)]) position_differs.push_back(i);
-    }
-  }
-  std::vector<std::int64_t> shown;  // slots in table order; -1 is a gap
+// The slots the table shows, in order, -1 for a gap: all of a short row; of a long one, those around each
+// document start, each difference (targets, positions) and the row's ends.
+std::vector<std::int64_t> ShownSlots(const RowDrawing& d, const std::vector<std::int64_t>& position_differs) {
+  const OracleRow& orow = *d.orow;
+  std::vector<std::int64_t> shown;
   if (d.n <= kMaxTableSlots) {
     for (std::int64_t i = 0; i < d.n; ++i) shown.push_back(i);
   } else {
@@ -88,6 +82,23 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
       shown.push_back(i);
     }
   }
+  return shown;
+}
+
+// The per-slot table: every slot of a short row; of a long one, the slots around each document start, each
+// difference and the row's ends, with a gap column ("…") between runs. Then what its lines mean.
+void PrintSlotTable(const RowDrawing& d, std::ostream& os) {
+  const CandidateRow& row = *d.row;
+  const OracleRow& orow = *d.orow;
+  const Policy& policy = d.policy;
+  std::vector<std::int64_t> position_differs;  // slots whose given position is not the policy's
+  if (row.position_ids) {
+    for (std::int64_t i = 0; i < d.n; ++i) {
+      const auto& want = orow.position_ids[static_cast<std::size_t>(i)];
+      if (want && *want != (*row.position_ids)[static_cast<std::size_t>(i)]) position_differs.push_back(i);
+    }
+  }
+  const std::vector<std::int64_t> shown = ShownSlots(d, position_differs);
   auto target_text = [&](double weight, Token target, bool has) { return has && weight > 0 ? std::to_string(target) : std::string("-"); };
   std::vector<std::pair<std::string, std::vector<std::string>>> lines;
   auto add_line = [&](const std::string& name, auto cell) {
@@ -157,8 +168,12 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
     os << "  (oracle) under position: the policy's positions (" << Name(policy.positions) << ", split_positions "
        << Name(policy.split_positions) << "; * any); slots " << List(position_differs, kMaxListed) << " differ\n";
   }
+}
 
-  // The attention grid.
+// The attention grid (# may attend, . masked, ! where the row's encoding and the oracle disagree), and the
+// disagreeing cells by the spans' segments of query and key.
+void PrintAttentionGrid(const RowDrawing& d, std::ostream& os) {
+  const Policy& policy = d.policy;
   os << "\n  attention under " << Name(policy.attention) << ", pad_keys " << Name(policy.pad_keys)
      << "   (# may attend, . masked; the oracle's rule on the spans)\n";
   os << "  " << d.encoding_note << "\n";
@@ -220,8 +235,11 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
        << (block.cells == 1 ? "" : "s") << " the row's " << DeclaredEncodingName(policy.boundary_source)
        << (block.let_through ? " lets through and the oracle masks\n" : " masks and the oracle allows\n");
   }
+}
 
-  // The boundaries every encoding implies.
+// The boundaries every encoding the row carries implies, against the spans'.
+void PrintBoundaries(const RowDrawing& d, std::ostream& os) {
+  const Policy& policy = d.policy;
   os << "\n  boundaries: the spans start documents at " << List(d.true_starts) << "\n";
   for (const auto& e : d.encodings) {
     os << "    " << PadRight(e.name, 12) << " " << e.shown;
@@ -236,6 +254,15 @@ void PrintRow(const RowDrawing& d, std::ostream& os) {
     os << "\n";
   }
   if (d.encodings.empty()) os << "    (the row carries no boundary encoding)\n";
+}
+
+}  // namespace
+
+void PrintRow(const RowDrawing& d, std::ostream& os) {
+  PrintRowHeader(d, os);
+  PrintSlotTable(d, os);
+  PrintAttentionGrid(d, os);
+  PrintBoundaries(d, os);
 }
 
 // How many targets the producer's declared denominator divides by, over what this file holds.

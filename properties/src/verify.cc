@@ -1,4 +1,4 @@
-// The runner: generation from a seed, checking, greedy shrinking and reproduce strings.
+// The runner: generation from a seed, checking, shrinking (shrinker.h) and reproduce strings.
 //
 // A reproduce string (reproduce_string.h) names the run's seed, the case index, the generation size, the
 // profile and the path of shrink choices from the generated case to the minimal one, so that a failure
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "case_edits.h"
+#include "shrinker.h"
 #include "packoracle/properties/reproduce_string.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/generators.h"
@@ -70,25 +71,6 @@ const gen::Profile& ProfileFor(const VerifyOptions& options, std::uint64_t seed,
   return slot < profiles.size() ? profiles[slot] : NamedProfile("large");
 }
 
-// Does this case fail in a way that counts for the run?
-CaseResult CheckWith(const VerifyOptions& options, Candidate& candidate, const PackRequest& request) {
-  return options.check_case ? options.check_case(candidate, request, options.check)
-                            : CheckCase(candidate, request, options.check);
-}
-
-bool Fails(const CaseResult& result, const VerifyOptions& options) {
-  if (!options.only) return !result.passed();
-  for (const auto& v : result.violations)
-    if (v.invariant == *options.only) return true;
-  return false;
-}
-
-std::optional<Invariant> Headline(const CaseResult& result, const VerifyOptions& options) {
-  if (options.only) return options.only;
-  if (result.violations.empty()) return std::nullopt;
-  return result.violations.front().invariant;
-}
-
 template <class T>
 std::optional<rc::Shrinkable<T>> NthShrink(const rc::Shrinkable<T>& s, int n) {
   auto seq = s.shrinks();
@@ -98,6 +80,98 @@ std::optional<rc::Shrinkable<T>> NthShrink(const rc::Shrinkable<T>& s, int n) {
     if (i == n) return *next;
   }
 }
+
+// What a run checks: its seed and cases, and, replaying a reproduce string, the one case and the way from
+// it to its minimal form.
+struct RunPlan {
+  std::uint64_t seed = 0;
+  int first_case = 0, last_case = 0;
+  int size_override = -1;                    // replaying: the recorded generation size
+  const gen::Profile* replay_profile = nullptr;
+  std::vector<int> replay_path;              // RapidCheck's shrink choices
+  std::vector<std::string> replay_edits;     // then the case edits
+};
+
+RunPlan PlanRun(const VerifyOptions& options) {
+  if (options.profile) NamedProfile(*options.profile);  // an unknown name is an input error before any case
+  RunPlan plan{options.seed, 0, options.cases};
+  if (!options.reproduce) return plan;
+  const auto r = ReproduceString::Parse(*options.reproduce);
+  plan.replay_profile = &NamedProfile(r.profile);
+  plan.seed = r.seed;
+  plan.first_case = r.case_index;
+  plan.last_case = r.case_index + 1;
+  plan.size_override = r.size;
+  plan.replay_path = r.path;
+  plan.replay_edits = r.edits;
+  return plan;
+}
+
+// Case k of the run: generated from the seed at its size and profile; replaying, walked down the recorded
+// shrink path and case edits.
+struct GeneratedCase {
+  const gen::Profile* profile = nullptr;
+  int size = 0;
+  internal::FailingCase at;  // the case (its result not yet checked) and the way to it
+};
+
+GeneratedCase Generate(const RunPlan& plan, const Candidate& candidate, const VerifyOptions& options,
+                       const gen::Limits& limits, int k) {
+  const int size = plan.size_override >= 0 ? plan.size_override : SizeFor(options, k);
+  const gen::Profile* profile = plan.replay_profile ? plan.replay_profile : &ProfileFor(options, plan.seed, k);
+  gen::Profile drawn = *profile;
+  if (!options.sft_masks) drawn.sft_percent = 0;
+  const auto generator = gen::Request(drawn, candidate.policies, limits);
+  GeneratedCase out{profile, size, {generator(RandomFor(plan.seed, k), size), {}, {}, {}, {}}};
+  for (int step : plan.replay_path) {
+    auto next = NthShrink(out.at.shrinkable, step);
+    if (!next) throw InputError("reproduce string: shrink step " + std::to_string(step) + " does not exist");
+    out.at.shrinkable = *next;
+    out.at.path.push_back(step);
+  }
+  out.at.request = out.at.shrinkable.value();
+  for (const auto& e : plan.replay_edits) {
+    auto edited = internal::ApplyCaseEdit(out.at.request, e);
+    if (!edited) throw InputError("reproduce string: the case edit '" + e + "' does not apply");
+    out.at.request = std::move(*edited);
+    out.at.edits.push_back(e);
+  }
+  out.at.request.id = k;
+  return out;
+}
+
+// What a run learns from every case it checks, whether it fails or not: the invariants checked, those that
+// applied to no case, the largest objective gap, the contamination.
+class RunTally {
+ public:
+  void Observe(VerifyReport& report, const CaseResult& result, const PackRequest& request, int k) {
+    ++report.cases_run;
+    RecordGap(report, result, request.policy, k + 1);
+    checked_.insert(result.checked.begin(), result.checked.end());
+    if (result.contamination && result.contamination->targets > 0) {
+      Accumulate(report.contamination ? *report.contamination : report.contamination.emplace(), *result.contamination);
+    }
+    if (first_) {
+      not_applicable_ = result.not_applicable;
+      first_ = false;
+      return;
+    }
+    std::set<Invariant> both;
+    for (auto inv : not_applicable_)
+      if (result.not_applicable.count(inv)) both.insert(inv);
+    not_applicable_ = both;
+  }
+
+  void Finish(VerifyReport& report) const {
+    report.checked = checked_;
+    for (auto inv : not_applicable_)
+      if (!checked_.count(inv)) report.not_applicable.insert(inv);
+  }
+
+ private:
+  std::set<Invariant> checked_, not_applicable_;
+  bool first_ = true;
+};
 
 }  // namespace
 
@@ -115,169 +189,45 @@ std::size_t VerifyReport::counterexample_tokens() const {
 VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
-  if (options.profile) NamedProfile(*options.profile);  // an unknown name is an input error before any case
-  std::uint64_t seed = options.seed;
-  int first_case = 0, last_case = options.cases, size_override = -1;
-  std::vector<int> replay_path;
-  std::vector<std::string> replay_edits;
-  const gen::Profile* replay_profile = nullptr;
-  if (options.reproduce) {
-    const auto r = ReproduceString::Parse(*options.reproduce);
-    replay_profile = &NamedProfile(r.profile);
-    seed = r.seed;
-    first_case = r.case_index;
-    last_case = r.case_index + 1;
-    size_override = r.size;
-    replay_path = r.path;
-    replay_edits = r.edits;
-  }
+  const RunPlan plan = PlanRun(options);
   // An attention consumer answers with dense L×L masks: its rows stay at kRoleMaxRowLength. A loss reducer
   // gets the steps a packer gets (tens of thousands of slots), checked under every split (splits.h).
   const std::int64_t longest = candidate.consumer ? std::min(options.max_row_length, kRoleMaxRowLength)
                                                   : options.max_row_length;
   const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
   std::set<std::string> profiles_used;
-  std::set<Invariant> ever_checked, ever_not_applicable;
-  bool first_not_applicable = true;
-
-  for (int k = first_case; k < last_case; ++k) {
-    const int size = size_override >= 0 ? size_override : SizeFor(options, k);
-    const gen::Profile* profile = replay_profile ? replay_profile : &ProfileFor(options, seed, k);
-    profiles_used.insert(profile->name);
-    gen::Profile drawn = *profile;
-    if (!options.sft_masks) drawn.sft_percent = 0;
-    const auto generator = gen::Request(drawn, candidate.policies, limits);
-    rc::Shrinkable<PackRequest> current = generator(RandomFor(seed, k), size);
-    std::vector<int> path;
-    for (int step : replay_path) {  // replaying: walk the recorded shrink path
-      auto next = NthShrink(current, step);
-      if (!next) throw InputError("reproduce string: shrink step " + std::to_string(step) + " does not exist");
-      current = *next;
-      path.push_back(step);
+  RunTally tally;
+  for (int k = plan.first_case; k < plan.last_case; ++k) {
+    GeneratedCase generated = Generate(plan, candidate, options, limits, k);
+    internal::FailingCase& c = generated.at;
+    profiles_used.insert(generated.profile->name);
+    if (options.collect_stats && plan.replay_path.empty()) {
+      (report.generated ? *report.generated : report.generated.emplace()).Observe(c.request, generated.profile->name);
     }
-    PackRequest request = current.value();
-    std::vector<std::string> edits;
-    for (const auto& e : replay_edits) {  // replaying: the recorded case edits
-      auto edited = internal::ApplyCaseEdit(request, e);
-      if (!edited) throw InputError("reproduce string: the case edit '" + e + "' does not apply");
-      request = std::move(*edited);
-      edits.push_back(e);
-    }
-    request.id = k;
-    if (options.collect_stats && replay_path.empty()) {
-      (report.generated ? *report.generated : report.generated.emplace()).Observe(request, profile->name);
-    }
-    CaseResult result;
     try {
-      result = CheckWith(options, candidate, request);
+      c.result = internal::CheckWith(options, candidate, c.request);
     } catch (const InputError& e) {
       // A generated case the kit itself cannot check is a bug of the kit's generators: say which case.
-      throw InputError("generated case " + ReproduceString{seed, k, size, profile->name, {}, {}}.CaseString() +
+      throw InputError("generated case " +
+                       ReproduceString{plan.seed, k, generated.size, generated.profile->name, {}, {}}.CaseString() +
                        " is not a valid input: " + e.what());
     }
-    ++report.cases_run;
-    RecordGap(report, result, request.policy, k + 1);
-    ever_checked.insert(result.checked.begin(), result.checked.end());
-    if (result.contamination && result.contamination->targets > 0) {
-      Accumulate(report.contamination ? *report.contamination : report.contamination.emplace(), *result.contamination);
-    }
-    if (first_not_applicable) {
-      ever_not_applicable = result.not_applicable;
-      first_not_applicable = false;
-    } else {
-      std::set<Invariant> both;
-      for (auto inv : ever_not_applicable)
-        if (result.not_applicable.count(inv)) both.insert(inv);
-      ever_not_applicable = both;
-    }
-    if (!Fails(result, options)) continue;
-
-    // Shrink greedily: take the first simpler case that still breaks the same invariant, repeat.
+    tally.Observe(report, c.result, c.request, k);
+    if (!internal::Fails(c.result, options)) continue;
     report.passed = false;
     report.cases_to_failure = k + 1;
-    const auto headline = Headline(result, options);
-    // While shrinking only the headline counts: the determinism rerun (two more calls of the candidate per
-    // case) is left out unless determinism is what broke.
-    VerifyOptions shrinking = options;
-    if (headline != Invariant::kDeterminism) shrinking.check.determinism = false;
-    VerifyOptions same = options;  // a smaller case counts when it breaks the same invariant
-    same.only = headline;
-    int budget = options.shrink && !options.reproduce ? options.max_shrink_steps : 0;
-    // A large case (its tokens drawn from a seed, not one pick each) is cut down by the case edits alone:
-    // RapidCheck's shrinks would regenerate and recheck all of it for every pick.
-    std::size_t tokens = 0;
-    for (const auto& d : request.documents) tokens += d.tokens.size();
-    bool progressed = tokens <= static_cast<std::size_t>(gen::detail::kShrinkableTokens);
-    while (progressed && budget > 0) {
-      progressed = false;
-      auto seq = current.shrinks();
-      int index = 0;
-      while (budget > 0) {
-        auto next = seq.next();
-        if (!next) break;
-        --budget;
-        PackRequest smaller = next->value();
-        smaller.id = k;
-        CaseResult r = CheckWith(shrinking, candidate, smaller);
-        if (Fails(r, same)) {
-          current = *next;
-          request = smaller;
-          result = r;
-          path.push_back(index);
-          ++report.shrinks;
-          progressed = true;
-          break;
-        }
-        ++index;
-      }
-    }
-    // Then the edits RapidCheck cannot make (a document removed from the middle, one cut short, ...), the
-    // first that still fails taken, repeated; last, distinct token values per document when they still fail.
-    auto try_edit = [&](const std::string& e) {
-      auto edited = internal::ApplyCaseEdit(request, e);
-      if (!edited || budget <= 0) return false;
-      --budget;
-      edited->id = k;
-      CaseResult r = CheckWith(shrinking, candidate, *edited);
-      if (!Fails(r, same)) return false;
-      request = std::move(*edited);
-      result = std::move(r);
-      internal::AppendCaseEdit(edits, e);
-      ++report.shrinks;
-      return true;
-    };
-    // Passes over the edit list; after a success the list is remade and the pass goes on from the same
-    // place (what was tried before it failed on a larger case, so it is left for the next pass).
-    auto edit_all = [&] {
-      for (int pass = 0, edited = 1; edited && pass < 4 && budget > 0; ++pass) {
-        edited = 0;
-        std::vector<std::string> list = internal::CaseEdits(request);
-        for (std::size_t at = 0; at < list.size() && budget > 0;) {
-          if (try_edit(list[at])) {
-            edited = 1;
-            list = internal::CaseEdits(request);
-          } else {
-            ++at;
-          }
-        }
-      }
-    };
-    edit_all();
-    // distinct tokens can make more edits possible (a collision with the pad id no longer hides the bug)
-    if (try_edit(internal::kDistinctTokens)) edit_all();
-    report.counterexample = request;
-    report.failure = result;
-    report.profile = profile->name;
-    report.reproduce = ReproduceString{seed, k, size, profile->name, path, edits}.ToString();
+    report.shrinks += internal::Shrinker(candidate, options, k).Shrink(c);
+    report.counterexample = c.request;
+    report.failure = c.result;
+    report.profile = generated.profile->name;
+    report.reproduce = ReproduceString{plan.seed, k, generated.size, generated.profile->name, c.path, c.edits}.ToString();
     break;
   }
   // A failure names the profile of its case (its reproduce string holds it); a pass, every profile drawn.
   if (report.passed) {
     for (const auto& name : profiles_used) report.profile += (report.profile.empty() ? "" : ",") + name;
   }
-  report.checked = ever_checked;
-  for (auto inv : ever_not_applicable)
-    if (!ever_checked.count(inv)) report.not_applicable.insert(inv);
+  tally.Finish(report);
   if (!report.passed) {
     report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
   }
@@ -301,12 +251,12 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
   VerifyReport report;
   report.candidate = candidate.name;
   report.profile = "given";
-  CaseResult result = CheckWith(options, candidate, request);
+  CaseResult result = internal::CheckWith(options, candidate, request);
   report.cases_run = 1;
   report.checked = result.checked;
   report.not_applicable = result.not_applicable;
   RecordGap(report, result, request.policy, 1);
-  if (Fails(result, options)) {
+  if (internal::Fails(result, options)) {
     report.passed = false;
     report.cases_to_failure = 1;
     report.counterexample = request;
