@@ -200,6 +200,31 @@ class WriterTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, ":1: not JSON"):
             validate_lines(["{"])
 
+    def test_a_repeated_document_record_must_repeat_its_content_as_verify_reads_it(self):
+        first = document_record("a", [11, 12, 13])
+        rows = microbatch_record([ROW])
+        # a multi-rank dump writes a document once per rank that holds it: the same record again is no problem
+        same = [json.dumps(r) for r in (header(), first, rows, first)]
+        self.assertEqual(len(validate_lines(same)), 4)
+        import tempfile
+        for other, difference in ((document_record("a", [11, 12, 14]), "token 2 is 14 where the earlier record has 13"),
+                                  (document_record("a", [11, 12]), "2 tokens where the earlier record has 3"),
+                                  (document_record("a", [11, 12, 13], [1, 0, 1]),
+                                   "supervised[1] is 0 where the earlier record has 1")):
+            lines = [json.dumps(r) for r in (header(), first, rows, other)]
+            message = f"doc_uid 'a' was given before with other content ({difference})"
+            with self.assertRaises(ValueError) as caught:
+                validate_lines(lines, "dump")
+            self.assertEqual(str(caught.exception), f"dump:4: {message}")
+            # the same sentence as `packoracle verify`, the rule's owner (jobs/src/verify_documents.cc)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "dump.jsonl")
+                with open(path, "w") as f:
+                    f.write("\n".join(lines) + "\n")
+                run = subprocess.run([PACKORACLE, "verify", path], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn(message, run.stderr)
+
     def test_writes_a_file(self):
         import tempfile
         with tempfile.TemporaryDirectory() as d:

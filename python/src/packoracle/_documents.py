@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _args
 from ._arrays import as_array, check_integral
+from .dump.format import unique_uid
 from .dump.spans import Document
 
 DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
@@ -32,7 +33,8 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
         raise TypeError(f"{where}: expected {{uid: tokens}} or a list of documents, got {type(documents).__name__}")
     else:
         items = [(None, value) for value in documents]
-    out, seen = [], set()
+    out: list[dict] = []
+    seen: set[str] = set()
     for k, (uid, value) in enumerate(items):
         at = f"{where}[{uid!r}]" if uid is not None else f"{where}[{k}]"
         tokens: Any  # a list, an array or a tensor until as_array below
@@ -52,9 +54,7 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
         if not isinstance(uid, str) or not uid:
             raise TypeError(f"{at}: field 'doc_uid' must be a non-empty string, got {uid!r}")
         _args.utf8(uid, at, "field 'doc_uid'")
-        if uid in seen:
-            raise ValueError(f"{at}: field 'doc_uid' repeats {uid!r} (uids must be unique)")
-        seen.add(uid)
+        unique_uid(seen, uid, at)
         tokens = as_array(tokens, at, "tokens")
         check_integral(tokens, at, "tokens")
         if tokens.ndim != 1:

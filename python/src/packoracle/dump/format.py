@@ -597,12 +597,43 @@ def _validate_producer(p: object, where: str) -> None:
                          "producer at all")
 
 
+def unique_uid(seen: set[str], uid: str, where: str) -> None:
+    """Adds `uid` to `seen`; a uid given twice in one list of documents is a ValueError naming it at `where`."""
+    if uid in seen:
+        raise ValueError(f"{where}: field 'doc_uid' repeats {uid!r} (uids must be unique)")
+    seen.add(uid)
+
+
+def _same_document_again(documents: Mapping[str, tuple[list[int], Optional[list[int]]]],
+                         record: Mapping[str, Any], where: str) -> None:
+    """A document record whose uid was given before must repeat that record (a dump of several ranks writes a
+    document once per rank that holds it); other content is a ValueError naming the first difference, as
+    `packoracle verify` reads it (jobs/src/verify_documents.cc)."""
+    uid = record["doc_uid"]
+    if uid not in documents:
+        return
+    tokens, supervised = documents[uid]
+    again = record["tokens"]
+    if len(again) != len(tokens):
+        raise ValueError(f"{where}: doc_uid '{uid}' was given before with other content ({len(again)} tokens where "
+                         f"the earlier record has {len(tokens)})")
+    supervised_again = record.get("supervised") or [1] * len(again)
+    supervised = supervised or [1] * len(tokens)
+    for k in range(len(tokens)):
+        if again[k] != tokens[k]:
+            raise ValueError(f"{where}: doc_uid '{uid}' was given before with other content (token {k} is {again[k]} "
+                             f"where the earlier record has {tokens[k]})")
+        if supervised_again[k] != supervised[k]:
+            raise ValueError(f"{where}: doc_uid '{uid}' was given before with other content (supervised[{k}] is "
+                             f"{supervised_again[k]} where the earlier record has {supervised[k]})")
+
+
 def validate_lines(lines: Iterable[Union[str, Mapping[str, Any]]], where: str = "dump") -> list[dict[str, Any]]:
     """Validates a whole dump given as an iterable of JSON lines (or record dicts): the header first and once,
-    every record, unique document uids, and every span against its document's tokens (token conservation).
+    every record, document uids that repeat only their record, and every span against its document's tokens (token conservation).
     Returns the parsed records."""
     records: list[dict[str, Any]] = []
-    documents: dict[str, list[int]] = {}
+    documents: dict[str, tuple[list[int], Optional[list[int]]]] = {}  # uid -> (tokens, supervised)
     for number, line in enumerate(lines, 1):
         at = f"{where}:{number}"
         if isinstance(line, str):
@@ -619,13 +650,12 @@ def validate_lines(lines: Iterable[Union[str, Mapping[str, Any]]], where: str = 
         if (kind == "header") != (not records):
             raise ValueError(f"{at}: the header must be the first record and appear once")
         if kind == "document":
-            if record["doc_uid"] in documents:
-                raise ValueError(f"{at}: document '{record['doc_uid']}' appears twice")
-            documents[record["doc_uid"]] = record["tokens"]
+            _same_document_again(documents, record, at)
+            documents[record["doc_uid"]] = (record["tokens"], record.get("supervised"))
         if kind == "microbatch" and documents:
             for r, row in enumerate(record["rows"]):
                 for s, sp in enumerate(row["doc_spans"]):
-                    tokens = documents.get(sp["doc_uid"])
+                    tokens = documents[sp["doc_uid"]][0] if sp["doc_uid"] in documents else None
                     span_at = f"{at}: rows[{r}] doc_spans[{s}]"
                     if tokens is None:
                         raise ValueError(f"{span_at}: field 'doc_uid' names an unknown document '{sp['doc_uid']}'")
@@ -696,9 +726,13 @@ class DumpWriter:
         self._f.write(json.dumps(record, separators=(",", ":")) + "\n")
         return record
 
-    def header(self, **kwargs: Any) -> HeaderRecord:
-        """Writes ``header_record(**kwargs)``."""
-        return self.write(header_record(**kwargs))
+    def header(self, *, system: str, component: str, version: Optional[str] = None, policy: Mapping[str, Any],
+               special_ids: Optional[Mapping[str, Optional[int]]] = None, dp_world_size: int = 1,
+               grad_accum_steps: int = 1, extra: Optional[dict[str, Any]] = None) -> HeaderRecord:
+        """Writes ``header_record(...)`` with these fields."""
+        return self.write(header_record(system=system, component=component, version=version, policy=policy,
+                                        special_ids=special_ids, dp_world_size=dp_world_size,
+                                        grad_accum_steps=grad_accum_steps, extra=extra))
 
     def document(self, doc_uid: str, tokens: IntsLike, supervised: Optional[IntsLike] = None) -> DocumentRecord:
         """Writes ``document_record(doc_uid, tokens, supervised)``."""
@@ -712,10 +746,13 @@ class DumpWriter:
             else:
                 self.document(*d)
 
-    def microbatch(self, rows: Iterable[Mapping[str, Any]], **kwargs: Any) -> MicrobatchRecord:
-        """Writes ``microbatch_record(rows, **kwargs)``."""
-        return self.write(microbatch_record(rows, **kwargs))
+    def microbatch(self, rows: Iterable[Mapping[str, Any]], *, step: int = 0, micro_step: int = 0, rank: int = 0,
+                   producer: Optional[Mapping[str, Any]] = None, flattened: Optional[bool] = None) -> MicrobatchRecord:
+        """Writes ``microbatch_record(rows, ...)`` with these fields."""
+        return self.write(microbatch_record(rows, step=step, micro_step=micro_step, rank=rank, producer=producer,
+                                            flattened=flattened))
 
-    def step(self, step: int, **kwargs: Any) -> StepRecord:
-        """Writes ``step_record(step, **kwargs)``."""
-        return self.write(step_record(step, **kwargs))
+    def step(self, step: int, *, rank: Optional[int] = None, **totals: Any) -> StepRecord:
+        """Writes ``step_record(step, rank=rank, **totals)``: the producer's per-step totals are open-ended
+        (``num_items_in_batch``, the logged loss, ...; DESIGN §5)."""
+        return self.write(step_record(step, rank=rank, **totals))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Optional, Union, cast
 
-from .format import IntsLike, Span, int_list
+from .format import IntsLike, Span, int_list, unique_uid
 
 Overflow = Literal["whole", "split", "truncate"]
 """How a sequential producer treats a document longer than the room left in a row (see match_sequential)."""
@@ -73,9 +73,7 @@ def as_documents(documents: Iterable[DocumentLike], uid_prefix: str = "d") -> li
             doc = Document(uid, tokens, d.get("supervised"))
         else:
             doc = Document(f"{uid_prefix}{k}", d)
-        if doc.uid in seen:
-            raise ValueError(f"documents[{k}]: field 'doc_uid' repeats '{doc.uid}' (uids must be unique)")
-        seen.add(doc.uid)
+        unique_uid(seen, doc.uid, f"documents[{k}]")
         out.append(doc)
     return out
 
