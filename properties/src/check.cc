@@ -11,6 +11,7 @@
 #include "packoracle/properties/encoding_notes.h"
 #include "packoracle/properties/invariants.h"
 #include "packoracle/properties/producer_totals.h"
+#include "packoracle/properties/context_parallel.h"
 #include "packoracle/properties/splits.h"
 
 namespace packoracle {
@@ -1075,7 +1076,7 @@ void Checker::CheckReducer() {
     result_.not_applicable.insert(Invariant::kLoss);
     return;
   }
-  const auto splits = ReducerSplits(layout_, request_.dp_world_size);
+  const auto splits = ReducerSplits(layout_, request_.dp_world_size, static_cast<std::uint64_t>(request_.id));
   const auto losses = LossesOf(request_, result_.oracle->documents);
   std::optional<double> packed_objective;
   for (std::size_t s = 0; s < splits.size(); ++s) {
@@ -1095,6 +1096,11 @@ void Checker::CheckReducer() {
     req.policy = policy_;
     req.dp_world_size = split.dp_world_size;
     req.context_parallel_size = split.context_parallel_size;
+    req.context_parallel_scheme = split.cp_scheme;
+    for (const auto& mb : mbs) {
+      auto& rows = req.cp_shards.emplace_back();
+      for (const auto& row : mb.rows) rows.push_back(CpShards(row, split.context_parallel_size, split.cp_scheme));
+    }
     std::int64_t max_micro = 0;
     for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
     req.grad_accum_steps = max_micro + 1;

@@ -2,6 +2,9 @@
 #include "packoracle/properties/splits.h"
 
 #include <algorithm>
+#include <array>
+
+#include "packoracle/properties/context_parallel.h"
 
 namespace packoracle {
 namespace {
@@ -22,7 +25,7 @@ std::int64_t MicroSteps(const Layout& layout) {
 
 }  // namespace
 
-std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size) {
+std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size, std::uint64_t draw) {
   std::vector<StepSplit> out;
   out.push_back({"as packed", packed, dp_world_size, 1});
   const auto n = static_cast<std::int64_t>(packed.rows.size());
@@ -60,7 +63,20 @@ std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world
   for (std::int64_t r = 0; r < dp_world_size; ++r) empty.layout.rows.push_back(PaddingRow(L, next, r));
   out.push_back(empty);
 
-  out.push_back({"as packed, every row cut into 2 context-parallel shards", packed, dp_world_size, 2});
+  out.push_back({"as packed, every row cut into 2 contiguous context-parallel shards", packed, dp_world_size, 2,
+                 CpScheme::kContiguous});
+
+  // The drawn context-parallel split: a splitmix64 step of the draw picks the CP size and the scheme.
+  std::uint64_t z = draw + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  constexpr std::array<std::int64_t, 3> kSizes = {2, 4, 8};
+  const std::int64_t cp = kSizes[z % kSizes.size()];
+  const CpScheme scheme = (z / kSizes.size()) % 2 == 0 ? CpScheme::kLoadBalanced : CpScheme::kContiguous;
+  out.push_back({"as packed, every row dealt to " + std::to_string(cp) + " context-parallel ranks (" + Name(scheme) +
+                     (scheme == CpScheme::kLoadBalanced ? ": chunks k and 2cp-1-k of every document" : "") + ")",
+                 packed, dp_world_size, cp, scheme});
   return out;
 }
 

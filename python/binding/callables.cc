@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/context_parallel.h"
 
 namespace packoracle::python {
 namespace {
@@ -74,6 +75,22 @@ class PythonReducer final : public LossReducerRole, Driven {
     in["dp_world_size"] = request.dp_world_size;
     in["grad_accum_steps"] = request.grad_accum_steps;
     in["context_parallel_size"] = request.context_parallel_size;
+    in["context_parallel_scheme"] = Name(request.context_parallel_scheme);
+    nb::list cp_shards;  // [microbatch][row][cp rank]: [(start, end), ...] (context_parallel.h)
+    for (const auto& mb : request.cp_shards) {
+      nb::list rows;
+      for (const auto& row : mb) {
+        nb::list ranks;
+        for (const auto& chunks : row) {
+          nb::list held;
+          for (const CpChunk& c : chunks) held.append(nb::make_tuple(c.start, c.end));
+          ranks.append(held);
+        }
+        rows.append(ranks);
+      }
+      cp_shards.append(rows);
+    }
+    in["cp_shards"] = cp_shards;
     nb::list mbs, losses;
     for (std::size_t m = 0; m < request.microbatches.size(); ++m) {
       mbs.append(MicrobatchToPython(request.microbatches[m]));

@@ -123,6 +123,15 @@ struct PackResult {
   bool operator==(const PackResult&) const = default;
 };
 
+// How a row is dealt to the ranks of its context-parallel group (context_parallel.h states the rule).
+enum class CpScheme { kContiguous, kLoadBalanced };
+
+// [start, end) slots of a row held by one CP rank.
+struct CpChunk {
+  std::int64_t start = 0, end = 0;
+  bool operator==(const CpChunk&) const = default;
+};
+
 // The input of a loss reducer: the step's micro-batches and, per row and slot, the loss the model gives the
 // prediction at that slot against the labels' target (0 where there is none, as cross-entropy with an ignore
 // index gives). The reducer must weight, count and normalise them as its policy declares.
@@ -130,10 +139,13 @@ struct ReduceRequest {
   Policy policy;
   std::int64_t dp_world_size = 1;
   std::int64_t grad_accum_steps = 1;
-  // Context parallelism: each row is cut into this many contiguous shards of ⌈row length / cp⌉ slots, each
-  // held by another rank of the row's context-parallel group. The reducer still reports one total per
-  // micro-batch (the group's), and every target counts once, whichever shard holds it.
+  // Context parallelism: each row is dealt to the context_parallel_size ranks of its CP group under the
+  // scheme (CpShards, context_parallel.h); cp_shards[m][r][k] are the chunks CP rank k holds of row r of
+  // micro-batch m. The reducer still reports one total per micro-batch (the group's, as its ranks all-reduce
+  // them), and every target counts once, whichever shard holds it: the objective counts over DP × CP.
   std::int64_t context_parallel_size = 1;
+  CpScheme context_parallel_scheme = CpScheme::kContiguous;
+  std::vector<std::vector<std::vector<std::vector<CpChunk>>>> cp_shards;  // [microbatch][row][cp rank]
   std::vector<CandidateMicrobatch> microbatches;
   std::vector<std::vector<std::vector<double>>> slot_losses;  // [microbatch][row][slot]
 };

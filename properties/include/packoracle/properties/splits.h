@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "packoracle/oracle/layout.h"
+#include "packoracle/properties/candidate.h"
 
 namespace packoracle {
 
@@ -17,7 +18,8 @@ struct StepSplit {
   std::string name;                          // for people: "one row per micro-batch on 2 ranks", ...
   Layout layout;                             // rows with their micro_step and rank
   std::int64_t dp_world_size = 1;            // R of the step
-  std::int64_t context_parallel_size = 1;    // shards each row is cut into (ReduceRequest)
+  std::int64_t context_parallel_size = 1;    // CP ranks each row is dealt to (ReduceRequest)
+  CpScheme cp_scheme = CpScheme::kContiguous;  // how (context_parallel.h)
 };
 
 // The splits a reducer is checked on, from the rows a packer (or the reference) produced. The first is
@@ -27,8 +29,10 @@ struct StepSplit {
 //   - one row per micro-batch, round-robin on two ranks, the shorter rank topped up with an all-padding row,
 //   - on two ranks where rank 1 holds only all-padding rows (a rank with zero valid targets),
 //   - as packed, then one more micro-batch of an all-padding row on every rank (an empty micro-batch),
-//   - as packed, each row cut into two context-parallel shards.
+//   - as packed, each row cut into two contiguous context-parallel shards,
+//   - as packed, each row dealt to cp ∈ {2, 4, 8} context-parallel ranks, contiguous or load-balanced per
+//     document, drawn from `draw` (the case's id: every case of a run sees another, a replay the same).
 // An all-padding row is `row_length` slots with no document: no input a loss could see, no target.
-std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size);
+std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size, std::uint64_t draw);
 
 }  // namespace packoracle
