@@ -181,7 +181,7 @@ bool FastStepChecker::Impl::CoverageRow(const CandidateRow& row, std::int64_t R)
     };
     if (doc.wide) compare(doc.wide + span.doc_offset);
     else compare(doc.narrow + span.doc_offset);
-    pieces[static_cast<std::size_t>(d)].push_back({span.doc_offset, span.length});
+    pieces[static_cast<std::size_t>(d)].push_back({span.doc_offset, span.length, static_cast<std::size_t>(R)});
   }
   bool seen_pad = false;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -197,40 +197,29 @@ bool FastStepChecker::Impl::CoverageRow(const CandidateRow& row, std::int64_t R)
   return coverage.size() == before;
 }
 
-// Checker::CheckCoverage, the step: each document's pieces (rows in order) against its tokens, the documents
-// in the step's order. True when nothing is found.
+// Checker::CheckCoverage, the step: each document's pieces (rows in order) against its tokens by TileDocument
+// (tiling.h), the documents in the step's order. True when nothing is found.
 bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
   const auto& views = docs_ptr->docs;
   const std::vector<std::int64_t> order = StepOrder();
   const std::size_t before = out.size();
-  const bool stream = policy().stream_stride != StreamStride::kNone;
-  std::int64_t last_doc = -1;
+  std::int64_t last_doc = -1;  // the stream's last non-empty document
   for (auto d : order)
     if (views[d].size > 0) last_doc = d;
   for (auto d : order) {
     const auto& list = pieces[static_cast<std::size_t>(d)];
-    const std::int64_t size = views[d].size;
+    const bool forbidden_split = list.size() > 1 && policy().overflow != Overflow::kSplit;
     if (options.partial_coverage) {
-      if (list.size() > 1 && policy().overflow != Overflow::kSplit) out.push_back({Invariant::kCoverage, -1, -1});
+      if (forbidden_split) out.push_back({Invariant::kCoverage, -1, -1});
       continue;
     }
-    std::int64_t next = 0;
-    const bool skips = stream && policy().stream_stride == StreamStride::kLPlus1;
-    for (const auto& [offset, length] : list) {
-      if (skips && offset == next + 1) next = offset;
-      if (offset != next) {
-        out.push_back({Invariant::kCoverage, -1, -1});
-        return false;
-      }
-      next += length;
+    const DocumentTiling tiling = TileDocument(views[d].size, list, policy(), {RowLength(), d == last_doc, false});
+    if (!tiling.findings.empty() && tiling.findings.front().fault != TilingFault::kMissingTail) {
+      out.push_back({Invariant::kCoverage, -1, -1});  // CheckCoverage stops at the first piece out of order
+      return false;
     }
-    if (list.size() > 1 && policy().overflow != Overflow::kSplit) out.push_back({Invariant::kCoverage, -1, -1});
-    if (next == size) continue;
-    if (skips && next == size - 1) continue;
-    if (policy().overflow == Overflow::kTruncate && next >= std::min(size, RowLength())) continue;
-    if (stream && policy().padding == Padding::kNone) continue;
-    if (stream && policy().row_end_target == RowEndTarget::kNextInStream && d == last_doc && next == size - 1) continue;
-    out.push_back({Invariant::kCoverage, -1, -1});
+    if (forbidden_split) out.push_back({Invariant::kCoverage, -1, -1});
+    if (!tiling.findings.empty()) out.push_back({Invariant::kCoverage, -1, -1});
   }
   return out.size() == before;
 }
@@ -262,9 +251,11 @@ bool FastStepChecker::Impl::PiecesOverlap() {
   for (std::int64_t d = 0; d < doc_count; ++d) {
     auto& list = pieces[static_cast<std::size_t>(d)];
     if (list.size() < 2) continue;
-    std::sort(list.begin(), list.end());
+    std::sort(list.begin(), list.end(), [](const TilingPiece& a, const TilingPiece& b) {
+      return std::make_pair(a.offset, a.length) < std::make_pair(b.offset, b.length);
+    });
     for (std::size_t k = 1; k < list.size(); ++k)
-      if (list[k].first < list[k - 1].first + list[k - 1].second) return true;
+      if (list[k].offset < list[k - 1].offset + list[k - 1].length) return true;
   }
   return false;
 }

@@ -328,7 +328,8 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const Candid
       !AttentionClean(row, real_end, visible))
     return false;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p)
-    pieces[static_cast<std::size_t>(span_doc[p])].push_back({row.doc_spans[p].doc_offset, row.doc_spans[p].length});
+    pieces[static_cast<std::size_t>(span_doc[p])].push_back(
+        {row.doc_spans[p].doc_offset, row.doc_spans[p].length, static_cast<std::size_t>(R)});
   LayoutRow(mb, R);
   const bool known_length = given_row_length > 0;
   if (capped) ReadWithLength(known_length ? given_row_length : std::max(longest, std::int64_t{1}), known_length);

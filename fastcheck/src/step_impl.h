@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "packoracle/fastcheck/step_check.h"
+#include "packoracle/oracle/tiling.h"
 
 namespace packoracle::fastcheck::internal {
 
@@ -84,8 +85,8 @@ struct FastStepChecker::Impl {
 
   // ---- per document: [0, doc_count) are this step's; the storage beyond is kept for the next ----
   std::int64_t doc_count = 0;
-  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;  // (offset, length), rows in order
-  std::vector<std::int64_t> last_row;                                      // the last row holding a piece
+  std::vector<std::vector<TilingPiece>> pieces;  // rows in order (index: the row)
+  std::vector<std::int64_t> last_row;            // the last row holding a piece
   std::vector<std::pair<double, double>> per_doc;  // sequence_mean: (Σwℓ, Σw) by input document
   std::vector<std::int64_t> next_nonempty;         // at Finish: the next document of the stream with tokens
   std::vector<double> mb_loss;                     // CheckTotals' s per micro-batch, prediction by prediction

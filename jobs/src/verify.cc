@@ -512,7 +512,7 @@ AuditResult Verifier::Run() {
     CheckGathered(*step, mbs);
     if (options_.progress) Report();
   }
-  pieces_.CheckTiling(documents_, policy_, options_.partial, FirstSource(), findings_);
+  pieces_.CheckTiling(documents_, policy_, options_.partial, options_.row_length, FirstSource(), findings_);
   if (summary_) summary_->Write(options_.summary);
   return Result();
 }

@@ -13,6 +13,7 @@
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/jobs/verify.h"
 #include "packoracle/oracle.h"
+#include "packoracle/oracle/tiling.h"
 #include "packoracle/properties/invariants.h"
 #include "verify_documents.h"
 
@@ -51,7 +52,8 @@ class DocumentPieces {
     return it == retired_.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
   }
   // At the end of the dump: the coverage findings of every document still followed.
-  void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial,
+  // row_length: L as given (0: the longest row of the dump), which a truncated document fills.
+  void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial, std::int64_t row_length,
                    const std::string& first_source, std::vector<AuditViolation>& findings);
 
  private:
@@ -60,10 +62,11 @@ class DocumentPieces {
     Where where;
     std::int64_t row, slot;
   };
-  void TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size, const Policy& policy,
-                    bool partial, std::vector<AuditViolation>& findings);
+  static AuditViolation TilingViolation(const std::string& uid, std::int64_t size, const std::vector<Piece>& list,
+                                        const TilingFinding& finding);
   void RetireIfTiled(const std::string& uid, DocumentStore& documents);
   std::map<std::string, std::vector<Piece>> pieces_;
+  std::int64_t longest_row_ = 0;  // the longest row followed: L when verify is not given it
   // documents whose pieces tiled them: uid -> content fingerprint (small), so a later record of the uid is
   // still compared with what was checked
   std::unordered_map<std::string, std::uint64_t> retired_;

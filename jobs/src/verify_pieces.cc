@@ -18,6 +18,7 @@ void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs) {
 
 void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file) {
   for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
+    longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(m.microbatch.rows[r].input_ids.size()));
     for (const auto& span : m.microbatch.rows[r].doc_spans) {
       pieces_[span.doc_uid].push_back(
           {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
@@ -39,65 +40,71 @@ void DocumentPieces::Unfollow(std::int64_t step, const StepMicrobatches& mbs) {
   }
 }
 
-// Every document's pieces over the whole dump tile its tokens exactly once. Order across rows and steps is
-// not required (samplers shuffle packs and windows); a gap is a dropped token, an overlap a repeated one.
-void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& policy,
-                                 bool partial, const std::string& first_source,
+// Every document's pieces over the whole dump tile its tokens exactly once, as TileDocument (tiling.h) states.
+// Order across rows and steps is not required (samplers shuffle packs and windows), so the pieces are walked
+// by offset; a gap is a dropped token, an overlap a repeated one.
+void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial,
+                                 std::int64_t row_length, const std::string& first_source,
                                  std::vector<AuditViolation>& findings) {
+  // L as CheckStep takes it: given, else the longest row (here of the dump).
+  const std::int64_t L = row_length > 0 ? row_length : longest_row_;
+  // A dump's stream order is shuffled away: any document may be the stream's last, but only one is (below).
+  const TilingContext context{L, /*ends_stream=*/true, /*may_stop_early=*/partial};
+  std::vector<std::string> stream_ends;  // documents missing only their last token under next_in_stream
   // A document record whose document is in no row was dropped (unless the dump stops mid-run).
-  const bool stream_drops_tail = policy.stream_stride != StreamStride::kNone && policy.padding == Padding::kNone;
-  if (!partial && !stream_drops_tail) {
-    documents.ForEach([&](const std::string& uid, std::int64_t size) {
-      if (pieces_.count(uid) || size == 0) return;
-      Violation v;
-      v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "' (" + std::to_string(size) + " token" + (size == 1 ? "" : "s") +
-                   ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
-      findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
-    });
-  }
+  documents.ForEach([&](const std::string& uid, std::int64_t size) {
+    if (pieces_.count(uid)) return;
+    const DocumentTiling tiling = TileDocument(size, {}, policy, context);
+    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
+    if (tiling.findings.empty()) return;
+    Violation v;
+    v.invariant = Invariant::kCoverage;
+    v.sentence = "document '" + uid + "' (" + std::to_string(size) + " token" + (size == 1 ? "" : "s") +
+                 ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
+    findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
+  });
   for (auto& [uid, list] : pieces_) {
     const std::int64_t size = documents.Size(uid);
     if (size < 0) continue;  // reported by the step's coverage check
-    TileDocument(uid, list, size, policy, partial, findings);
+    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    std::vector<TilingPiece> walk;
+    for (std::size_t k = 0; k < list.size(); ++k) walk.push_back({list[k].offset, list[k].length, k});
+    const DocumentTiling tiling = TileDocument(size, walk, policy, context);
+    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
+    for (const TilingFinding& f : tiling.findings) findings.push_back(TilingViolation(uid, size, list, f));
+  }
+  if (!partial && stream_ends.size() > 1) {
+    // The stream has one last token; every other document's last token is the next window's first input.
+    Violation v;
+    v.invariant = Invariant::kCoverage;
+    v.sentence = std::to_string(stream_ends.size()) + " documents ('" + stream_ends[0] + "', '" + stream_ends[1] +
+                 "'" + (stream_ends.size() > 2 ? ", ..." : "") +
+                 ") each miss their last token, but under row_end_target: next_in_stream only the stream's last "
+                 "token is never an input";
+    v.expected = "at most 1";
+    v.actual = std::to_string(stream_ends.size());
+    findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
   }
 }
 
-// One document's pieces against its tokens: gaps, overlaps and (unless the dump may stop early) a missing
-// tail become coverage findings.
-void DocumentPieces::TileDocument(const std::string& uid, std::vector<Piece>& list, std::int64_t size,
-                                  const Policy& policy, bool partial, std::vector<AuditViolation>& findings) {
-  std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-  // Windows of stride L+1 never make an input of a window's row-end target; under next_in_stream the
-  // stream's last token is only a row-end target.
-  const bool skips = policy.stream_stride == StreamStride::kLPlus1;
-  std::int64_t next = 0;
-  for (const Piece& p : list) {
-    if (skips && p.offset == next + 1) next = p.offset;
-    if (p.offset != next) {
-      Violation v;
-      v.invariant = Invariant::kCoverage;
-      v.sentence = "document '" + uid + "': tokens [" + std::to_string(std::min(p.offset, next)) + ", " +
-                   std::to_string(std::max(p.offset, next)) + ") " +
-                   (p.offset > next ? "are in no row of the dump" : "are packed twice");
-      v.expected = "token " + std::to_string(next);
-      v.actual = "token " + std::to_string(p.offset);
-      findings.push_back(Finding(p.where, p.row, p.slot, v, ""));
-    }
-    next = std::max(next, p.offset + p.length);
-  }
-  const bool truncation = policy.overflow == Overflow::kTruncate;
-  const bool dropped_tail = policy.stream_stride != StreamStride::kNone && policy.padding == Padding::kNone;
-  const bool last_is_target = (policy.row_end_target == RowEndTarget::kNextInStream || skips) && next == size - 1;
-  if (next < size && !partial && !truncation && !dropped_tail && !last_is_target) {
-    Violation v;
-    v.invariant = Invariant::kCoverage;
-    v.sentence = "document '" + uid + "': tokens [" + std::to_string(next) + ", " + std::to_string(size) +
-                 ") are in no row of the dump (--partial if the dump stops mid-run)";
+// One tiling finding of a document's pieces (sorted by offset) in verify's words, at the piece it was found.
+AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int64_t size,
+                                               const std::vector<Piece>& list, const TilingFinding& f) {
+  Violation v;
+  v.invariant = Invariant::kCoverage;
+  const std::string tokens = "document '" + uid + "': tokens [" + std::to_string(f.begin) + ", " +
+                             std::to_string(f.end) + ") ";
+  if (f.fault == TilingFault::kMissingTail) {
+    v.sentence = tokens + "are in no row of the dump (--partial if the dump stops mid-run)";
     v.expected = std::to_string(size) + " tokens";
-    v.actual = std::to_string(next);
-    findings.push_back(Finding(list.back().where, list.back().row, -1, v, ""));
+    v.actual = std::to_string(f.begin);
+  } else {
+    v.sentence = tokens + (f.fault == TilingFault::kGap ? "are in no row of the dump" : "are packed twice");
+    v.expected = "token " + std::to_string(f.expected);
+    v.actual = "token " + std::to_string(f.piece_offset);
   }
+  const Piece& at = list[*f.piece];  // a document with pieces: every finding names one
+  return Finding(at.where, at.row, f.fault == TilingFault::kMissingTail ? -1 : at.slot, v, "");
 }
 
 void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents) {

@@ -2,6 +2,7 @@
 // a file: the Python binding audits batches it built with no JSON in between.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -348,6 +349,81 @@ TEST(VerifyDocuments, ARepeatedDocUidMustRepeatItsContent) {
       "repeat_retired.jsonl", dump + step1 + R"({"record":"document","doc_uid":"d0","tokens":[11,12,13],"supervised":[1,0,1]})" "\n");
   EXPECT_EQ(InputErrorOf(retired), retired + ":7: document record: doc_uid 'd0' was given before with other content (its "
                                              "tokens or supervised flags differ): one doc_uid names one document");
+}
+
+// ---- Tiling over the whole dump (TileDocument, issue 25) ------------------------------------------------
+
+// A hand-written dump under `policy` (a JSON object): its document records, then one micro-batch per step,
+// each given as its rows.
+std::string TilingDump(const std::string& policy, const std::string& documents, const std::vector<std::string>& steps) {
+  std::string dump = R"({"record":"header","schema":"packed-batch","version":1,"producer":{"system":"test","component":"hand-written","version":"test"},"dp_world_size":1,"grad_accum_steps":1,"policy":)" +
+                     policy + "}\n" + documents;
+  for (std::size_t s = 0; s < steps.size(); ++s)
+    dump += R"({"record":"microbatch","step":)" + std::to_string(s) + R"(,"micro_step":0,"rank":0,"rows":)" + steps[s] +
+            "}\n";
+  return dump;
+}
+
+// The coverage sentences of a dump's audit, both readers agreeing; the dump's end first.
+std::vector<std::string> CoverageSentences(const std::string& name, const std::string& dump) {
+  std::vector<std::string> out;
+  for (const auto& v : VerifyBoth(WriteDump(name, dump)).violations)
+    if (v.invariant == Invariant::kCoverage) out.push_back(v.message);
+  return out;
+}
+
+const std::string kDocument6 = R"({"record":"document","doc_uid":"d0","tokens":[11,12,13,14,15,16]})" "\n";
+
+// Truncation keeps a document's first L tokens: a shorter prefix drops tokens its row had room for.
+TEST(VerifyTiling, TruncationExcusesOnlyTheTailPastTheRow) {
+  const std::string policy = R"({"preset":"reference","overflow":"truncate"})";
+  const std::string full_row =
+      R"([{"input_ids":[11,12,13,14],"labels":[12,13,14,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":4,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("truncated_to_l.jsonl", TilingDump(policy, kDocument6, {full_row})),
+            std::vector<std::string>{});
+  const std::string short_prefix =
+      R"([{"input_ids":[11,12,13,0],"labels":[12,13,-100,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("truncated_short.jsonl", TilingDump(policy, kDocument6, {short_prefix})),
+            std::vector<std::string>{
+                "document 'd0': tokens [3, 6) are in no row of the dump (--partial if the dump stops mid-run)"});
+}
+
+// Pieces over several steps, walked by offset: a repeat names exactly the tokens packed twice, a gap and a
+// missing tail the tokens in no row; a record in no row is named as such.
+TEST(VerifyTiling, NamesTheTokensRepeatedDroppedAndMissingAcrossSteps) {
+  const std::string policy = R"({"preset":"reference","overflow":"split"})";
+  const std::string documents = kDocument6 + R"({"record":"document","doc_uid":"d9","tokens":[91,92]})" "\n";
+  auto row = [](const std::string& ids, std::int64_t length, std::int64_t offset) {
+    return R"([{"input_ids":[)" + ids + R"(],"labels":[-100,-100,-100,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":)" +
+           std::to_string(length) + R"(,"doc_offset":)" + std::to_string(offset) + "}]}]";
+  };
+  const auto found = CoverageSentences(
+      "tiling_across_steps.jsonl",
+      TilingDump(policy, documents, {row("11,12,13,14", 4, 0), row("12,13,0,0", 2, 1), row("16,0,0,0", 1, 5)}));
+  EXPECT_EQ(found, (std::vector<std::string>{
+                       "document 'd9' (2 tokens) has a document record but is in no row of the dump (--partial if "
+                       "the dump stops mid-run)",
+                       "document 'd0': tokens [1, 3) are packed twice",
+                       "document 'd0': tokens [4, 5) are in no row of the dump"}));
+}
+
+// Under row_end_target next_in_stream every token is an input once except the stream's last: a dump may have
+// one document missing its last token, not two.
+TEST(VerifyTiling, OnlyOneDocumentMayMissItsLastTokenToTheStreamsEnd) {
+  const std::string policy =
+      R"({"preset":"reference","overflow":"split","stream_stride":"L","row_end_target":"next_in_stream"})";
+  const std::string documents = R"({"record":"document","doc_uid":"a","tokens":[1,2,3]})" "\n"
+                                R"({"record":"document","doc_uid":"b","tokens":[4,5,6]})" "\n";
+  const std::string a_whole_b_short =
+      R"([{"input_ids":[1,2,3,4,5],"labels":[2,3,-100,5,6],"doc_spans":[{"doc_uid":"a","start":0,"length":3,"doc_offset":0},{"doc_uid":"b","start":3,"length":2,"doc_offset":0}]}])";
+  const std::string both_short =
+      R"([{"input_ids":[1,2,4,5,0],"labels":[2,3,-100,5,6],"doc_spans":[{"doc_uid":"a","start":0,"length":2,"doc_offset":0},{"doc_uid":"b","start":2,"length":2,"doc_offset":0}]}])";
+  const std::string two = "2 documents ('a', 'b') each miss their last token, but under row_end_target: "
+                          "next_in_stream only the stream's last token is never an input";
+  const auto one_end = CoverageSentences("stream_one_end.jsonl", TilingDump(policy, documents, {a_whole_b_short}));
+  EXPECT_EQ(std::count(one_end.begin(), one_end.end(), two), 0);
+  const auto two_ends = CoverageSentences("stream_two_ends.jsonl", TilingDump(policy, documents, {both_short}));
+  EXPECT_EQ(std::count(two_ends.begin(), two_ends.end(), two), 1);
 }
 
 TEST(SummaryEntryTotals, ALossSumIsTheStepsOnlyWhenEveryMicroBatchReportsOne) {

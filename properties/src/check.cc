@@ -8,6 +8,7 @@
 
 #include "packing_invariance.h"
 #include "packoracle/oracle.h"
+#include "packoracle/oracle/tiling.h"
 #include "packoracle/properties/encoding_notes.h"
 #include "packoracle/properties/invariants.h"
 #include "packoracle/properties/producer_totals.h"
@@ -391,7 +392,7 @@ bool Checker::CheckCoverage() {
   const std::size_t before = result_.found();
   std::map<std::string, std::size_t> index;
   for (std::size_t d = 0; d < docs_.size(); ++d) index[docs_[d].uid] = d;
-  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> pieces(docs_.size());  // (offset, length), in order
+  std::vector<std::vector<TilingPiece>> pieces(docs_.size());  // each document's, rows in order (index: the row)
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
@@ -426,7 +427,7 @@ bool Checker::CheckCoverage() {
               static_cast<std::int64_t>(r), span.start + t, std::to_string(want), std::to_string(row.input_ids[slot]));
         }
       }
-      pieces[it->second].push_back({span.doc_offset, span.length});
+      pieces[it->second].push_back({span.doc_offset, span.length, r});
     }
     // Slots outside the spans are padding: the pad id, and under right padding only at the row's end.
     bool seen_pad = false;
@@ -452,53 +453,42 @@ bool Checker::CheckCoverage() {
   }
   if (result_.found() != before) return false;
 
-  // Every document, piece by piece in row order, tiles its tokens exactly once (or as the overflow policy
-  // says: a truncated document keeps a prefix; only split policies cut a document into several pieces).
-  const bool stream = policy_.stream_stride != StreamStride::kNone;
-  std::int64_t last_doc = -1;
+  // Every document, piece by piece in row order, tiles its tokens exactly once, as TileDocument (tiling.h)
+  // states with the policy's exemptions; only split policies cut a document into several pieces.
+  std::int64_t last_doc = -1;  // the stream's last non-empty document
   for (std::size_t d = 0; d < docs_.size(); ++d)
     if (docs_[d].size() > 0) last_doc = static_cast<std::int64_t>(d);
   for (std::size_t d = 0; d < docs_.size(); ++d) {
     const EffectiveDocument& doc = docs_[d];
-    if (options_.partial_coverage) {
-      // Auditing a dump: pieces may come in any order across rows (samplers shuffle); the caller checks that
-      // they tile the document over the whole dump. Only a split the policy forbids is this case's concern.
+    auto forbidden_split = [&] {
       if (pieces[d].size() > 1 && policy_.overflow != Overflow::kSplit) {
         Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
                                       " pieces, but the policy says overflow: " + Name(policy_.overflow));
       }
+    };
+    if (options_.partial_coverage) {
+      // Auditing a dump: pieces may come in any order across rows (samplers shuffle); the caller checks that
+      // they tile the document over the whole dump. Only a split the policy forbids is this case's concern.
+      forbidden_split();
       continue;
     }
-    std::int64_t next = 0;
-    // Windows of stride L+1 never make the prediction from a window's row-end target: that token is never an
-    // input, so one token may be skipped before a piece (and at the document's end).
-    const bool skips = stream && policy_.stream_stride == StreamStride::kLPlus1;
-    for (const auto& [offset, length] : pieces[d]) {
-      if (skips && offset == next + 1) next = offset;
-      if (offset != next) {
-        Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " + std::to_string(offset) +
-                                      " where token " + std::to_string(next) + " was expected (tokens " +
-                                      (offset > next ? "dropped" : "repeated") + ")",
-            -1, -1, std::to_string(next), std::to_string(offset));
-        return false;
-      }
-      next += length;
+    const TilingContext context{request_.row_length, static_cast<std::int64_t>(d) == last_doc, false};
+    const DocumentTiling tiling = TileDocument(doc.size(), pieces[d], policy_, context);
+    if (!tiling.findings.empty() && tiling.findings.front().fault != TilingFault::kMissingTail) {
+      const TilingFinding& f = tiling.findings.front();  // the first piece out of order stops the check
+      Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " +
+                                    std::to_string(f.piece_offset) + " where token " + std::to_string(f.expected) +
+                                    " was expected (tokens " + (f.fault == TilingFault::kGap ? "dropped" : "repeated") +
+                                    ")",
+          -1, -1, std::to_string(f.expected), std::to_string(f.piece_offset));
+      return false;
     }
-    if (pieces[d].size() > 1 && policy_.overflow != Overflow::kSplit) {
-      Add(Invariant::kCoverage, "document '" + doc.uid + "' is split into " + std::to_string(pieces[d].size()) +
-                                    " pieces, but the policy says overflow: " + Name(policy_.overflow));
-    }
-    if (next == doc.size()) continue;
-    if (skips && next == doc.size() - 1) continue;
-    if (policy_.overflow == Overflow::kTruncate && next >= std::min(doc.size(), request_.row_length)) continue;
-    if (stream && policy_.padding == Padding::kNone) continue;  // full windows only: the tail may be dropped
-    if (stream && policy_.row_end_target == RowEndTarget::kNextInStream && static_cast<std::int64_t>(d) == last_doc &&
-        next == doc.size() - 1) {
-      continue;  // the stream's last token is the previous row's row-end target
-    }
-    Add(Invariant::kCoverage, "document '" + doc.uid + "': only " + std::to_string(next) + " of its " +
+    forbidden_split();
+    if (tiling.findings.empty()) continue;
+    const TilingFinding& tail = tiling.findings.back();
+    Add(Invariant::kCoverage, "document '" + doc.uid + "': only " + std::to_string(tail.begin) + " of its " +
                                   std::to_string(doc.size()) + " tokens are packed",
-        -1, -1, std::to_string(doc.size()), std::to_string(next));
+        -1, -1, std::to_string(doc.size()), std::to_string(tail.begin));
   }
   return result_.found() == before;
 }
