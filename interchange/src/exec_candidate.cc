@@ -519,9 +519,24 @@ PackResult ExecPacker::Pack(const PackRequest& request) {
   }
 }
 
+// One request's exchange: what it sent, its deadline, and the answer read so far.
+struct ExecPacker::Round {
+  Round(const PackRequest& r, std::string name, std::string json_line)
+      : request(r), req(std::move(name)), line(std::move(json_line)) {}
+  const PackRequest& request;
+  std::string req;   // "request N", as messages name it
+  std::string line;  // the request's JSON line, newline included
+  Clock::time_point start;
+  std::chrono::milliseconds allowed{0};
+  Clock::time_point deadline;
+  std::int64_t slots = 0;  // the case's document tokens
+  std::size_t answer_bytes = 0;
+  int line_no = 0;
+  PackResult result;
+};
+
 PackResult ExecPacker::Exchange(const PackRequest& request) {
-  const std::string id = std::to_string(request.id);
-  const std::string req = "request " + id;
+  const std::string req = "request " + std::to_string(request.id);
   if (!child_) {
     std::string error;
     if (!StartChild(error)) return Fail("the command cannot be started: " + error);
@@ -540,172 +555,185 @@ PackResult ExecPacker::Exchange(const PackRequest& request) {
     return Fail("the candidate closed its stdout between requests (before " + req + " was sent); it " + child.Fate());
   }
 
-  const std::string line = RequestToJson(request).dump() + "\n";
+  Round round{request, req, RequestToJson(request).dump() + "\n"};
   ++stats_.requests;
-  const auto start = Clock::now();
-  std::int64_t slots = 0;
-  for (const auto& d : request.documents) slots += static_cast<std::int64_t>(d.tokens.size());
-  const auto allowed =
-      options_.adaptive_deadline ? clock_.Deadline(slots, options_.timeout, !child_answered_) : options_.timeout;
-  const auto deadline = start + allowed;
-  std::size_t& written = child.written;
-  written = 0;
-  std::size_t answer_bytes = 0;
-  int line_no = 0;
-  PackResult result;
-
-  // One complete line of the answer: nullopt to read on, or the final result.
-  auto handle_line = [&](std::string_view text) -> std::optional<PackResult> {
-    ++line_no;
-    took_request_ = true;  // it answers: it has read the request
-    AnswerLine parsed = ParseAnswerLine(text, request.id, "line " + std::to_string(line_no) + " of the answer to " + req);
-    switch (parsed.kind) {
-      case AnswerLine::Kind::kMicrobatch:
-        result.microbatches.push_back(std::move(parsed.microbatch));
-        return std::nullopt;
-      case AnswerLine::Kind::kEnd:
-        // a fresh child's first answer includes its start-up (an interpreter, imports): not a measure of it
-        {
-          const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-          if (child_answered_) {
-            clock_.Answered(seconds, slots);
-          } else {
-            clock_.FirstAnswered(seconds);
-          }
-        }
-        child_answered_ = true;
-        return result;
-      case AnswerLine::Kind::kRefusal:
-        return PackResult::Refuse(std::move(parsed.message));
-      case AnswerLine::Kind::kFault:
-        break;
-    }
-    return Fail(std::move(parsed.message));
-  };
-
-  // After stdout closed: what happened to the child.
-  auto closed = [&](const std::string& what) {
-    const auto wait_until = std::min(deadline, Clock::now() + std::chrono::seconds(1));
-    const bool exited = child.WaitExited(std::max(wait_until, Clock::now() + std::chrono::milliseconds(50)));
-    child.Kill();
-    const std::string during = line_no > 0 || child.ConsumedRequest() ? " while answering " : " before reading ";
-    std::string message = exited ? "the candidate " + child.Fate() + during + req
-                                 : "the candidate closed its stdout" + during + req + " but kept running (killed)";
-    message += ": " + what;
-    return Fail(std::move(message));
-  };
+  round.start = Clock::now();
+  for (const auto& d : request.documents) round.slots += static_cast<std::int64_t>(d.tokens.size());
+  round.allowed = options_.adaptive_deadline ? clock_.Deadline(round.slots, options_.timeout, !child_answered_)
+                                             : options_.timeout;
+  round.deadline = round.start + round.allowed;
+  child.written = 0;
 
   while (true) {
-    // Consume the complete lines read so far.
-    std::size_t begin = 0;
-    while (true) {
-      const auto nl = child.out_buf.find('\n', child.scan_from);
-      if (nl == std::string::npos) {
-        child.scan_from = child.out_buf.size();
-        break;
-      }
-      const std::string_view text(child.out_buf.data() + begin, nl - begin);
-      if (text.size() > options_.max_line_bytes) {
-        return Fail("line " + std::to_string(line_no + 1) + " of the answer to " + req + " is " +
-                    std::to_string(text.size()) + " bytes long, over the limit of " + Bytes(options_.max_line_bytes) +
-                    " per line; it begins " + Quote(text, 80));
-      }
-      answer_bytes += text.size() + 1;
-      if (answer_bytes > options_.max_answer_bytes) {
-        return Fail("the answer to " + req + " is longer than the limit of " + Bytes(options_.max_answer_bytes));
-      }
-      begin = child.scan_from = nl + 1;
-      if (auto done = handle_line(text)) {
-        if (!child_) return *done;  // a fault: the child is gone
-        child.out_buf.erase(0, begin);
-        child.scan_from = 0;
-        if (!child.out_buf.empty()) {
-          return Fail("the candidate wrote more after its answer to " + req + " was complete: " + Quote(child.out_buf));
-        }
-        return *done;
-      }
-    }
-    if (begin > 0) {
-      child.out_buf.erase(0, begin);
-      child.scan_from -= begin;
-    }
+    if (auto done = ConsumeLines(round)) return std::move(*done);
     if (child.out_buf.size() > options_.max_line_bytes) {
-      return Fail("line " + std::to_string(line_no + 1) + " of the answer to " + req + " is longer than the limit of " +
-                  Bytes(options_.max_line_bytes) + " per line (reading stopped after " +
+      return Fail("line " + std::to_string(round.line_no + 1) + " of the answer to " + req +
+                  " is longer than the limit of " + Bytes(options_.max_line_bytes) + " per line (reading stopped after " +
                   std::to_string(child.out_buf.size()) + " bytes without a newline); it begins " +
                   Quote(child.out_buf, 80));
     }
     if (child.out_eof) {
-      const std::string progress = std::to_string(result.microbatches.size()) + " microbatch record" +
-                                   (result.microbatches.size() == 1 ? "" : "s") + " had come";
+      const std::size_t records = round.result.microbatches.size();
+      const std::string progress =
+          std::to_string(records) + " microbatch record" + (records == 1 ? "" : "s") + " had come";
       if (!child.out_buf.empty()) {
-        return closed("its stdout ended with a partial line (" + std::to_string(child.out_buf.size()) +
-                      " bytes without a newline: " + Quote(child.out_buf) + "); " + progress + ", no end record");
+        return Closed(round, "its stdout ended with a partial line (" + std::to_string(child.out_buf.size()) +
+                                 " bytes without a newline: " + Quote(child.out_buf) + "); " + progress +
+                                 ", no end record");
       }
-      return closed("its stdout ended before the end record; " + progress);
+      return Closed(round, "its stdout ended before the end record; " + progress);
     }
-
     const auto now = Clock::now();
-    if (now >= deadline) {
-      child.DrainStderr();
-      const bool adaptive = allowed < options_.timeout;
-      if (!adaptive) clock_.hung = true;
-      std::string message = "no complete answer to " + req + " within " + Seconds(allowed) +
-                            (adaptive ? " (the adaptive deadline after an earlier hang: 20x the slowest answer, at "
-                                        "least 0.5 s, plus a fresh child's start-up, at most the timeout " +
-                                            Seconds(options_.timeout) + "): "
-                                      : " (the timeout): ");
-      if (written < line.size()) {
-        message += "the candidate had taken " + std::to_string(written) + " of the request's " +
-                   std::to_string(line.size()) + " bytes";
-      } else {
-        message += std::to_string(result.microbatches.size()) + " microbatch record" +
-                   (result.microbatches.size() == 1 ? "" : "s") + " and " + std::to_string(child.out_buf.size()) +
-                   " bytes of a further line had come";
-      }
-      return Fail(message + "; the candidate was killed");
-    }
-
-    pollfd fds[3];
-    nfds_t n = 0;
-    int out_index = -1, err_index = -1, in_index = -1;
-    out_index = static_cast<int>(n);
-    fds[n++] = {child.out, POLLIN, 0};
-    if (!child.err_eof) {
-      err_index = static_cast<int>(n);
-      fds[n++] = {child.err, POLLIN, 0};
-    }
-    if (written < line.size()) {
-      in_index = static_cast<int>(n);
-      fds[n++] = {child.in, POLLOUT, 0};
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-    const int ready = poll(fds, n, static_cast<int>(std::min<long long>(left, 1000)));
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      return Fail(std::string("poll failed: ") + std::strerror(errno));
-    }
-    if (in_index >= 0 && fds[in_index].revents != 0) {
-      const ssize_t w = write(child.in, line.data() + written, line.size() - written);
-      if (w > 0) {
-        written += static_cast<std::size_t>(w);
-      } else if (w < 0 && errno == EPIPE) {
-        // The read end is closed: either the child is gone or it closed its stdin.
-        const bool exited = child.WaitExited(Clock::now() + std::chrono::milliseconds(200));
-        child.Kill();
-        if (exited) {
-          return Fail("the candidate " + child.Fate() + " before taking " + req + " (its stdin was closed: EPIPE after " +
-                      std::to_string(written) + " of " + std::to_string(line.size()) + " bytes)");
-        }
-        return Fail("the candidate closed its stdin while still running (EPIPE after " + std::to_string(written) +
-                    " of the " + std::to_string(line.size()) + " bytes of " + req + "); it was killed");
-      } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return Fail("writing " + req + " to the candidate failed: " + std::strerror(errno));
-      }
-    }
-    if (err_index >= 0 && fds[err_index].revents != 0) child.DrainStderr();
-    if (fds[out_index].revents != 0) child.ReadStdout(std::size_t{1} << 20);
+    if (now >= round.deadline) return Overdue(round);
+    if (auto done = Transfer(round, now)) return std::move(*done);
   }
+}
+
+std::optional<PackResult> ExecPacker::ConsumeLines(Round& round) {
+  Child& child = *child_;
+  std::size_t begin = 0;
+  while (true) {
+    const auto nl = child.out_buf.find('\n', child.scan_from);
+    if (nl == std::string::npos) {
+      child.scan_from = child.out_buf.size();
+      break;
+    }
+    const std::string_view text(child.out_buf.data() + begin, nl - begin);
+    if (text.size() > options_.max_line_bytes) {
+      return Fail("line " + std::to_string(round.line_no + 1) + " of the answer to " + round.req + " is " +
+                  std::to_string(text.size()) + " bytes long, over the limit of " + Bytes(options_.max_line_bytes) +
+                  " per line; it begins " + Quote(text, 80));
+    }
+    round.answer_bytes += text.size() + 1;
+    if (round.answer_bytes > options_.max_answer_bytes) {
+      return Fail("the answer to " + round.req + " is longer than the limit of " + Bytes(options_.max_answer_bytes));
+    }
+    begin = child.scan_from = nl + 1;
+    if (auto done = HandleLine(round, text)) {
+      if (!child_) return done;  // a fault: the child is gone
+      child.out_buf.erase(0, begin);
+      child.scan_from = 0;
+      if (!child.out_buf.empty()) {
+        return Fail("the candidate wrote more after its answer to " + round.req + " was complete: " +
+                    Quote(child.out_buf));
+      }
+      return done;
+    }
+  }
+  if (begin > 0) {
+    child.out_buf.erase(0, begin);
+    child.scan_from -= begin;
+  }
+  return std::nullopt;
+}
+
+std::optional<PackResult> ExecPacker::HandleLine(Round& round, std::string_view text) {
+  ++round.line_no;
+  took_request_ = true;  // it answers: it has read the request
+  AnswerLine parsed = ParseAnswerLine(text, round.request.id,
+                                      "line " + std::to_string(round.line_no) + " of the answer to " + round.req);
+  switch (parsed.kind) {
+    case AnswerLine::Kind::kMicrobatch:
+      round.result.microbatches.push_back(std::move(parsed.microbatch));
+      return std::nullopt;
+    case AnswerLine::Kind::kEnd:
+      // a fresh child's first answer includes its start-up (an interpreter, imports): not a measure of it
+      {
+        const double seconds = std::chrono::duration<double>(Clock::now() - round.start).count();
+        if (child_answered_) {
+          clock_.Answered(seconds, round.slots);
+        } else {
+          clock_.FirstAnswered(seconds);
+        }
+      }
+      child_answered_ = true;
+      return round.result;
+    case AnswerLine::Kind::kRefusal:
+      return PackResult::Refuse(std::move(parsed.message));
+    case AnswerLine::Kind::kFault:
+      break;
+  }
+  return Fail(std::move(parsed.message));
+}
+
+PackResult ExecPacker::Closed(Round& round, const std::string& what) {
+  Child& child = *child_;
+  const auto wait_until = std::min(round.deadline, Clock::now() + std::chrono::seconds(1));
+  const bool exited = child.WaitExited(std::max(wait_until, Clock::now() + std::chrono::milliseconds(50)));
+  child.Kill();
+  const std::string during = round.line_no > 0 || child.ConsumedRequest() ? " while answering " : " before reading ";
+  std::string message = exited ? "the candidate " + child.Fate() + during + round.req
+                               : "the candidate closed its stdout" + during + round.req + " but kept running (killed)";
+  message += ": " + what;
+  return Fail(std::move(message));
+}
+
+PackResult ExecPacker::Overdue(const Round& round) {
+  Child& child = *child_;
+  child.DrainStderr();
+  const bool adaptive = round.allowed < options_.timeout;
+  if (!adaptive) clock_.hung = true;
+  std::string message = "no complete answer to " + round.req + " within " + Seconds(round.allowed) +
+                        (adaptive ? " (the adaptive deadline after an earlier hang: 20x the slowest answer, at "
+                                    "least 0.5 s, plus a fresh child's start-up, at most the timeout " +
+                                        Seconds(options_.timeout) + "): "
+                                  : " (the timeout): ");
+  if (child.written < round.line.size()) {
+    message += "the candidate had taken " + std::to_string(child.written) + " of the request's " +
+               std::to_string(round.line.size()) + " bytes";
+  } else {
+    const std::size_t records = round.result.microbatches.size();
+    message += std::to_string(records) + " microbatch record" + (records == 1 ? "" : "s") + " and " +
+               std::to_string(child.out_buf.size()) + " bytes of a further line had come";
+  }
+  return Fail(message + "; the candidate was killed");
+}
+
+std::optional<PackResult> ExecPacker::Transfer(Round& round, std::chrono::steady_clock::time_point now) {
+  Child& child = *child_;
+  const std::string& line = round.line;
+  std::size_t& written = child.written;
+  pollfd fds[3];
+  nfds_t n = 0;
+  int out_index = -1, err_index = -1, in_index = -1;
+  out_index = static_cast<int>(n);
+  fds[n++] = {child.out, POLLIN, 0};
+  if (!child.err_eof) {
+    err_index = static_cast<int>(n);
+    fds[n++] = {child.err, POLLIN, 0};
+  }
+  if (written < line.size()) {
+    in_index = static_cast<int>(n);
+    fds[n++] = {child.in, POLLOUT, 0};
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(round.deadline - now).count() + 1;
+  const int ready = poll(fds, n, static_cast<int>(std::min<long long>(left, 1000)));
+  if (ready < 0) {
+    if (errno == EINTR) return std::nullopt;
+    return Fail(std::string("poll failed: ") + std::strerror(errno));
+  }
+  if (in_index >= 0 && fds[in_index].revents != 0) {
+    const ssize_t w = write(child.in, line.data() + written, line.size() - written);
+    if (w > 0) {
+      written += static_cast<std::size_t>(w);
+    } else if (w < 0 && errno == EPIPE) {
+      // The read end is closed: either the child is gone or it closed its stdin.
+      const bool exited = child.WaitExited(Clock::now() + std::chrono::milliseconds(200));
+      child.Kill();
+      if (exited) {
+        return Fail("the candidate " + child.Fate() + " before taking " + round.req +
+                    " (its stdin was closed: EPIPE after " + std::to_string(written) + " of " +
+                    std::to_string(line.size()) + " bytes)");
+      }
+      return Fail("the candidate closed its stdin while still running (EPIPE after " + std::to_string(written) +
+                  " of the " + std::to_string(line.size()) + " bytes of " + round.req + "); it was killed");
+    } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return Fail("writing " + round.req + " to the candidate failed: " + std::strerror(errno));
+    }
+  }
+  if (err_index >= 0 && fds[err_index].revents != 0) child.DrainStderr();
+  if (fds[out_index].revents != 0) child.ReadStdout(std::size_t{1} << 20);
+  return std::nullopt;
 }
 
 AnswerLine ParseAnswerLine(std::string_view text, std::int64_t request_id, const std::string& where) {

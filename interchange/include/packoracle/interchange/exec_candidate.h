@@ -137,7 +137,18 @@ class ExecPacker final : public PackerRole {
 
  private:
   struct Child;
+  struct Round;  // one request's exchange: its request line, its deadline, the answer read so far
   PackResult Exchange(const PackRequest& request);
+  // The complete lines read so far, each through HandleLine: nullopt to read on, or the final result.
+  std::optional<PackResult> ConsumeLines(Round& round);
+  // One complete line of the answer: nullopt to read on, or the final result.
+  std::optional<PackResult> HandleLine(Round& round, std::string_view text);
+  // After the child's stdout closed: what happened to it (`what`: how the answer stood).
+  PackResult Closed(Round& round, const std::string& what);
+  // No complete answer by the deadline: the fault, saying how far the exchange had come.
+  PackResult Overdue(const Round& round);
+  // One poll() round (at most 1 s): writes what it can of the request, reads stdout and stderr.
+  std::optional<PackResult> Transfer(Round& round, std::chrono::steady_clock::time_point now);
   // Kills and reaps the child, counts the fault and returns it with the child's last stderr lines.
   PackResult Fail(std::string message);
   bool StartChild(std::string& error);
