@@ -4,7 +4,7 @@
 // are read, so that neither side can deadlock on a full pipe. The child is a process-group leader, so that a
 // kill reaches whatever it started; its exit is observed with waitid(WNOWAIT) first and the group killed
 // before the leader is reaped (a zombie's pid, hence its group id, cannot be reused meanwhile).
-#include "packoracle/interchange/exec_candidate.h"
+#include "packoracle/exec/exec_candidate.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,7 +1,7 @@
-// The exec candidate against small Python candidates (properties/test/exec/): a correct one must pass, and
+// The exec candidate against small Python candidates (exec/test/candidates/): a correct one must pass, and
 // every fault must fail its case, say what happened, leave the kit running with a restarted candidate, and
 // leave no process behind (no zombie, no live child, nothing left in the candidate's process group).
-#include "packoracle/interchange/exec_candidate.h"
+#include "packoracle/exec/exec_candidate.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -27,7 +27,7 @@
 #include "packoracle/properties/verify.h"
 
 #ifndef PACKORACLE_EXEC_TEST_DIR
-#error "PACKORACLE_EXEC_TEST_DIR must name properties/test/exec"
+#error "PACKORACLE_EXEC_TEST_DIR must name exec/test/candidates"
 #endif
 
 namespace packoracle {

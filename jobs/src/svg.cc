@@ -1,4 +1,4 @@
-#include "packoracle/interchange/svg.h"
+#include "packoracle/jobs/svg.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A correct exec candidate (DESIGN §6) for the `reference` preset, in plain Python (stdlib only).
 
-    packoracle fuzz --exec 'python3 properties/test/exec/reference_packer.py' --preset reference
+    packoracle fuzz --exec 'python3 exec/test/candidates/reference_packer.py' --preset reference
 
 It packs greedily in the given order (a document goes into the current row if it fits in the space left,
 otherwise a new row starts), refuses a document longer than the row under `overflow: error` (the only

@@ -1,4 +1,4 @@
-#include "packoracle/interchange/regression.h"
+#include "packoracle/properties/regression.h"
 
 #include <algorithm>
 #include <cctype>
