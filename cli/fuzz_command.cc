@@ -67,7 +67,7 @@ Exit status: 0 every case passed; 1 a failure was found; 2 unusable input (bad a
 policy file, a command that cannot start); 130 interrupted (Ctrl-C; a second one stops at once).
 
 Example:
-  packoracle fuzz --exec 'python3 properties/test/exec/reference_packer.py' --preset reference --time 30)";
+  packoracle fuzz --exec 'python3 exec/test/candidates/reference_packer.py' --preset reference --time 30)";
 
 struct FuzzCommandOptions {
   jobs::ExecFuzzOptions job;

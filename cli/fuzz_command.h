@@ -2,7 +2,7 @@
 //
 //   packoracle fuzz --exec 'python3 my_packer.py' --preset reference --time 60
 //
-// Generates cases, sends each to the candidate over the exec protocol (packoracle/interchange/exec_candidate.h),
+// Generates cases, sends each to the candidate over the exec protocol (packoracle/exec/exec_candidate.h),
 // checks every answer against the oracle, shrinks the first failure to a minimal counterexample and prints it
 // with its reproduce string and a command line that replays it (the run: jobs::RunExecFuzz,
 // packoracle/jobs/fuzz_exec.h). Exit 0: every case passed; 1: a failure was found; 2: unusable input (bad

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "packoracle/interchange/exec_candidate.h"
+#include "packoracle/exec/exec_candidate.h"
 #include "packoracle/interchange/request_json.h"
 
 namespace {

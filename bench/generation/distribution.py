@@ -4,7 +4,7 @@
     python3 bench/generation/distribution.py --bin build/cli/packoracle [--before OLD_BIN] [--time 60]
         [--readme docs/generation.md]
 
-Runs `fuzz --exec 'python3 properties/test/exec/reference_packer.py' --preset reference --format json` twice per
+Runs `fuzz --exec 'python3 exec/test/candidates/reference_packer.py' --preset reference --format json` twice per
 binary, with --cases 1000 and with --time T, and prints one markdown table of the "generated" figures
 (documents per case and per row, row lengths, tokens, shared rows, refusals, empty and zero-target steps)
 with cases/s and tokens/s. --before adds the same columns for an older binary (one built from an earlier
@@ -20,7 +20,7 @@ import sys
 from readme_table import replace_between_markers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CANDIDATE = "python3 " + os.path.join(ROOT, "properties", "test", "exec", "reference_packer.py")
+CANDIDATE = "python3 " + os.path.join(ROOT, "exec", "test", "candidates", "reference_packer.py")
 
 
 def fuzz(binary: str, budget: list) -> dict:

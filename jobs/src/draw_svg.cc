@@ -1,7 +1,7 @@
 // `packoracle draw`'s SVG (draw.h): a header, for long rows an overview strip, the per-slot lanes (tokens,
 // documents, positions as dumped and as the policy wants, labels, loss mask, targets as decoded and as the
 // oracle wants, each encoding's boundaries), the attention grid and a legend, one element per line with
-// machine-readable attributes (packoracle/interchange/svg.h). The root is sized to what is drawn.
+// machine-readable attributes (packoracle/jobs/svg.h). The root is sized to what is drawn.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "draw_row.h"
-#include "packoracle/interchange/svg.h"
+#include "packoracle/jobs/svg.h"
 
 namespace packoracle::jobs::draw_internal {
 

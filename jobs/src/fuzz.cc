@@ -14,9 +14,9 @@
 
 #include "packoracle/fastcheck/case_check.h"
 #include "packoracle/interchange/policy_json.h"
-#include "packoracle/interchange/regression.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
+#include "packoracle/properties/regression.h"
 
 namespace packoracle::jobs {
 namespace {

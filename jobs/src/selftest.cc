@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "packoracle/fastcheck/case_check.h"
-#include "packoracle/interchange/regression.h"
 #include "packoracle/jobs/generation_json.h"
+#include "packoracle/properties/regression.h"
 #include "printf.h"
 
 namespace packoracle::jobs {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "packoracle/interchange/svg.h"
 #include "packoracle/jobs/draw.h"
+#include "packoracle/jobs/svg.h"
 #include "packoracle/oracle.h"
 
 namespace packoracle::jobs {

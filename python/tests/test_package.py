@@ -70,3 +70,34 @@ def test_counterexample_says_after_how_many_cases_and_shrinks():
     assert e.invariant == "targets" and e.request is not None and e.reproduce.startswith("v1:")
     again = packoracle.Counterexample("text", invariant=None, reproduce="v1:x", replay="r", request=None)
     assert (again.cases, again.shrinks) == (0, 0)  # built by hand: nothing counted
+
+
+def test_conformance_is_a_console_script_of_its_own(monkeypatch, capsys):
+    """`packoracle-conformance` (pyproject.toml [project.scripts]) is packoracle.conformance's command line, named
+    so in its --help; installed, it is a script beside the interpreter, as `packoracle` is."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    scripts = re.search(r"^\[project\.scripts\]\n((?:.*\n)*?)(?:\n|\Z)", pyproject, re.M)
+    assert scripts, "pyproject.toml has no [project.scripts] table"
+    entry = re.search(r'^packoracle-conformance = "([\w.]+):(\w+)"$', scripts.group(1), re.M)
+    assert entry, scripts.group(1)
+    main = getattr(importlib.import_module(entry.group(1)), entry.group(2))
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/packoracle-conformance", "--help"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: packoracle-conformance ")
+    monkeypatch.setattr(sys, "argv", ["/src/packoracle/conformance/__main__.py", "--help"])  # python -m, the C++ door
+    with pytest.raises(SystemExit):
+        main()
+    assert capsys.readouterr().out.startswith("usage: packoracle conformance ")
+
+    import os
+    script = os.path.join(os.path.dirname(sys.executable), "packoracle-conformance")
+    if os.path.exists(script):  # the installed package (scripts/python_tests.sh), not a source checkout
+        done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("usage: packoracle-conformance ")

@@ -11,7 +11,7 @@ import unittest
 
 from tests.helpers import PACKORACLE, REPO_ROOT
 
-EXEC_DIR = os.path.join(REPO_ROOT, "properties", "test", "exec")
+EXEC_DIR = os.path.join(REPO_ROOT, "exec", "test", "candidates")
 REFERENCE = f"{sys.executable} {os.path.join(EXEC_DIR, 'reference_packer.py')}"
 BUGGY = f"{sys.executable} {os.path.join(REPO_ROOT, 'python', 'candidates', 'buggy_tg03_boundary_target.py')}"
 

@@ -35,8 +35,8 @@
 
 #include <gtest/gtest.h>
 
-#include "packoracle/interchange/regression.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/regression.h"
 #include "packoracle/properties/verify.h"
 
 namespace packoracle {

@@ -24,7 +24,7 @@
 // and as the oracle wants, the segment starts of the spans and of every boundary encoding the row carries),
 // then the attention grid (allowed cells filled in the colour of the query's document, padding grey, masked
 // cells empty) and a legend. Everything that disagrees with the policy is outlined red. Every element a test
-// or script needs carries machine-readable attributes (one element per line, see packoracle/interchange/svg.h):
+// or script needs carries machine-readable attributes (one element per line, see packoracle/jobs/svg.h):
 //   <svg ... data-row="R" data-slots="L" data-drawn-slots="64" data-first-slot="0" data-window="all"
 //        data-valid-targets="7" data-oracle-targets="7" data-allowed="21" data-disagree="0"
 //        data-target-disagree="0" data-position-disagree="0">

@@ -1,5 +1,5 @@
 // `packoracle fuzz --exec CMD`: the property-based run (fuzz.h) against an external candidate process over
-// the exec protocol (packoracle/interchange/exec_candidate.h), and the report the command line prints.
+// the exec protocol (packoracle/exec/exec_candidate.h), and the report the command line prints.
 //
 //   packoracle fuzz --exec 'python3 my_packer.py' --preset reference --time 60
 //
@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "packoracle/interchange/exec_candidate.h"
+#include "packoracle/exec/exec_candidate.h"
 #include "packoracle/jobs/fuzz.h"
 
 namespace packoracle::jobs {

@@ -6,8 +6,11 @@ and on two). Each failure is matched with the adapter's examined Finding; the ma
 (the README's table and a page with every counterexample drawn) and JSON. The output depends on nothing but
 the installed libraries (no times, no paths), so CI regenerates it and compares it with the committed one.
 
-    python -m packoracle.conformance --markdown docs/conformance.md --readme README.md --readme docs/libraries.md
-    python -m packoracle.conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md   # CI: fail on any change
+    packoracle-conformance --markdown docs/conformance.md --readme README.md --readme docs/libraries.md
+    packoracle-conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md   # CI: fail on any change
+
+(`packoracle-conformance`, the console script, is `python -m packoracle.conformance`; `packoracle conformance`
+runs the latter.)
 
 run() does the work (here), _render writes the Markdown and JSON, __main__ is the command line.
 """

@@ -1,4 +1,5 @@
-"""`python -m packoracle.conformance` (and `packoracle conformance`, which runs it): see --help."""
+"""`packoracle-conformance` (the console script), `python -m packoracle.conformance` and `packoracle conformance`
+(the C++ command line, which runs this module): see --help."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
     from ._consumers import Cell
 
 
+_PROG = "packoracle-conformance"  # the console script's name (pyproject.toml [project.scripts])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="packoracle conformance",
+        prog=_PROG if os.path.basename(sys.argv[0]) == _PROG else "packoracle conformance",
         description="Run the kit against every real library adapter (packoracle.adapters) and write the matrix.",
         epilog="Exit codes: 0 every verdict is explained (and, with --check, the files are up to date); 1 a "
                "failure nobody explained, a finding no longer seen, or a file that differs; 2 bad arguments.")
