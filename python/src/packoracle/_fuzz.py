@@ -365,10 +365,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     "context_parallel_scheme", "cp_shards", "microbatches", "slot_losses"} and returns one {"loss_sum",
     "denominator", "denominator_scope", "loss"} per micro-batch (any non-empty subset, with the scope exactly
     when a denominator is given): the total of the micro-batch's whole context-parallel group.
-    ``cp_shards[m][r][k]`` lists the ``(start, end)`` slot ranges CP rank k holds of row r of micro-batch m, as
-    a trainer deals them (``"contiguous"``, or ``"load_balanced"``: chunks k and 2·cp−1−k of every document); a
-    reducer that computes per CP rank reads its part from them. Some splits of every case use
-    ``context_parallel_size`` 2, 4 or 8.
+    ``cp_shards[m][r][k]``: the ``(start, end)`` slot ranges CP rank k holds of row r of micro-batch m under
+    ``context_parallel_scheme`` (docs/python.md, "Context parallelism"); CP sizes 2, 4, 8 are drawn.
     With ``gradient=True`` (needs torch) each ``slot_losses[m][r]`` is a float64 leaf tensor with
     ``requires_grad``, and a micro-batch's dict may carry ``"backward"``: the 0-dim tensor the reducer would call
     ``backward()`` on (by default its ``"loss"``, when that is a tensor with a gradient). The kit backpropagates
