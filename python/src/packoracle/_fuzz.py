@@ -364,9 +364,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
     "context_parallel_scheme", "cp_shards", "microbatches", "slot_losses"} and returns one {"loss_sum",
     "denominator", "denominator_scope", "loss"} per micro-batch (any non-empty subset, with the scope exactly
-    when a denominator is given): the total of the micro-batch's whole context-parallel group.
-    ``cp_shards[m][r][k]``: the ``(start, end)`` slot ranges CP rank k holds of row r of micro-batch m under
-    ``context_parallel_scheme`` (docs/python.md, "Context parallelism"); CP sizes 2, 4, 8 are drawn.
+    when a denominator is given), its whole CP group's. ``cp_shards[m][r][k]``: the ``(start, end)`` slot ranges
+    CP rank k holds of row r of micro-batch m (docs/python.md, "Context parallelism"; CP 2, 4, 8 drawn).
     With ``gradient=True`` (needs torch) each ``slot_losses[m][r]`` is a float64 leaf tensor with
     ``requires_grad``, and a micro-batch's dict may carry ``"backward"``: the 0-dim tensor the reducer would call
     ``backward()`` on (by default its ``"loss"``, when that is a tensor with a gradient). The kit backpropagates
