@@ -118,13 +118,12 @@ def test_effective_documents(benchmark, w):
     benchmark(_core.effective_documents, docs, policy)
 
 
-def _canonical(w, policy, effective, spans):
+def _canonical(w, policy, documents, spans):
     matcher = None
     batch = w.batch
     if not spans:
         batch = w.without_spans()
-        pad = policy.get("pad_id")  # what Microbatches.matcher() builds from the effective documents
-        matcher = _batch.SpanMatcher(effective, policy["overflow"], None if pad is None else int(pad))
+        matcher = _batch.SpanMatcher(documents, policy)  # what Microbatches.matcher() builds
     return _batch.canonical_microbatch(batch, where="batch", spans=matcher, producer=w.producer)
 
 
@@ -133,12 +132,12 @@ def test_canonical_microbatch(benchmark, w, spans):
     benchmark.group = "binding"
     _name(benchmark, w, "canonical_microbatch" if spans else "span_matcher")
     policy = resolve(POLICY)
-    effective = _core.effective_documents(packoracle.canonical_documents(w.documents), policy)
-    mb = _canonical(w, policy, effective, spans)
+    documents = packoracle.canonical_documents(w.documents)
+    mb = _canonical(w, policy, documents, spans)
     got = [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row["doc_spans"]] for row in mb["rows"]]
     want = [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row] for row in w.batch["doc_spans"]]
     assert got == want
-    benchmark(_canonical, w, policy, effective, spans)
+    benchmark(_canonical, w, policy, documents, spans)
 
 
 def test_read_microbatches(benchmark, workloads):

@@ -12,5 +12,6 @@ namespace nb = nanobind;
 void BindPolicies(nb::module_& m);  // presets, policy resolution
 void BindFuzz(nb::module_& m);      // packoracle.fuzz
 void BindAudit(nb::module_& m);     // check_batch, check_step, verify, draw
+void BindSpans(nb::module_& m);     // doc_spans derived from the documents
 
 }  // namespace packoracle::python

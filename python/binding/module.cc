@@ -107,4 +107,5 @@ NB_MODULE(_core, m) {
   packoracle::python::BindPolicies(m);
   packoracle::python::BindFuzz(m);
   packoracle::python::BindAudit(m);
+  packoracle::python::BindSpans(m);
 }

@@ -111,6 +111,6 @@ def test_torchrun_a_collator_training_across_documents_is_caught_at_the_first_ba
 
 def test_a_packed_feature_holds_one_document_per_seq_length_and_lengths_that_disagree_are_named():
     docs = guard.documents_from_features([{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": torch.tensor([2, 3])}])
-    assert [d["tokens"] for d in docs] == [[1, 2], [3, 4, 5]]
+    assert [d["tokens"].tolist() for d in docs] == [[1, 2], [3, 4, 5]]
     with pytest.raises(ValueError, match=r"features\[0\]: field 'seq_lengths' sums to 4, but its input_ids has 5"):
         guard.documents_from_features([{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 2]}])

@@ -9,7 +9,6 @@ seq_lens) and the spans are built here.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -167,188 +166,56 @@ def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -
 
 class SpanMatcher:
     """Derives doc_spans for batches that carry none, from the documents alone (never from the producer's
-    boundary tensors, which are what is checked): each row is read left to right; a piece is the rest of the
-    document cut at the previous row's end, or else the first unplaced document (in the given order) whose
-    tokens start here, whole or, when the policy splits or truncates, cut at the row's end. Slots where no
-    document matches are left without a span: the checks then report them (coverage, padding).
+    boundary tensors, which are what is checked). The reading is the core's (`_core.SpanDerivation`,
+    jobs/span_derivation.h): each row left to right, a piece is the rest of the document cut at the previous
+    row's end, or else the first unplaced document (in the given order) whose tokens start here, whole or, when
+    the policy splits or truncates, cut at the row's end; slots no document matches are left without a span
+    (the checks then report them: coverage, padding). A document made only of the pad id, where the rest of the
+    row is the pad id too, is read as padding unless a slot it would cover is a target.
 
     Documents whose tokens collide (one a prefix of another, repeated tokens at a row's end) can be matched
     differently from what the packer did; give doc_spans to remove any doubt. When the greedy reading leaves
-    the step unexplained (``misses``: slots left without a span that do not hold the pad id; ``unplaced()``:
-    documents never placed), ``solve`` searches every reading of the rows seen for one that places every
-    document, padding being a trailing run of the pad id.
+    the step unexplained (``misses``, ``unplaced()``), ``solve`` searches every reading of the rows seen for one
+    that places every document, and updates the span lists ``match`` returned, in place."""
 
-    A document made only of the pad id, where the rest of the row is the pad id too, is read as padding unless
-    a slot it would cover is a target (a label that is not ignored, with a loss_mask that is not 0 where there
-    is one): padding is never a target. Read as a document there, padding would need the document's positions
-    and targets, a false counterexample for a packer that put that document elsewhere (under
-    `pad_positions: any` padding holds any position). One that covers no target anywhere is left to the search,
-    which places it where nothing else explains the rows."""
+    SOLVE_STEPS = 20000  # the core's bound (SpanDerivation::kSolveSteps): beyond it the greedy reading stays
 
-    SOLVE_STEPS = 20000  # the search's bound: beyond it the greedy reading stays
+    def __init__(self, documents: list[dict], policy: Any):
+        """``documents``: as given to the packer ({"doc_uid", "tokens", "supervised"?} dicts, as
+        canonical_documents makes them); the core adds the policy's delimiters (a preset name or a dict)."""
+        self._uids = [d["doc_uid"] for d in documents]
+        self._core = _core.SpanDerivation(documents, policy)
+        self._returned: list[list[dict]] = []  # the lists match() handed out, which solve() updates in place
 
-    def __init__(self, effective_documents: list[dict], overflow: str, pad_id: Optional[int] = None):
-        self.docs = effective_documents
-        self.pad_id = pad_id
-        self.misses = 0
-        self.seen: list[tuple[np.ndarray, list]] = []  # every row matched, with its span list (updated in place)
-        self.targets: list[Optional[np.ndarray]] = []  # per row seen: which slots are targets (None: unknown)
-        self.cut = overflow in ("split", "truncate")
-        self.split = overflow == "split"
-        self.placed = [len(d["tokens"]) == 0 for d in effective_documents]
-        self.all_pad = [pad_id is not None and len(d["tokens"]) > 0 and bool((np.asarray(d["tokens"]) == pad_id).all())
-                        for d in effective_documents]
-        self.by_first: dict[int, list[int]] = {}
-        for k, d in enumerate(effective_documents):
-            if len(d["tokens"]):
-                self.by_first.setdefault(int(d["tokens"][0]), []).append(k)
-        self.open: Optional[tuple[int, int]] = None  # (document, offset) continued in the next row
+    @property
+    def misses(self) -> int:
+        """Rows whose rest is neither a document nor padding."""
+        return int(self._core.misses)
 
     def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None) -> list[dict]:
         """The spans of one row. ``targets``: which of its slots are targets (see the class docstring)."""
-        spans: list[dict] = []
-        i, n = 0, len(tokens)
-        self.seen.append((tokens, spans))
-        self.targets.append(targets)
-        k: Optional[int]
-        if self.open is not None:
-            k, offset = self.open
-            self.open = None
-            rest = self.docs[k]["tokens"][offset:]
-            m = _common_prefix(tokens, 0, rest)
-            if m:
-                spans.append({"doc_uid": self.docs[k]["doc_uid"], "start": 0, "length": m, "doc_offset": offset})
-                if m < len(rest) and self.split:
-                    self.open = (k, offset + m)
-                i = m
-        while i < n:
-            k = self._next_document(tokens, i, len(self.seen) - 1)
-            if k is not None and k != self._first_unplaced() and self._padding_from(tokens, i):
-                k = None  # as solve() chooses: a document out of order only where the rest is not padding
-            if k is None:
-                # the rest is unexplained unless it is padding (the pad id to the row's end)
-                if self.pad_id is None or not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
-                    self.misses += 1
-                break
-            doc = self.docs[k]["tokens"]
-            m = min(len(doc), n - i)
-            spans.append({"doc_uid": self.docs[k]["doc_uid"], "start": i, "length": m, "doc_offset": 0})
-            self.placed[k] = True
-            if m < len(doc) and self.split:
-                self.open = (k, m)
-            i += m
+        flags = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint8)
+        spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags))
+        self._returned.append(spans)
         return spans
 
     def unplaced(self) -> int:
-        return sum(1 for placed in self.placed if not placed)
-
-    def _first_unplaced(self) -> Optional[int]:
-        return next((k for k, placed in enumerate(self.placed) if not placed), None)
-
-    def _padding_from(self, tokens: np.ndarray, i: int) -> bool:
-        return self.pad_id is not None and bool((np.asarray(tokens[i:]) == self.pad_id).all())
+        """Documents never placed."""
+        return int(self._core.unplaced())
 
     def solve(self, pad_id: int) -> bool:
-        """Depth-first over the rows seen: at each slot a continued piece, padding when the rest of the row is
-        the pad id, or an unplaced document that matches (cut at the row's end where the policy splits or
-        truncates), in the documents' order. The first reading that places every document replaces the greedy spans; False when none is
-        found within SOLVE_STEPS."""
-        rows = [np.asarray(t) for t, _ in self.seen]
-        docs = [np.asarray(d["tokens"]) for d in self.docs]
-        placed = [len(d) == 0 for d in docs]
-        found: list[list[dict]] = [[] for _ in rows]
-        budget = [self.SOLVE_STEPS]
-
-        def row_from(r: int, i: int, open_piece: Optional[tuple[int, int]], acc: list) -> bool:
-            budget[0] -= 1
-            if budget[0] < 0:
-                return False
-            if r == len(rows):
-                return all(placed) and open_piece is None
-            tokens, n = rows[r], len(rows[r])
-            if i == n:
-                found[r] = list(acc)
-                return row_from(r + 1, 0, open_piece, [])
-            if i == 0 and open_piece is not None:  # the rest of a document cut at the previous row's end
-                cut, offset = open_piece
-                rest = docs[cut][offset:]
-                m = _common_prefix(tokens, 0, rest)
-                if m:
-                    nxt = (cut, offset + m) if m < len(rest) and self.split else None
-                    span = {"doc_uid": self.docs[cut]["doc_uid"], "start": 0, "length": m, "doc_offset": offset}
-                    if row_from(r, m, nxt, acc + [span]):
-                        return True
-                return False
-            # Choices in the order packers make them: the first document not yet placed, if it matches here;
-            # else padding, when the rest of the row is the pad id (what the greedy reading could not explain
-            # is most often a document of pad ids read where the packer left padding); else any other
-            # document that matches, in the documents' order.
-            matching = [k for k in self.by_first.get(int(tokens[i]), ()) if not placed[k]
-                        and ((min(len(docs[k]), n - i) == len(docs[k]) or self.cut)
-                             and _common_prefix(tokens, i, docs[k][:min(len(docs[k]), n - i)]) == min(len(docs[k]), n - i))]
-            first = next((k for k, p in enumerate(placed) if not p), None)
-            # None: padding (the rest of the row is the pad id)
-            choices: list[Optional[int]] = ([first] if first in matching else []) + [None] + [k for k in matching if k != first]
-            for k in choices:
-                if k is None:
-                    if bool((tokens[i:] == pad_id).all()):
-                        found[r] = list(acc)
-                        if row_from(r + 1, 0, None, []):
-                            return True
-                    continue
-                m = min(len(docs[k]), n - i)
-                placed[k] = True
-                nxt = (k, m) if m < len(docs[k]) and self.split else None
-                span = {"doc_uid": self.docs[k]["doc_uid"], "start": i, "length": m, "doc_offset": 0}
-                # a piece cut at the row's end ends the row and continues in the next one
-                if row_from(r, i + m, nxt, acc + [span]):
-                    return True
-                placed[k] = False
+        """Depth-first over the rows seen (the core's search, at most SOLVE_STEPS steps): the first reading that
+        places every document replaces the greedy spans; False when none is found."""
+        if not self._core.solve(int(pad_id)):
             return False
-
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, 10000))
-        try:
-            if not row_from(0, 0, None, []):
-                return False
-        finally:
-            sys.setrecursionlimit(limit)
-        for (_, spans), new in zip(self.seen, found):
-            spans[:] = new
-        self.placed = placed
-        self.misses = 0
+        for spans, new in zip(self._returned, self._core.rows()):
+            spans[:] = self._spans(new)
         return True
 
-    def _padding_rather_than(self, k: int, r: int, i: int) -> bool:
-        """Whether slots i.. of row r, where document k (made of the pad id) would go, read as padding: the
-        rest of the row is the pad id and none of the slots the document would cover is a target."""
-        if not self.all_pad[k]:
-            return False
-        tokens, _ = self.seen[r]
-        if not bool((np.asarray(tokens[i:]) == self.pad_id).all()):
-            return False
-        targets = self.targets[r]
-        m = min(len(self.docs[k]["tokens"]), len(tokens) - i)
-        return targets is None or not bool(np.asarray(targets[i:i + m]).any())
-
-    def _next_document(self, tokens: np.ndarray, i: int, r: int) -> Optional[int]:
-        for k in self.by_first.get(int(tokens[i]), ()):
-            if self.placed[k] or self._padding_rather_than(k, r, i):
-                continue
-            doc = self.docs[k]["tokens"]
-            m = min(len(doc), len(tokens) - i)
-            if (m == len(doc) or self.cut) and _common_prefix(tokens, i, doc[:m]) == m:
-                return k
-        return None
-
-
-def _common_prefix(tokens: np.ndarray, start: int, doc: np.ndarray) -> int:
-    """How many of `doc`'s tokens match tokens[start:], from the first."""
-    m = min(len(doc), len(tokens) - start)
-    if m <= 0:
-        return 0
-    same = np.asarray(tokens[start:start + m]) == np.asarray(doc[:m])
-    return m if same.all() else int(np.argmin(same))
+    def _spans(self, spans: list) -> list[dict]:
+        uids = self._uids
+        return [{"doc_uid": uids[k], "start": start, "length": length, "doc_offset": offset}
+                for k, start, length, offset in spans]
 
 
 def scalar(value: Any) -> Any:
@@ -379,20 +246,11 @@ class Microbatches:
     def __init__(self, documents: list, policy: dict):
         self.documents = documents
         self.policy = policy
-        self._effective: Optional[list] = None
         self._matcher: Optional[SpanMatcher] = None
-
-    @property
-    def effective(self) -> Optional[list]:
-        """The documents as placed (the policy's delimiters added), once a span match needed them."""
-        return self._effective
 
     def matcher(self) -> SpanMatcher:
         if self._matcher is None:
-            if self._effective is None:
-                self._effective = _core.effective_documents(self.documents, self.policy)
-            pad = self.policy.get("pad_id")
-            self._matcher = SpanMatcher(self._effective, self.policy["overflow"], None if pad is None else int(pad))
+            self._matcher = SpanMatcher(self.documents, self.policy)
         return self._matcher
 
     def read(self, answer: Any) -> list[dict]:

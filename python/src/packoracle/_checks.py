@@ -79,12 +79,11 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     resolved = resolve(policy)
     docs = canonical_documents(documents, policy=resolved)
     reader = Microbatches(docs, resolved)
-    # Spans derived from the documents need them as placed (delimiters added) here; given spans do not, and the
-    # core adds the delimiters itself.
+    # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are given.
     spans = None if _has_spans(batch) else reader.matcher()
     mb = canonical_microbatch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
                               producer=producer, ignore=ignore, policy=resolved)
-    return _records("batch", resolved, docs, reader, [mb], dp_world_size).audit(row_length, decoder)
+    return _Records("batch", resolved, docs, [mb], dp_world_size, delimiters_included=False).audit(row_length, decoder)
 
 
 def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any]], documents: DocumentsLike,
@@ -114,15 +113,7 @@ def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any
     world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
     for k, mb in enumerate(mbs):
         _args.rank_below(mb["rank"], world, f"{at}: microbatches[{k}]", "field 'rank'")
-    return _records("step", resolved, docs, reader, mbs, world).audit(row_length, decoder)
-
-
-def _records(name: str, policy: dict, documents: list, reader: Microbatches, microbatches: list,
-             dp_world_size: int) -> _Records:
-    """The step's records, with the documents as the reader already made them (placed) if it needed to."""
-    if reader.effective is not None:
-        return _Records(name, policy, reader.effective, microbatches, dp_world_size, delimiters_included=True)
-    return _Records(name, policy, documents, microbatches, dp_world_size, delimiters_included=False)
+    return _Records("step", resolved, docs, mbs, world, delimiters_included=False).audit(row_length, decoder)
 
 
 def _has_spans(batch: Mapping[str, Any]) -> bool:

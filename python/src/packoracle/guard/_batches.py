@@ -46,15 +46,16 @@ class GuardState:
 def documents_from_features(features: Sequence[Mapping[str, Any]], ignore_index: int = -100) -> list[dict]:
     """The documents a collator was handed: one per feature (its input_ids; its labels say which tokens are
     supervised), or, for a feature that is already a packed row with `seq_lengths` (TRL's pack_dataset), one
-    per length."""
+    per length. Each is {"doc_uid", "tokens", "supervised"} with numpy arrays (tokens a view of the feature's
+    input_ids where it is an array), as check_batch reads them."""
     docs = []
     for k, f in enumerate(features):
         if not isinstance(f, Mapping) or "input_ids" not in f:
             raise TypeError(f"guard: feature {k} has no 'input_ids': the guard reads the documents from the features")
         ids = as_array(f["input_ids"], f"features[{k}]", "input_ids").reshape(-1)
         labels = f.get("labels")
-        sup = np.ones(len(ids), dtype=np.int64) if labels is None else \
-            (as_array(labels, f"features[{k}]", "labels").reshape(-1) != ignore_index).astype(np.int64)
+        sup = np.ones(len(ids), dtype=np.int8) if labels is None else \
+            (as_array(labels, f"features[{k}]", "labels").reshape(-1) != ignore_index).astype(np.int8)
         lengths = f.get("seq_lengths")
         lengths = [len(ids)] if lengths is None else \
             [int(n) for n in as_array(lengths, f"features[{k}]", "seq_lengths").reshape(-1)]
@@ -63,8 +64,10 @@ def documents_from_features(features: Sequence[Mapping[str, Any]], ignore_index:
                              f"has {len(ids)} tokens")
         start = 0
         for j, n in enumerate(int(x) for x in lengths):
+            supervised = sup[start:start + n].copy()
+            supervised[:1] = 1  # a document's first token is never a target: its label says nothing
             docs.append({"doc_uid": f"f{k}" if len(lengths) == 1 else f"f{k}.{j}",
-                         "tokens": ids[start:start + n].tolist(), "supervised": [1] + sup[start + 1:start + n].tolist()})
+                         "tokens": ids[start:start + n], "supervised": supervised})
             start += n
     return docs
 

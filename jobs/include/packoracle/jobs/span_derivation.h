@@ -1,0 +1,79 @@
+// Where each document piece sits in rows that carry no doc_spans, derived from the documents alone (never from
+// the producer's boundary tensors, which are what is checked). The one owner of this reading: check_batch,
+// check_step and the guard (packoracle._batch.SpanMatcher binds it); the dump converters' sequential cursor
+// (packoracle.dump.match_sequential, which must run without the extension) is tested against it.
+//
+// Each row is read left to right: a piece is the rest of the document cut at the previous row's end, or else
+// the first unplaced document (in the given order) whose tokens start here, whole or, when the policy splits
+// or truncates, cut at the row's end. Slots where no document matches are left without a span: the checks
+// then report them (coverage, padding).
+//
+// A document made only of the pad id, where the rest of the row is the pad id too, is read as padding unless a
+// slot it would cover is a target (padding is never a target). When the greedy reading leaves the step
+// unexplained (misses(): rows whose rest is not the pad id; Unplaced(): documents never placed), Solve()
+// searches every reading of the rows seen, depth-first, for one that places every document, padding being a
+// trailing run of the pad id, and replaces the greedy spans with it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "packoracle/oracle/document.h"
+#include "packoracle/oracle/policy.h"
+
+namespace packoracle::jobs {
+
+// One derived piece: `document` indexes the documents the derivation was built with.
+struct DerivedSpan {
+  std::int64_t document = 0;
+  std::int64_t start = 0;
+  std::int64_t length = 0;
+  std::int64_t doc_offset = 0;
+  bool operator==(const DerivedSpan&) const = default;
+};
+
+class SpanDerivation {
+ public:
+  // The search's bound (calls of its depth-first step): beyond it the greedy reading stays.
+  static constexpr std::int64_t kSolveSteps = 20000;
+
+  // `documents`: their tokens as placed (the policy's delimiters added), in the order the packer was given them.
+  SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow, std::optional<Token> pad_id);
+
+  // The spans of the next row of the step. `targets`: which of its slots are targets (a label that is not
+  // ignored and a loss_mask that is not 0), or empty when unknown.
+  const std::vector<DerivedSpan>& Match(std::span<const Token> row, std::span<const std::uint8_t> targets);
+
+  std::int64_t misses() const { return misses_; }
+  std::int64_t Unplaced() const;
+  // Searches for a reading of every row seen that places every document (padding: a trailing run of `pad_id`);
+  // on success the rows' spans are replaced, misses() is 0, and it returns true.
+  bool Solve(Token pad_id);
+  // Every row's spans so far, in the order the rows were matched (Solve may have replaced them).
+  const std::vector<std::vector<DerivedSpan>>& rows() const { return spans_; }
+
+ private:
+  struct Search;
+  std::optional<std::int64_t> NextDocument(std::size_t r, std::int64_t i) const;
+  bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
+  bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
+  std::optional<std::int64_t> FirstUnplaced() const;
+
+  std::vector<std::vector<Token>> docs_;
+  bool cut_ = false;    // overflow split or truncate: a piece may end at the row's end, short of its document
+  bool split_ = false;  // overflow split: the cut document continues at the next row's start
+  std::optional<Token> pad_id_;
+  std::vector<bool> all_pad_;  // documents made only of the pad id
+  std::vector<bool> placed_;
+  std::unordered_map<Token, std::vector<std::int64_t>> by_first_;  // first token → documents, in order
+  std::optional<std::pair<std::int64_t, std::int64_t>> open_;       // (document, offset) continued next row
+  std::vector<std::vector<Token>> rows_;
+  std::vector<std::vector<std::uint8_t>> targets_;
+  std::vector<std::vector<DerivedSpan>> spans_;
+  std::int64_t misses_ = 0;
+};
+
+}  // namespace packoracle::jobs

@@ -1,0 +1,66 @@
+// SpanDerivation: the greedy reading of rows without doc_spans, and the search that takes over when documents
+// made of the pad id leave the greedy reading unable to explain the step. (The Python tests read the same
+// examples through packoracle._batch.SpanMatcher, and pin the dump converters' cursor to this reading.)
+#include "packoracle/jobs/span_derivation.h"
+
+#include <gtest/gtest.h>
+
+namespace packoracle::jobs {
+namespace {
+
+using Rows = std::vector<std::vector<Token>>;
+
+std::vector<std::vector<DerivedSpan>> ReadAll(SpanDerivation& d, const Rows& rows) {
+  for (const auto& row : rows) d.Match(row, {});
+  return d.rows();
+}
+
+TEST(SpanDerivation, DistinctTokensAreReadGreedily) {
+  SpanDerivation d({{11, 12}, {21}}, Overflow::kError, 0);
+  const auto spans = ReadAll(d, {{11, 12, 21, 0}});
+  EXPECT_EQ(spans, (std::vector<std::vector<DerivedSpan>>{{{0, 0, 2, 0}, {1, 2, 1, 0}}}));
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
+TEST(SpanDerivation, ASplitDocumentContinuesAtTheNextRowsStart) {
+  SpanDerivation d({{1, 2, 3, 4, 5}, {6}}, Overflow::kSplit, 0);
+  const auto spans = ReadAll(d, {{1, 2, 3}, {4, 5, 6}});
+  EXPECT_EQ(spans, (std::vector<std::vector<DerivedSpan>>{{{0, 0, 3, 0}}, {{0, 0, 2, 3}, {1, 2, 1, 0}}}));
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
+TEST(SpanDerivation, TheSearchReadsAPadIdDocumentAsPaddingWhereTheGreedyReadingTookIt) {
+  // The packer: [d0 pad] [d1 d2] [d3 d4]. The greedy reading puts d2 (a lone pad id) in row 0's padding, so
+  // row 2's first token has no document left; the search reads row 0's tail as padding.
+  SpanDerivation d({{0, 0}, {0, 0}, {0}, {0}, {1}}, Overflow::kError, 0);
+  ReadAll(d, {{0, 0, 0}, {0, 0, 0}, {0, 1, 0}});
+  ASSERT_GT(d.misses() + d.Unplaced(), 0);
+  ASSERT_TRUE(d.Solve(0));
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{
+                          {{0, 0, 2, 0}}, {{1, 0, 2, 0}, {2, 2, 1, 0}}, {{3, 0, 1, 0}, {4, 1, 1, 0}}}));
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
+TEST(SpanDerivation, AnUnexplainableStepKeepsTheGreedyReading) {
+  SpanDerivation d({{11}}, Overflow::kError, 0);
+  ReadAll(d, {{11, 7, 0}});  // token 7 belongs to no document
+  EXPECT_EQ(d.misses(), 1);
+  EXPECT_FALSE(d.Solve(0));
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 1, 0}}}));
+}
+
+TEST(SpanDerivation, APadIdDocumentOverTargetsIsADocument) {
+  // Slots 1-2 are targets: padding is never a target, so the pad-id document d1 is read there.
+  SpanDerivation d({{5}, {0, 0}}, Overflow::kError, 0);
+  const std::vector<Token> row{5, 0, 0};
+  const std::vector<std::uint8_t> targets{1, 1, 0};
+  EXPECT_EQ(d.Match(row, targets), (std::vector<DerivedSpan>{{0, 0, 1, 0}, {1, 1, 2, 0}}));
+  SpanDerivation without({{5}, {0, 0}}, Overflow::kError, 0);
+  const std::vector<std::uint8_t> none{1, 0, 0};
+  EXPECT_EQ(without.Match(row, none), (std::vector<DerivedSpan>{{0, 0, 1, 0}}));
+}
+
+}  // namespace
+}  // namespace packoracle::jobs
