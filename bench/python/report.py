@@ -143,15 +143,21 @@ def fuzz_tables(benchmarks):
 
 
 def guard_table(benchmarks):
-    """The guard's overhead on an 8 × 8192 batch: (guarded collator − collator) / (collator + forward)."""
+    """The guard's overhead on an 8 × 8192 batch: (guarded collator − collator) against the collator (goal ≤ 10%)
+    and against collator + forward (goal ≤ 5%; the forward is left out with -k "not forward")."""
     med = {b["name"]: b["stats"]["median"] for b in benchmarks}
-    collator, guarded, forward = (med["test_collator_alone"], med["test_collator_guarded"],
-                                  med["test_forward_small_llama"])
+    collator, guarded = med["test_collator_alone"], med["test_collator_guarded"]
+    forward = med.get("test_forward_small_llama")
     print("The guard (8 × 8192 batch, CPU time, medians)")
-    table(["", "time"], [["collator alone", fmt_time(collator)], ["collator guarded (every=1)", fmt_time(guarded)],
-                         ["forward, small Llama", fmt_time(forward)]])
-    print(f"  guard overhead: {fmt_time(guarded - collator)} per batch = {(guarded - collator) / collator * 100:.0f}% of "
-          f"the collator, {(guarded - collator) / (collator + forward) * 100:.2f}% of collator + forward (goal <= 5%)")
+    rows = [["collator alone", fmt_time(collator)], ["collator guarded (every=1)", fmt_time(guarded)]]
+    if forward is not None:
+        rows.append(["forward, small Llama", fmt_time(forward)])
+    table(["", "time"], rows)
+    overhead = guarded - collator
+    line = f"  guard overhead: {fmt_time(overhead)} per batch = {overhead / collator * 100:.0f}% of the collator (goal <= 10%)"
+    if forward is not None:
+        line += f", {overhead / (collator + forward) * 100:.2f}% of collator + forward (goal <= 5%)"
+    print(line)
     print()
 
 
