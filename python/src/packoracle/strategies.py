@@ -32,7 +32,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("packoracle.strategies needs Hypothesis: pip install hypothesis") from e
 
-from . import _args
+from . import _args, _core
 from ._policy import Policy
 
 __all__ = ["documents", "requests", "target_losses"]
@@ -107,11 +107,16 @@ def documents(min_size: int = 0, max_size: int = 8, *, min_tokens: int = 0, max_
 def target_losses(docs: list, policy: Mapping[str, Any]) -> "st.SearchStrategy[dict]":
     """``target_losses`` for ``docs`` under ``policy``: per uid, one loss per token of the document as the
     policy's delimiters make it (bos and eos included), multiples of 1/8 in [0, 4] so that sums are exact."""
-    extra = (policy.get("bos_id") is not None) + (policy.get("eos_id") is not None)
+    extra = _delimiters(policy)
     loss = st.integers(0, 32).map(lambda k: k / 8)
     return st.fixed_dictionaries({
         d["doc_uid"]: st.lists(loss, min_size=len(d["tokens"]) + extra, max_size=len(d["tokens"]) + extra)
         for d in docs})
+
+
+def _delimiters(policy: Mapping[str, Any]) -> int:
+    """How many tokens the policy's delimiters add to a document: the core's Effective, on an empty one."""
+    return len(_core.effective_documents([{"doc_uid": "d", "tokens": []}], dict(policy))[0]["tokens"])
 
 
 def _policy_strategy(policy: Any) -> "st.SearchStrategy[dict]":
@@ -166,7 +171,7 @@ def requests(policy: Any = "reference", *, min_row_length: int = 1, max_row_leng
     def draw_request(draw: st.DrawFn) -> dict:
         resolved = draw(policies)
         L = draw(st.integers(min_row_length, max_row_length))
-        extra = (resolved.get("bos_id") is not None) + (resolved.get("eos_id") is not None)
+        extra = _delimiters(resolved)
         room = max(L - extra, 0)  # document tokens that fit in a row beside the delimiters
         allow_long = overlong if overlong is not None else resolved.get("overflow") != "error"
         # 0-5: at most half the row, 6-8: up to the whole row, 9: longer than the row (if allowed); Hypothesis
