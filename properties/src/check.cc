@@ -5,12 +5,14 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "packing_invariance.h"
 #include "packoracle/oracle.h"
 #include "packoracle/oracle/tiling.h"
 #include "packoracle/properties/encoding_notes.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/attention_runs.h"
 #include "packoracle/properties/producer_totals.h"
 #include "packoracle/properties/context_parallel.h"
 #include "packoracle/properties/splits.h"
@@ -128,6 +130,7 @@ class Checker {
                      std::int64_t dp_world_size);
   void CheckReducer();
   void CheckConsumer();
+  void CompareConsumerMask(std::size_t r);
   void CheckInvariance();
 
   Candidate& candidate_;
@@ -141,7 +144,7 @@ class Checker {
   std::vector<RowRef> rows_;
   bool rows_are_candidates_ = false;
   // The consumer's mask per flat row (CheckConsumer): absent where it threw or gave a malformed mask.
-  std::vector<std::optional<DenseMask>> consumer_masks_;
+  std::vector<std::optional<MaskRuns>> consumer_masks_;
 };
 
 void Checker::Run() {
@@ -1146,14 +1149,14 @@ void Checker::CheckConsumer() {
   }
   result_.checked.insert(Invariant::kAttention);
   // The consumer sees whole micro-batches (a backend gets the batch tensor); row r of the step is row k of
-  // micro-batch m, in order.
+  // micro-batch m, in order. It answers runs (mask_runs.h): rows of any length, dense answers converted.
   consumer_masks_.assign(rows_.size(), std::nullopt);
   std::vector<std::optional<std::string>> failures(rows_.size());
   for (std::size_t m = 0, flat = 0; m < microbatches_.size(); flat += microbatches_[m].rows.size(), ++m) {
-    std::vector<DenseMask> masks;
+    std::vector<MaskRuns> masks;
     std::string failure;
     try {
-      masks = candidate_.consumer->ConsumeMicrobatch(microbatches_[m], policy_);
+      masks = candidate_.consumer->ConsumeMicrobatchRuns(microbatches_[m], policy_);
       if (masks.size() != microbatches_[m].rows.size()) {
         failure = "the attention consumer returned " + std::to_string(masks.size()) + " masks for a micro-batch of " +
                   std::to_string(microbatches_[m].rows.size()) + " rows";
@@ -1167,41 +1170,57 @@ void Checker::CheckConsumer() {
     }
   }
   for (std::size_t r = 0; r < rows_.size(); ++r) {
-    const OracleRow& want = result_.oracle->rows[r];
     if (failures[r]) {
       Add(Invariant::kAttention, At(r) + ": " + *failures[r], static_cast<std::int64_t>(r));
       continue;
     }
-    const DenseMask& mask = *consumer_masks_[r];
-    const auto n = static_cast<std::size_t>(want.length());
-    bool square = mask.size() == n;
-    for (const auto& line : mask) square = square && line.size() == n;
-    if (!square) {
-      Add(Invariant::kAttention, At(r) + ": the consumer's mask is not " + std::to_string(n) + " x " + std::to_string(n),
-          static_cast<std::int64_t>(r));
+    if (const auto bad = Malformed(*consumer_masks_[r], result_.oracle->rows[r].length())) {
+      Add(Invariant::kAttention, At(r) + ": " + *bad, static_cast<std::int64_t>(r));
       consumer_masks_[r].reset();
       continue;
     }
-    Violation v{Invariant::kAttention, "", static_cast<std::int64_t>(r), -1, "", "", {}};
-    for (std::size_t i = 0; i < n; ++i) {
-      if (want.slots[i].is_pad()) continue;  // padding queries reach no loss
-      for (std::size_t j = 0; j < n; ++j) {
-        const bool allowed = Attends(want, policy_, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j));
-        if ((mask[i][j] != 0) != allowed) v.cells.push_back({static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)});
-      }
+    CompareConsumerMask(r);
+  }
+}
+
+// Row r's consumer mask against the rule: the wrong queries found from the runs (attention_runs.h, pinned to
+// Attends), then their cells listed by Attends itself, element by element: every wrong query's in a row of at
+// most kDenseConsumerMaxRowLength slots, the first kListedQueries' in a longer one (the report draws a window
+// around the first). The count in the sentence covers every wrong query.
+void Checker::CompareConsumerMask(std::size_t r) {
+  constexpr std::size_t kListedQueries = 8;
+  const OracleRow& want = result_.oracle->rows[r];
+  const MaskRuns& mask = *consumer_masks_[r];
+  const std::int64_t n = want.length();
+  const auto wrong = DisagreeingQueries(mask, PieceIds(want), policy_);
+  if (wrong.empty()) return;
+  Violation v{Invariant::kAttention, "", static_cast<std::int64_t>(r), -1, "", "", {}};
+  std::int64_t disagreeing = 0;
+  for (std::size_t q = 0; q < wrong.size(); ++q) {
+    disagreeing += wrong[q].keys;
+    if (n > kDenseConsumerMaxRowLength && q >= kListedQueries) continue;
+    const std::int64_t i = wrong[q].query;
+    std::int64_t listed = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      if (mask.Visible(i, j) == Attends(want, policy_, i, j)) continue;
+      v.cells.push_back({i, j});
+      ++listed;
     }
-    if (!v.cells.empty()) {
-      const auto [qi, kj] = v.cells.front();
-      const bool future = kj > qi;
-      v.slot = qi;
-      v.sentence = At(r) + ": query " + std::to_string(qi) + (mask[static_cast<std::size_t>(qi)][static_cast<std::size_t>(kj)] ? " may attend" : " may not attend") +
-                   " key " + std::to_string(kj) +
-                   (future ? " (a future position)" : (want.slots[static_cast<std::size_t>(kj)].is_pad() ? " (padding)" : "")) +
-                   ", the policy says " + (mask[static_cast<std::size_t>(qi)][static_cast<std::size_t>(kj)] ? "no" : "yes") +
-                   " (" + std::to_string(v.cells.size()) + " cells disagree)";
-      result_.violations.push_back(v);
+    if (listed != wrong[q].keys) {
+      throw std::logic_error("packoracle: the attention comparison over runs found " + std::to_string(wrong[q].keys) +
+                             " wrong keys for query " + std::to_string(i) + " of " + At(r) + ", Attends " +
+                             std::to_string(listed) + " (a bug of the kit)");
     }
   }
+  const auto [qi, kj] = v.cells.front();
+  const bool visible = mask.Visible(qi, kj);
+  const bool future = kj > qi;
+  v.slot = qi;
+  v.sentence = At(r) + ": query " + std::to_string(qi) + (visible ? " may attend" : " may not attend") + " key " +
+               std::to_string(kj) +
+               (future ? " (a future position)" : (want.slots[static_cast<std::size_t>(kj)].is_pad() ? " (padding)" : "")) +
+               ", the policy says " + (visible ? "no" : "yes") + " (" + std::to_string(disagreeing) + " cells disagree)";
+  result_.violations.push_back(v);
 }
 
 // The tiny decoder on the rows as a backend is fed them (internal::CheckPackingInvariance says how). A row

@@ -73,7 +73,8 @@ void CheckPackingInvariance(const std::vector<InvarianceRow>& rows, const Oracle
 
     std::vector<double> packed;
     try {
-      const DenseMask mask = rows[r].consumer_mask ? *rows[r].consumer_mask : BackendAttentionAsFed(row, policy);
+      // a consumer's runs as a matrix: the decoder runs on rows of at most decoder_max_row_length slots
+      const DenseMask mask = rows[r].consumer_mask ? ToDense(*rows[r].consumer_mask) : BackendAttentionAsFed(row, policy);
       packed = model.Losses(row.input_ids, positions, mask, targets);
     } catch (const InputError& e) {
       result.violations.push_back({Invariant::kPackingInvariance,

@@ -13,7 +13,7 @@ namespace packoracle::internal {
 struct InvarianceRow {
   const CandidateRow* row = nullptr;     // the candidate's row (input ids, position ids, encodings)
   std::string where;                     // "micro-batch 0 row 1", for messages
-  const DenseMask* consumer_mask = nullptr;  // the candidate consumer's mask; null: derive from the encodings
+  const MaskRuns* consumer_mask = nullptr;  // the candidate consumer's mask; null: derive from the encodings
 };
 
 // Runs the decoder on every row as the candidate feeds it and on every document piece alone, and compares each

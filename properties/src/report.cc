@@ -78,16 +78,24 @@ const CandidateRow* CandidateRowAt(const CaseResult& result, std::int64_t r) {
   return nullptr;
 }
 
-void DrawRow(std::ostream& os, const CaseResult& result, const Policy& policy, std::int64_t r) {
+// The first of kMaxSlots consecutive slots drawn of a row of n so that `slot` is among them: 0 while it fits in
+// the first kMaxSlots, else a window centred on it (a long row's failure is drawn where it is).
+std::int64_t WindowStart(std::int64_t slot, std::int64_t n) {
+  if (slot < kMaxSlots || n <= kMaxSlots) return 0;
+  return std::clamp<std::int64_t>(slot - kMaxSlots / 2, 0, n - kMaxSlots);
+}
+
+void DrawRow(std::ostream& os, const CaseResult& result, const Policy& policy, std::int64_t r, std::int64_t from = 0) {
   const OracleBatch& batch = *result.oracle;
   const OracleRow& want = batch.rows[static_cast<std::size_t>(r)];
   const CandidateRow* got = CandidateRowAt(result, r);
   const auto n = static_cast<int>(want.length());
-  const int shown = std::min(n, kMaxSlots);
+  const int first = static_cast<int>(from);
+  const int shown = std::min(n - first, kMaxSlots);
   auto line = [&](const std::string& label, auto cell) {
-    os << "  " << label;
-    for (int i = 0; i < shown; ++i) os << cell(static_cast<std::size_t>(i));
-    if (shown < n) os << "  …";
+    os << "  " << label << (first > 0 ? "…" : "");
+    for (int i = first; i < first + shown; ++i) os << cell(static_cast<std::size_t>(i));
+    if (first + shown < n) os << "  …";
     os << "\n";
   };
   os << "=== Row " << r << " (micro-batch rank " << want.rank << ", micro_step " << want.micro_step << ")\n";
@@ -128,20 +136,27 @@ void DrawRow(std::ostream& os, const CaseResult& result, const Policy& policy, s
 
 void DrawAttention(std::ostream& os, const CaseResult& result, const Policy& policy, const Violation& v) {
   const OracleRow& want = result.oracle->rows[static_cast<std::size_t>(v.row)];
-  const auto n = static_cast<std::int64_t>(std::min<std::int64_t>(want.length(), kMaxSlots));
+  const auto length = want.length();
+  // kMaxSlots keys and queries: the first ones, or windows around the first disagreeing cell of a long row
+  const auto [first_query, first_key] = v.cells.front();
+  const std::int64_t k0 = WindowStart(first_key, length), q0 = WindowStart(first_query, length);
+  const std::int64_t k1 = std::min(length, k0 + kMaxSlots), q1 = std::min(length, q0 + kMaxSlots);
   std::set<std::pair<std::int64_t, std::int64_t>> bad(v.cells.begin(), v.cells.end());
   std::set<std::int64_t> queries;
   for (const auto& c : v.cells) queries.insert(c.first);
   os << "=== Attention row " << v.row << "   (# allowed  . masked  ! the candidate's mask disagrees with the rule)\n";
+  if (k0 > 0 || q0 > 0) {
+    os << "    keys " << k0 << ".." << k1 - 1 << ", queries " << q0 << ".." << q1 - 1 << " of " << length << " slots\n";
+  }
   os << "        key";
-  for (std::int64_t j = 0; j < n; ++j) os << " " << j % 10;
+  for (std::int64_t j = k0; j < k1; ++j) os << " " << j % 10;
   os << "\n";
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = q0; i < q1; ++i) {
     if (!queries.count(i) && queries.size() > 0 && std::abs(*queries.begin() - i) > 1 && !queries.count(i - 1) &&
         !queries.count(i + 1))
       continue;  // show the queries involved and their neighbours
     os << "    q" << (i < 10 ? " " : "") << i << "    ";
-    for (std::int64_t j = 0; j < n; ++j) {
+    for (std::int64_t j = k0; j < k1; ++j) {
       const char c = bad.count({i, j}) ? '!' : (Attends(want, policy, i, j) ? '#' : '.');
       os << " " << c;
     }
@@ -241,7 +256,14 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     if (rows.empty())
       for (std::size_t r = 0; r < std::min<std::size_t>(result.oracle->rows.size(), 2); ++r) rows.insert(static_cast<std::int64_t>(r));
     for (auto r : rows) {
-      if (r < static_cast<std::int64_t>(result.oracle->rows.size())) DrawRow(os, result, request.policy, r);
+      if (r >= static_cast<std::int64_t>(result.oracle->rows.size())) continue;
+      std::int64_t from = 0;  // a long row's attention failure is drawn around its first wrong query
+      for (const auto& v : result.violations)
+        if (v.row == r && v.invariant == Invariant::kAttention && !v.cells.empty()) {
+          from = WindowStart(v.cells.front().first, result.oracle->rows[static_cast<std::size_t>(r)].length());
+          break;
+        }
+      DrawRow(os, result, request.policy, r, from);
     }
     for (const auto& v : result.violations) {
       if (!v.cells.empty()) {

@@ -17,6 +17,8 @@
 #include "packoracle/properties/reproduce_string.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/generators.h"
+#include "packoracle/oracle.h"
+#include "packoracle/properties/invariants.h"
 
 namespace packoracle {
 namespace {
@@ -140,6 +142,52 @@ GeneratedCase Generate(const RunPlan& plan, const Candidate& candidate, const Ve
   return out;
 }
 
+// How does the consumer answer (MaskSource: runs, a mask function, a dense matrix)? Asked once a run, on a probe: the
+// reference packer's first micro-batch of two documents of 12 tokens in rows of 16 slots, under the candidate's
+// first policy (the reference preset when it claims every policy). A policy that refuses the probe, a consumer
+// that throws on it: taken as dense (its cases report what it does); rows of mixed forms: the costliest.
+MaskSource ProbeAnswer(Candidate& candidate) {
+  PackRequest probe;
+  probe.row_length = 16;
+  probe.policy = candidate.policies.empty() ? FindPreset("reference").policy : candidate.policies.front();
+  // two documents that fit a row, long enough together for a policy that cuts a stream into full windows (llmc)
+  probe.documents = {{"probe-a", std::vector<Token>(12, 3), {}}, {"probe-b", std::vector<Token>(12, 4), {}}};
+  for (const auto& doc : probe.documents) probe.target_losses[doc.uid].assign(16, 1.0);  // delimiters included
+  std::vector<CandidateMicrobatch> microbatches;
+  try {
+    Layout layout = DefaultLayout(probe.documents, probe.policy, probe.row_length);
+    AssignMicrobatches(layout, 1, 1);
+    microbatches = ReferenceMicrobatches(Materialize(probe.documents, layout, probe.policy), probe);
+  } catch (const InputError&) {
+    return MaskSource::kDense;  // the policy refuses the probe
+  }
+  if (microbatches.empty()) return MaskSource::kDense;
+  microbatches.front().producer.reset();
+  try {
+    const auto masks = candidate.consumer->ConsumeMicrobatchRuns(microbatches.front(), probe.policy);
+    if (masks.empty()) return MaskSource::kDense;
+    MaskSource costliest = MaskSource::kRuns;
+    for (const auto& m : masks) costliest = std::max(costliest, m.source);
+    return costliest;
+  } catch (const std::exception&) {
+    return MaskSource::kDense;  // the consumer's own failure: its cases report it
+  }
+}
+
+// The longest row of a run's cases. An attention consumer is generated rows by what its answer costs a row
+// (MaskSource): one that answers runs (segment ids, C++ MaskRuns) gets max_row_length, as every other role
+// does; a mask function, mask_mod or BlockMask (read cell by cell) kFunctionConsumerMaxRowLength; dense n × n
+// masks kDenseConsumerMaxRowLength. The probe is skipped when it cannot matter.
+std::int64_t LongestRow(Candidate& candidate, const VerifyOptions& options) {
+  if (!candidate.consumer || options.max_row_length <= kDenseConsumerMaxRowLength) return options.max_row_length;
+  switch (ProbeAnswer(candidate)) {
+    case MaskSource::kRuns: return options.max_row_length;
+    case MaskSource::kFunction: return std::min(options.max_row_length, kFunctionConsumerMaxRowLength);
+    case MaskSource::kDense: break;
+  }
+  return kDenseConsumerMaxRowLength;
+}
+
 // What a run learns from every case it checks, whether it fails or not: the invariants checked, those that
 // applied to no case, the largest objective gap, the contamination.
 class RunTally {
@@ -190,10 +238,9 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
   const RunPlan plan = PlanRun(options);
-  // An attention consumer answers with dense L×L masks: its rows stay at kRoleMaxRowLength. A loss reducer
-  // gets the steps a packer gets (tens of thousands of slots), checked under every split (splits.h).
-  const std::int64_t longest = candidate.consumer ? std::min(options.max_row_length, kRoleMaxRowLength)
-                                                  : options.max_row_length;
+  // A loss reducer gets the steps a packer gets (tens of thousands of slots), checked under every split
+  // (splits.h); an attention consumer too, unless it answers dense masks (LongestRow).
+  const std::int64_t longest = LongestRow(candidate, options);
   const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
   std::set<std::string> profiles_used;
   RunTally tally;

@@ -129,40 +129,60 @@ class PythonReducer final : public LossReducerRole, Driven {
 
 };
 
-// The driver returns a C-contiguous uint8 n × n array per row (it converted whatever the consumer gave).
-DenseMask MaskFromDriver(nb::handle value) {
-  auto mask = nb::cast<nb::ndarray<const std::uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(value);
-  DenseMask out(mask.shape(0), std::vector<std::uint8_t>(mask.shape(1)));
-  for (std::size_t i = 0; i < mask.shape(0); ++i)
-    for (std::size_t j = 0; j < mask.shape(1); ++j) out[i][j] = mask(i, j) != 0;
+// The driver returns per row the runs of visible keys it read from whatever the consumer gave (_masks.py
+// `runs`): a tuple (row_offsets, run_begin, run_end, source) of C-contiguous int64 arrays (n + 1, runs, runs)
+// and how the consumer answered: "runs" (segment ids), "function" (a mask function, mask_mod, BlockMask) or
+// "dense" (an n × n matrix).
+MaskRuns MaskFromDriver(nb::handle value) {
+  using Vector = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  auto parts = nb::borrow<nb::tuple>(value);
+  auto copy = [](nb::handle array, std::vector<std::int64_t>& to) {
+    auto v = nb::cast<Vector>(array);
+    to.assign(v.data(), v.data() + v.shape(0));
+  };
+  MaskRuns out;
+  copy(parts[0], out.row_offsets);
+  copy(parts[1], out.run_begin);
+  copy(parts[2], out.run_end);
+  out.n = static_cast<std::int64_t>(out.row_offsets.size()) - 1;
+  const auto source = nb::cast<std::string>(parts[3]);
+  out.source = source == "dense" ? MaskSource::kDense : source == "function" ? MaskSource::kFunction : MaskSource::kRuns;
   return out;
 }
 
 // A per-row consumer (`consumer=f`, driven row by row) or a micro-batch consumer (`microbatch_consumer=g`, one
-// call per micro-batch with every row, as a backend gets the batch tensor: DESIGN §12).
+// call per micro-batch with every row, as a backend gets the batch tensor: DESIGN §12). It answers runs; the
+// dense forms are those runs as matrices (for small rows).
 class PythonConsumer final : public AttentionConsumerRole, Driven {
  public:
   PythonConsumer(nb::object driver, std::shared_ptr<CallState> state, bool whole_microbatch)
       : Driven(std::move(driver), std::move(state)), whole_microbatch_(whole_microbatch) {}
 
   DenseMask Consume(const CandidateRow& row, const Policy& policy) override {
-    if (whole_microbatch_) {
-      CandidateMicrobatch one;
-      one.rows.push_back(row);
-      return ConsumeMicrobatch(one, policy).at(0);
-    }
-    nb::gil_scoped_acquire gil;
-    Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
-    if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-    return MaskFromDriver(a.value);
+    CandidateMicrobatch one;
+    one.rows.push_back(row);
+    return ConsumeMicrobatch(one, policy).at(0);
   }
 
   std::vector<DenseMask> ConsumeMicrobatch(const CandidateMicrobatch& microbatch, const Policy& policy) override {
-    if (!whole_microbatch_) return AttentionConsumerRole::ConsumeMicrobatch(microbatch, policy);
+    std::vector<DenseMask> out;
+    for (const auto& runs : ConsumeMicrobatchRuns(microbatch, policy)) out.push_back(ToDense(runs));
+    return out;
+  }
+
+  std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& microbatch, const Policy& policy) override {
     nb::gil_scoped_acquire gil;
+    std::vector<MaskRuns> out;
+    if (!whole_microbatch_) {
+      for (const auto& row : microbatch.rows) {
+        Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
+        if (a.kind != "ok") throw std::runtime_error(Text(a.value));
+        out.push_back(MaskFromDriver(a.value));
+      }
+      return out;
+    }
     Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy));
     if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-    std::vector<DenseMask> out;
     for (nb::handle mask : nb::borrow<nb::list>(a.value)) out.push_back(MaskFromDriver(mask));
     return out;
   }

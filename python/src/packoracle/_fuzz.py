@@ -19,7 +19,7 @@ import numpy as np
 from . import _args, _core
 from ._arrays import is_tensor
 from ._batch import Microbatches, scalar
-from ._masks import ConsumerAnswerError, densify
+from ._masks import ConsumerAnswerError, runs
 from ._policy import PolicyLike, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
@@ -291,7 +291,7 @@ def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, d
         except BaseException:
             return ("fault", "the attention consumer raised an exception:\n" + traceback.format_exc())
         try:
-            return ("ok", densify(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
+            return ("ok", runs(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
         except ConsumerAnswerError as e:
             return ("fault", str(e))
         except _PASS_THROUGH:
@@ -321,8 +321,8 @@ def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callab
             if len(answer) != len(rows):
                 return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a "
                                  f"micro-batch of {len(rows)} rows")
-            return ("ok", [densify(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
-                                                                f"for row {r}")
+            return ("ok", [runs(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
+                                                             f"for row {r}")
                            for r, (a, row) in enumerate(zip(answer, rows))])
         except ConsumerAnswerError as e:
             return ("fault", str(e))
@@ -390,13 +390,13 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     (default 8,192) and ``max_documents`` documents a case (default 512), steps of up to about 65,536 slots.
     A default run of a plain Python packer (lists or numpy, the README's) checks about 130 cases a second: 1000
     cases take about 8 s of one core; give ``max_row_length=16, max_documents=8`` (or ``time=``) for seconds-long runs of
-    small cases. A loss reducer gets the same steps; an attention consumer gets rows of at most 512 slots
-    (it answers with masks of n × n). Returns a
-    FuzzResult when every case passes; raises ``Counterexample`` (an AssertionError) with the minimal failing
-    case and a replay line (``reproduce="v1:..."`` replays exactly that case). ``save_regressions`` keeps the
-    minimal case as a regression file there (the fixtures/regressions format). ``sft_masks=False`` generates
-    documents whose every token is supervised, for packers that take no per-token supervision (pretraining
-    datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length`` and
+    small cases. A loss reducer gets the same steps, and so does a consumer answering segment ids; one answering
+    a mask function, ``mask_mod`` or ``BlockMask`` gets rows of up to 4,096 slots, dense masks 512 (docs/python.md,
+    "Consumers at real row lengths"). Returns a FuzzResult when every case passes; raises ``Counterexample`` (an
+    AssertionError) with the minimal failing case and a replay line (``reproduce="v1:..."`` replays exactly that
+    case). ``save_regressions`` keeps the minimal case as a regression file there (the fixtures/regressions
+    format). ``sft_masks=False`` generates documents whose every token is supervised, for packers that take no
+    per-token supervision (pretraining datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length`` and
     ``max_documents``. ``stats=True`` measures every generated case (``FuzzResult.generated``).
 
     ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that

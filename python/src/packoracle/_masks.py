@@ -1,4 +1,6 @@
-"""What an attention consumer answers, per row, turned into the n × n matrix the core compares with the oracle.
+"""What an attention consumer answers, per row, turned into the runs of visible keys the core compares with the
+oracle (``runs``: per query row, sorted half-open key ranges, the core's MaskRuns) — or into an n × n matrix
+(``densify``, for small rows).
 
 A consumer (``packoracle.fuzz(consumer=f)`` per row, ``microbatch_consumer=g`` per micro-batch) may answer each
 row in the form its backend holds:
@@ -12,6 +14,12 @@ row in the form its backend holds:
 - a torch ``BlockMask`` (FlexAttention) over the whole micro-batch: row r is read at batch index r, as
   flex_attention reads it: blocks absent from the block mask are never attended, full blocks are attended
   without the mask function, partial blocks through it.
+
+A compact form is read without an n × n matrix, so a consumer that answers one is checked on rows of real
+length (8,192 slots at the defaults): segment ids in O(n), a mask function or a BlockMask's mask_mod evaluated
+over chunks of query rows (at most ``_CHUNK_CELLS`` query × key cells at a time). A dense answer is read as it
+comes. Reading a function is O(n²) time all the same, so the core generates rows of at most 4,096 slots for a
+consumer answering one, and 512 for a dense one (segment ids: 8,192 at the defaults).
 
 Nothing here states a packing rule: these are the backends' own representations, read as the backend reads
 them. The rule the result is compared with (who may attend to whom under the policy) is the core's.
@@ -132,3 +140,170 @@ def densify(answer: Any, n: int, row: int, where: str) -> np.ndarray:
     if array.dtype.kind not in "biuf":
         raise ConsumerAnswerError(f"{where}: the consumer's mask has dtype {array.dtype}: bool or numbers expected")
     return np.ascontiguousarray(array != 0, dtype=np.uint8)
+
+
+# Query × key cells read at a time from a mask function, a BlockMask or a dense answer: 2 Mi cells (about 16 MiB
+# of working arrays), e.g. 256 query rows of a row of 8,192 slots.
+_CHUNK_CELLS = 1 << 21
+
+Runs = tuple  # (row_offsets int64[n + 1], run_begin int64[runs], run_end int64[runs], source: str)
+
+
+def _query_chunks(n: int, multiple: int = 1) -> list:
+    """[a, b) ranges of query rows covering n, each of at most _CHUNK_CELLS cells (a multiple of `multiple` rows)."""
+    step = max(multiple, (_CHUNK_CELLS // max(n, 1)) // multiple * multiple)
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
+def _block_runs(block: np.ndarray) -> tuple:
+    """Per query row of a boolean m × n block: its number of runs, and every run's begin and end, in order."""
+    m, n = block.shape
+    edges = np.zeros((m, n + 2), dtype=np.int8)
+    edges[:, 1:-1] = block
+    step = np.diff(edges, axis=1)
+    rows, begins = np.nonzero(step == 1)
+    _, ends = np.nonzero(step == -1)
+    return np.bincount(rows, minlength=m), begins.astype(np.int64), ends.astype(np.int64)
+
+
+def _assemble(n: int, parts: list, source: str) -> Runs:
+    counts = [c for c, _, _ in parts]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=offsets[1:])
+    begin = np.concatenate([b for _, b, _ in parts]) if parts else np.zeros(0, dtype=np.int64)
+    end = np.concatenate([e for _, _, e in parts]) if parts else np.zeros(0, dtype=np.int64)
+    return (offsets, np.ascontiguousarray(begin, dtype=np.int64), np.ascontiguousarray(end, dtype=np.int64), source)
+
+
+def _checked_block(array: np.ndarray, where: str, queries: tuple, n: int) -> np.ndarray:
+    """A block of query rows [a, b) × n keys as booleans, after the checks densify makes of a whole mask."""
+    a, b = queries
+    if array.dtype.kind == "f" and np.isnan(array).any():
+        i, j = np.argwhere(np.isnan(array))[0]
+        raise ConsumerAnswerError(f"{where}: the consumer's mask holds NaN (first at query {a + i}, key {j})")
+    if array.dtype.kind not in "biuf":
+        raise ConsumerAnswerError(f"{where}: the consumer's mask has dtype {array.dtype}: bool or numbers expected")
+    if array.shape != (b - a, n):
+        raise ConsumerAnswerError(f"{where}: the mask function gave shape {tuple(array.shape)} for queries {a}..{b - 1} "
+                                  f"and {n} keys (it must broadcast over its index arguments)")
+    return array != 0
+
+
+def _function_block(fn: Any, n: int, row: int, where: str, queries: tuple, device: Any = None) -> np.ndarray:
+    """A mask function evaluated on query rows [a, b) and every key, as a boolean (b − a) × n block."""
+    a, b = queries
+    if _arity(fn) == 2:
+        out = fn(np.arange(a, b)[:, None], np.arange(n)[None, :])
+    else:
+        import torch
+
+        tq = torch.arange(a, b, device=device).view(b - a, 1)
+        tk = torch.arange(n, device=device).view(1, n)
+        zero = torch.zeros((), dtype=torch.long, device=device)
+        out = fn(torch.full((), row, dtype=torch.long, device=device), zero, tq, tk)
+        out = out.cpu() if is_tensor(out) else out
+    array = as_array(out, where, "mask function")
+    if array.ndim == 0:
+        raise ConsumerAnswerError(f"{where}: the mask function returned one value for all {n} × {n} pairs: it must "
+                                  f"broadcast over its index arguments")
+    if array.shape != (b - a, n) and array.ndim <= 2:
+        array = np.broadcast_to(array, (b - a, n))
+    return _checked_block(array, where, queries, n)
+
+
+def _function_runs(fn: Any, n: int, row: int, where: str) -> Runs:
+    return _assemble(n, [_block_runs(_function_block(fn, n, row, where, q)) for q in _query_chunks(n)], "function")
+
+
+def _block_mask_runs(bm: Any, n: int, row: int, where: str) -> Runs:
+    """A BlockMask read per chunk of whole block rows: absent blocks never attended, full blocks attended, partial
+    blocks through mask_mod (evaluated where the block mask lives: its closure may hold GPU tensors)."""
+    q_block, kv_block = bm.BLOCK_SIZE
+    n_q, n_kv = -(-n // q_block), -(-n // kv_block)
+    partial = _block_level(bm.kv_num_blocks, bm.kv_indices, row, n_q, n_kv)
+    full = (_block_level(bm.full_kv_num_blocks, bm.full_kv_indices, row, n_q, n_kv)
+            if bm.full_kv_num_blocks is not None else None)
+
+    def expand(blocks: np.ndarray, a: int, b: int) -> np.ndarray:
+        rows = blocks[a // q_block:-(-b // q_block)]
+        return np.repeat(np.repeat(rows, q_block, axis=0), kv_block, axis=1)[:b - a, :n]
+
+    parts = []
+    for a, b in _query_chunks(n, q_block):
+        block = expand(partial, a, b) & _function_block(bm.mask_mod, n, row, where, (a, b), bm.kv_num_blocks.device)
+        if full is not None:
+            block |= expand(full, a, b)
+        parts.append(_block_runs(block))
+    return _assemble(n, parts, "function")
+
+
+def _segment_runs(ids: np.ndarray, where: str) -> Runs:
+    """Segment ids as a varlen kernel with causal=True reads them: query i sees key j ≤ i of the same id, -1 (any
+    negative id) is padding that no query sees. O(n) when each id is one stretch of slots; an id met again after
+    another (ids reused) also sees its earlier stretches."""
+    if ids.dtype.kind not in "iub":
+        raise ConsumerAnswerError(f"{where}: per-slot segment ids have dtype {ids.dtype}: integers are expected")
+    ids = ids.astype(np.int64)
+    n = len(ids)
+    if n == 0:
+        return _assemble(0, [], "runs")
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(ids) != 0) + 1))
+    ends = np.append(starts[1:], n)
+    stretch_ids = ids[starts]
+    seen = stretch_ids[stretch_ids >= 0]
+    slots = np.arange(n, dtype=np.int64)
+    if len(np.unique(seen)) == len(seen):  # every id one stretch: one run [stretch start, i] a query
+        own = ids >= 0
+        begin = np.repeat(starts, ends - starts)[own]
+        return _assemble(n, [(own.astype(np.int64), begin, slots[own] + 1)], "runs")
+    earlier: dict = {}
+    parts = []
+    for start, end, sid in zip(starts.tolist(), ends.tolist(), stretch_ids.tolist()):
+        length = end - start
+        if sid < 0:
+            parts.append((np.zeros(length, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+            continue
+        before = earlier.setdefault(sid, [])
+        begins = np.tile(np.array([b for b, _ in before] + [start], dtype=np.int64), (length, 1))
+        stops = np.tile(np.array([e for _, e in before] + [0], dtype=np.int64), (length, 1))
+        stops[:, -1] = slots[start:end] + 1
+        parts.append((np.full(length, len(before) + 1, dtype=np.int64), begins.ravel(), stops.ravel()))
+        before.append((start, end))
+    return _assemble(n, parts, "runs")
+
+
+def _dense_runs(array: np.ndarray, n: int, where: str) -> Runs:
+    if array.shape != (n, n):
+        raise ConsumerAnswerError(f"{where}: the consumer returned a mask of shape {tuple(array.shape)} for a row of "
+                                  f"{n} slots (expected {n} × {n}, 1 where query i may attend key j; or {n} segment "
+                                  f"ids)")
+    return _assemble(n, [_block_runs(_checked_block(array[a:b], where, (a, b), n)) for a, b in _query_chunks(n)], "dense")
+
+
+def runs(answer: Any, n: int, row: int, where: str) -> Runs:
+    """The consumer's answer for one row of n slots (row index `row` in its micro-batch) as the runs of visible keys
+    of each query: (row_offsets, run_begin, run_end, source), query i's runs being [run_begin[r], run_end[r]) for
+    r in [row_offsets[i], row_offsets[i + 1]); `source` says how the consumer answered, which bounds the rows the
+    core generates for it: "runs" (segment ids, O(n) a row: rows of max_row_length), "function" (a mask function,
+    mask_mod or BlockMask, read cell by cell: rows of at most 4,096 slots), "dense" (n × n: 512). Raises
+    ConsumerAnswerError naming `where` for anything else (a wrong shape, a NaN, a value that is no mask)."""
+    if isinstance(answer, (str, bytes)):
+        raise ConsumerAnswerError(f"{where}: the consumer returned a string ({answer[:40]!r}), not a mask")
+    if answer is None:
+        raise ConsumerAnswerError(f"{where}: the consumer returned None for a row of {n} slots (return a mask, "
+                                  f"segment ids, a mask function or a BlockMask)")
+    try:
+        if _is_block_mask(answer):
+            return _block_mask_runs(answer, n, row, where)
+        if callable(answer) and not is_tensor(answer) and not isinstance(answer, np.ndarray):
+            return _function_runs(answer, n, row, where)
+        array = as_array(answer, where, "mask")
+        if array.ndim == 1 and array.shape == (n,):
+            return _segment_runs(array, where)
+        return _dense_runs(array, n, where)
+    except ConsumerAnswerError:
+        raise
+    except Exception as e:  # a mask function that raises, an array that is not one
+        raise ConsumerAnswerError(f"{where}: the consumer's answer cannot be read as a mask: "
+                                  f"{type(e).__name__}: {e}") from None

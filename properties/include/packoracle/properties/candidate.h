@@ -3,7 +3,8 @@
 // A candidate fills any subset of three roles:
 //   packer              documents → micro-batches of rows with their encodings (and doc_spans, the truth)
 //   loss reducer        rows + per-slot losses → loss_sum, denominator, loss per micro-batch
-//   attention consumer  one row (or one whole micro-batch) → the dense mask a backend really uses
+//   attention consumer  one row (or one whole micro-batch) → the mask a backend really uses (dense, or as
+//                       runs of visible keys per query: mask_runs.h, for rows of real length)
 // Properties needing a role the candidate lacks are reported as not applicable, never as passed.
 //
 // The types mirror the exec protocol of DESIGN §6 (a request, `microbatch` records, `producer` totals), so
@@ -29,6 +30,7 @@
 
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
+#include "packoracle/properties/mask_runs.h"
 
 namespace packoracle {
 
@@ -153,9 +155,6 @@ struct ReduceRequest {
 // One ProducerTotals per micro-batch of the request, in the same order.
 using ReduceResult = std::vector<ProducerTotals>;
 
-// A dense [L][L] mask, 1 where query i may attend key j.
-using DenseMask = std::vector<std::vector<std::uint8_t>>;
-
 // ---- The roles, type-erased ---------------------------------------------------------------------------
 
 class PackerRole {
@@ -181,6 +180,14 @@ class AttentionConsumerRole {
   virtual std::vector<DenseMask> ConsumeMicrobatch(const CandidateMicrobatch& microbatch, const Policy& policy) {
     std::vector<DenseMask> out;
     for (const auto& row : microbatch.rows) out.push_back(Consume(row, policy));
+    return out;
+  }
+  // The same masks as runs (mask_runs.h): what the kit calls. By default the dense masks above, converted
+  // (MaskSource::kDense: such a consumer's rows stay at kDenseConsumerMaxRowLength); a consumer that holds a
+  // compact form (segment ids, a mask function) overrides it and gets longer rows (mask_runs.h, MaskSource).
+  virtual std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& microbatch, const Policy& policy) {
+    std::vector<MaskRuns> out;
+    for (const auto& mask : ConsumeMicrobatch(microbatch, policy)) out.push_back(RunsFromDense(mask));
     return out;
   }
 };
@@ -218,8 +225,14 @@ concept MicrobatchAttentionConsumer = requires(T& t, const CandidateMicrobatch& 
   { t.ConsumeMicrobatch(mb, p) } -> std::convertible_to<std::vector<DenseMask>>;
 };
 
+// The compact form: one MaskRuns per row of the micro-batch (rows of any length).
 template <class T>
-concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T>;
+concept RunsAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, const Policy& p) {
+  { t.ConsumeMicrobatchRuns(mb, p) } -> std::convertible_to<std::vector<MaskRuns>>;
+};
+
+template <class T>
+concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T> || RunsAttentionConsumer<T>;
 
 namespace internal {
 template <class T>
@@ -239,6 +252,11 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
   DenseMask Consume(const CandidateRow& row, const Policy& p) override {
     if constexpr (RowAttentionConsumer<T>) {
       return this->object->Consume(row, p);
+    } else if constexpr (!MicrobatchAttentionConsumer<T>) {  // only the runs form
+      CandidateMicrobatch one;
+      one.rows.push_back(row);
+      auto runs = this->object->ConsumeMicrobatchRuns(one, p);
+      return runs.empty() ? DenseMask{} : ToDense(runs.front());
     } else {  // only the micro-batch form: the row alone is a micro-batch of one row
       CandidateMicrobatch one;
       one.rows.push_back(row);
@@ -251,6 +269,13 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
       return this->object->ConsumeMicrobatch(mb, p);
     } else {
       return AttentionConsumerRole::ConsumeMicrobatch(mb, p);
+    }
+  }
+  std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& mb, const Policy& p) override {
+    if constexpr (RunsAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatchRuns(mb, p);
+    } else {
+      return AttentionConsumerRole::ConsumeMicrobatchRuns(mb, p);
     }
   }
 };

@@ -20,8 +20,9 @@
 
 namespace packoracle {
 
-// The longest row generated for a candidate with an attention consumer (its answer is L² mask cells a row).
-inline constexpr std::int64_t kRoleMaxRowLength = 512;
+// The longest row generated for a candidate whose attention consumer answers dense L × L masks (L² cells a
+// row); one that answers runs (MaskRuns, mask_runs.h) gets max_row_length.
+inline constexpr std::int64_t kRoleMaxRowLength = kDenseConsumerMaxRowLength;
 
 // The bounds a run's cases grow to by default, for every entry point (Verify, the typed suite,
 // `packoracle fuzz`, packoracle.fuzz): rows of 8,192 slots, 512 documents a case (steps of up to about
