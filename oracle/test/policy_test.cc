@@ -30,9 +30,10 @@ TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
     EXPECT_FALSE(preset.system.empty());
     EXPECT_TRUE(PolicyProblems(preset.policy).empty());
     const auto json = PolicyToJson(preset.policy);
-    // fully resolved: every key present, but efficiency, left out at its default (reported)
-    EXPECT_EQ(json.size() + 1, PolicyKeys().size());
+    // fully resolved: every key present, but those added after version 1, left out at their defaults
+    EXPECT_EQ(json.size() + KeysAfterVersionOne().size(), PolicyKeys().size());
     EXPECT_FALSE(json.contains("efficiency"));
+    EXPECT_FALSE(json.contains("truncate_to"));
     EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), preset.policy);
   }
   EXPECT_EQ(Presets().size(), 11u);
@@ -45,7 +46,7 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_TRUE(PolicyProblems(p).empty());
   const auto json = PolicyToJson(p);
   EXPECT_EQ(json.at("efficiency"), "no_mergeable_rows");
-  EXPECT_EQ(json.size(), PolicyKeys().size());
+  EXPECT_EQ(json.size() + 1, PolicyKeys().size());  // truncate_to left out at its default
   EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
   EXPECT_THROW(SetPolicyKey(p, "efficiency", std::string("best")), InputError);
 
@@ -69,6 +70,45 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_EQ(MergeCapacity(multiple, 10), 10);
   multiple.pad_to = PadTo{PadTo::Kind::kMultipleOf, 4};
   EXPECT_EQ(MergeCapacity(multiple, 10), 8);  // a row of 9 tokens would take 12 slots
+}
+
+// truncate_to: pad_multiple (DESIGN §3): a truncated document keeps ⌊L/k⌋·k tokens; it needs overflow: truncate
+// and pad_to multiple_of:k, and the JSON of every policy without it stays as version 1 wrote it.
+TEST(Policy, TruncationAtThePaddingMultipleNeedsTruncateAndAMultiple) {
+  Policy p = FindPreset("trl-padding-free").policy;
+  EXPECT_EQ(p.truncate_to, TruncateTo::kRowLen);
+  EXPECT_EQ(TruncationLength(p, 10), 10);
+  SetPolicyKey(p, "padding", std::string("right"));
+  SetPolicyKey(p, "pad_to", std::string("multiple_of:8"));
+  EXPECT_EQ(TruncationLength(p, 10), 10);  // row_len: the default keeps what it kept
+  SetPolicyKey(p, "truncate_to", std::string("pad_multiple"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  EXPECT_EQ(TruncationLength(p, 10), 8);
+  EXPECT_EQ(TruncationLength(p, 16), 16);
+  EXPECT_EQ(TruncationLength(p, 7), 0);  // k > L: PadsBeyondTheRow refuses every token
+  EXPECT_TRUE(PolicyDemandsRefusal(p, 7, {1}));
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("truncate_to"), "pad_multiple");
+  EXPECT_FALSE(json.contains("efficiency"));
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "truncate_to", std::string("multiple_of:8")), InputError);
+
+  Policy error = p;
+  error.overflow = Overflow::kError;
+  ASSERT_EQ(PolicyProblems(error).size(), 1u);
+  EXPECT_EQ(PolicyProblems(error)[0],
+            "truncate_to: pad_multiple says where overflow: truncate cuts a document, but overflow is error (use "
+            "truncate_to: row_len)");
+  Policy row_len = p;
+  row_len.pad_to = PadTo{};
+  ASSERT_EQ(PolicyProblems(row_len).size(), 1u);
+  EXPECT_EQ(PolicyProblems(row_len)[0],
+            "truncate_to: pad_multiple keeps floor(L/k)*k tokens of pad_to multiple_of:k, but pad_to is row_len (use "
+            "truncate_to: row_len)");
+  Policy unpadded = FindPreset("trl-padding-free").policy;
+  unpadded.truncate_to = TruncateTo::kPadMultiple;
+  ASSERT_EQ(PolicyProblems(unpadded).size(), 1u);
+  EXPECT_NE(PolicyProblems(unpadded)[0].find("but padding is none"), std::string::npos);
 }
 
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {
