@@ -59,6 +59,8 @@ constexpr std::array<Named<Efficiency>, 2> kEfficiency{
     {{Efficiency::kReported, "reported"}, {Efficiency::kNoMergeableRows, "no_mergeable_rows"}}};
 constexpr std::array<Named<TruncateTo>, 2> kTruncateTo{
     {{TruncateTo::kRowLen, "row_len"}, {TruncateTo::kPadMultiple, "pad_multiple"}}};
+constexpr std::array<Named<SegmentEncodings>, 2> kSegmentEncodings{
+    {{SegmentEncodings::kDocuments, "documents"}, {SegmentEncodings::kRows, "rows"}}};
 
 template <class E, std::size_t N>
 const char* NameIn(const std::array<Named<E>, N>& table, E v) {
@@ -137,6 +139,7 @@ const char* Name(Denominator v) { return NameIn(kDenominator, v); }
 const char* Name(CountBasis v) { return NameIn(kCountBasis, v); }
 const char* Name(Efficiency v) { return NameIn(kEfficiency, v); }
 const char* Name(TruncateTo v) { return NameIn(kTruncateTo, v); }
+const char* Name(SegmentEncodings v) { return NameIn(kSegmentEncodings, v); }
 
 bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
 
@@ -146,13 +149,15 @@ const std::vector<std::string>& PolicyKeys() {
       "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
       "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
       "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
-      "denominator",     "count_basis",     "efficiency",      "truncate_to"};
+      "denominator",     "count_basis",     "efficiency",      "truncate_to",    "segment_encodings"};
   return keys;
 }
 
 const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne() {
   static const std::vector<std::pair<std::string, std::string>> keys = {{"efficiency", Name(Efficiency::kReported)},
-                                                                       {"truncate_to", Name(TruncateTo::kRowLen)}};
+                                                                       {"truncate_to", Name(TruncateTo::kRowLen)},
+                                                                       {"segment_encodings",
+                                                                        Name(SegmentEncodings::kDocuments)}};
   return keys;
 }
 
@@ -227,6 +232,8 @@ void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
     SetEnum(p.efficiency, kEfficiency, key, value);
   } else if (key == "truncate_to") {
     SetEnum(p.truncate_to, kTruncateTo, key, value);
+  } else if (key == "segment_encodings") {
+    SetEnum(p.segment_encodings, kSegmentEncodings, key, value);
   } else {
     std::string known;
     for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
@@ -264,7 +271,8 @@ std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p
           {"denominator", Str(Name(p.denominator))},
           {"count_basis", Str(Name(p.count_basis))},
           {"efficiency", Str(Name(p.efficiency))},
-          {"truncate_to", Str(Name(p.truncate_to))}};
+          {"truncate_to", Str(Name(p.truncate_to))},
+          {"segment_encodings", Str(Name(p.segment_encodings))}};
 }
 
 const std::vector<std::string>& KeysNullWhenMeaningless() {
@@ -382,6 +390,19 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
                                    "but ") + (p.padding == Padding::kNone ? "padding is none"
                                                                           : "pad_to is row_len") +
                        " (use truncate_to: row_len)");
+  }
+  // segment_encodings: rows makes each row one sequence for a backend: attention over the whole row.
+  if (p.segment_encodings == SegmentEncodings::kRows && p.attention == Attention::kDocCausal) {
+    problems.push_back("segment_encodings: rows makes each row one sequence of cu_seqlens, seq_lens and doc_ids, "
+                       "so a backend attends across the row's documents, but attention is doc_causal (use "
+                       "row_causal)");
+  }
+  if (p.segment_encodings == SegmentEncodings::kRows &&
+      (p.boundary_source == BoundarySource::kCuSeqlens || p.boundary_source == BoundarySource::kSeqLens ||
+       p.boundary_source == BoundarySource::kDocIds)) {
+    problems.push_back(std::string("boundary_source: ") + Name(p.boundary_source) +
+                       " reads document boundaries from an encoding that segment_encodings: rows says names rows "
+                       "(use spans, none, or a position, EOD or BOS boundary)");
   }
   if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) {
     // Not impossible, but no system does it and "indexed like the targets" would be ambiguous.

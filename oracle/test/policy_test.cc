@@ -34,6 +34,7 @@ TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
     EXPECT_EQ(json.size() + KeysAfterVersionOne().size(), PolicyKeys().size());
     EXPECT_FALSE(json.contains("efficiency"));
     EXPECT_FALSE(json.contains("truncate_to"));
+    EXPECT_FALSE(json.contains("segment_encodings"));
     EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), preset.policy);
   }
   EXPECT_EQ(Presets().size(), 11u);
@@ -46,7 +47,7 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_TRUE(PolicyProblems(p).empty());
   const auto json = PolicyToJson(p);
   EXPECT_EQ(json.at("efficiency"), "no_mergeable_rows");
-  EXPECT_EQ(json.size() + 1, PolicyKeys().size());  // truncate_to left out at its default
+  EXPECT_EQ(json.size() + KeysAfterVersionOne().size() - 1, PolicyKeys().size());  // the other later keys left out
   EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
   EXPECT_THROW(SetPolicyKey(p, "efficiency", std::string("best")), InputError);
 
@@ -109,6 +110,33 @@ TEST(Policy, TruncationAtThePaddingMultipleNeedsTruncateAndAMultiple) {
   unpadded.truncate_to = TruncateTo::kPadMultiple;
   ASSERT_EQ(PolicyProblems(unpadded).size(), 1u);
   EXPECT_NE(PolicyProblems(unpadded)[0].find("but padding is none"), std::string::npos);
+}
+
+// segment_encodings: rows (DESIGN §3): cu_seqlens, seq_lens and doc_ids name rows; legal only under row_causal
+// attention and where no boundary is read from them.
+TEST(Policy, RowNamedSegmentEncodingsNeedRowCausalAttention) {
+  Policy p = FindPreset("trl-wrapped").policy;
+  EXPECT_EQ(p.segment_encodings, SegmentEncodings::kDocuments);
+  SetPolicyKey(p, "segment_encodings", std::string("rows"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("segment_encodings"), "rows");
+  EXPECT_FALSE(json.contains("truncate_to"));
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "segment_encodings", std::string("row")), InputError);
+
+  Policy doc_causal = FindPreset("reference").policy;
+  doc_causal.segment_encodings = SegmentEncodings::kRows;
+  ASSERT_EQ(PolicyProblems(doc_causal).size(), 1u);
+  EXPECT_EQ(PolicyProblems(doc_causal)[0],
+            "segment_encodings: rows makes each row one sequence of cu_seqlens, seq_lens and doc_ids, so a backend "
+            "attends across the row's documents, but attention is doc_causal (use row_causal)");
+  Policy read_from_them = p;
+  read_from_them.boundary_source = BoundarySource::kDocIds;
+  ASSERT_EQ(PolicyProblems(read_from_them).size(), 1u);
+  EXPECT_EQ(PolicyProblems(read_from_them)[0],
+            "boundary_source: doc_ids reads document boundaries from an encoding that segment_encodings: rows says "
+            "names rows (use spans, none, or a position, EOD or BOS boundary)");
 }
 
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {

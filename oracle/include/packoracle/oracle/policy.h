@@ -94,6 +94,13 @@ enum class Efficiency { kReported, kNoMergeableRows };
 // (PolicyProblems).
 enum class TruncateTo { kRowLen, kPadMultiple };
 
+// What the segment encodings a backend isolates by (cu_seqlens, seq_lens, doc_ids) delimit: the documents of a
+// row, or the row itself, one sequence per row (TRL pack_dataset 'wrapped' + the padding-free collator: no
+// seq_lengths, so cu_seq_lens and seq_idx make each packed row one sequence). rows: the attention they give
+// is the whole row, causal, so it is coherent only with attention: row_causal, and no boundary_source may
+// read documents from them (PolicyProblems).
+enum class SegmentEncodings { kDocuments, kRows };
+
 struct Policy {
   std::string preset;  // the preset this policy started from ("" when built key by key)
   LabelAlignment label_alignment = LabelAlignment::kPreShifted;
@@ -120,6 +127,7 @@ struct Policy {
   // Keys added after version 1: JSON leaves each out at its default (PolicyToJson, KeysAfterVersionOne).
   Efficiency efficiency = Efficiency::kReported;
   TruncateTo truncate_to = TruncateTo::kRowLen;
+  SegmentEncodings segment_encodings = SegmentEncodings::kDocuments;
 };
 
 bool operator==(const Policy& a, const Policy& b);
@@ -180,7 +188,8 @@ using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string
 // The keys of DESIGN §3 in their canonical order ("preset" first).
 const std::vector<std::string>& PolicyKeys();
 
-// The keys added after version 1 with their defaults (efficiency: reported, truncate_to: row_len): a resolved
+// The keys added after version 1 with their defaults (efficiency: reported, truncate_to: row_len,
+// segment_encodings: documents): a resolved
 // policy's JSON leaves such a key out at its default, so that every dump, request and preset written before
 // it stays byte for byte the same.
 const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne();
@@ -247,5 +256,6 @@ const char* Name(Denominator v);
 const char* Name(CountBasis v);
 const char* Name(Efficiency v);
 const char* Name(TruncateTo v);
+const char* Name(SegmentEncodings v);
 
 }  // namespace packoracle

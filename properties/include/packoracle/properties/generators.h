@@ -327,6 +327,12 @@ inline rc::Gen<Policy> MixedPolicy() {
       p.pad_to = PadTo{PadTo::Kind::kMultipleOf, *rc::gen::inRange<std::int64_t>(2, 5)};
       p.truncate_to = TruncateTo::kPadMultiple;
     }
+    // segment_encodings: rows (TRL 'wrapped' rows through the padding-free collator), drawn last, where the
+    // attention is row_causal and no boundary is read from the encodings that then name rows.
+    if (p.attention == Attention::kRowCausal && p.boundary_source != BoundarySource::kCuSeqlens &&
+        p.boundary_source != BoundarySource::kSeqLens && p.boundary_source != BoundarySource::kDocIds &&
+        *rc::gen::inRange(0, 4) == 0)
+      p.segment_encodings = SegmentEncodings::kRows;
     return p;
   });
 }

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     import torch
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
+from ._base import Adapter, Packer, Reducer, assign, documents_of
 from ._losses import two_class_logits
 
 WRITTEN_FOR = "1.16.0"
@@ -323,15 +323,6 @@ _SFT = "SFTTrainer.training_step (fused LM head, / num_items_in_batch)"
 # The loss role: SFTTrainer's fused LM head (trl/kernels/chunked_logprob.py) keeps its log-sum-exp statistics in
 # float32, so a slot loss of 1.625 comes back as 1.62499988: within the kit's float32 tolerance for losses.
 
-# wrapped + padding_free=True: the varlen fields describe packed rows, not documents.
-WRAPPED_VARLEN = Finding(
-    "segments", "allowed",
-    "pack_dataset('wrapped') keeps no seq_lengths (documented: it ignores sequence boundaries), so the "
-    "padding-free collator makes one sequence of each packed row: for d0=[0] d1=[0] in a row of 2 it returns "
-    "cu_seq_lens_q=[0, 2] and seq_idx=[0, 0], which the kit reads as one document where there are two. The "
-    "attention they give (the whole row, causal) is the declared row_causal; SFTTrainer warns that padding_free "
-    "with 'wrapped' is not recommended. Without those two fields the rows pass 300 cases.")
-
 ADAPTERS = (
     _adapter("bfd-padding-free",
              f"pack_dataset(ds, L, 'bfd') + DataCollatorForLanguageModeling(0, padding_free=True) + {_SFT}",
@@ -375,8 +366,10 @@ ADAPTERS = (
     _adapter("wrapped-padding-free",
              f"pack_dataset(ds, L, 'wrapped') + DataCollatorForLanguageModeling(0, padding_free=True) + {_SFT}",
              {"strategy": "wrapped", "padding_free": True},
-             {"preset": "trl-wrapped", "pad_to": "multiple_of:1"},
-             "SFTTrainer(padding_free=True, packing_strategy='wrapped') warns against it: no seq_lengths, so "
-             "positions run over the whole row and cu_seq_lens/seq_idx make each row one sequence",
-             findings={"pack": WRAPPED_VARLEN, "loss": WRAPPED_VARLEN}),
+             {"preset": "trl-wrapped", "pad_to": "multiple_of:1", "segment_encodings": "rows"},
+             "SFTTrainer(padding_free=True, packing_strategy='wrapped') warns against it: pack_dataset('wrapped') "
+             "keeps no seq_lengths (it ignores sequence boundaries), so positions run over the whole row and "
+             "cu_seq_lens/seq_idx make each row one sequence (d0=[0] d1=[0] in a row of 2: cu_seq_lens_q [0, 2], "
+             "seq_idx [0, 0]): segment encodings that name rows (segment_encodings: rows), whose attention, the "
+             "whole row causal, is the declared row_causal"),
 )
