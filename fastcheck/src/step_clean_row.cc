@@ -69,15 +69,20 @@ bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t re
 // first slot among the non-pad slots [0, real_end).
 bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t real_end) const {
   const auto& spans = row.doc_spans;
-  // Starts from cu_seqlens / seq_lens: the non-empty segments' first slots, in order, must be the spans' starts.
+  // segment_encodings: rows: cu_seqlens, seq_lens and doc_ids name the row, one segment from slot 0 to the
+  // padding (the tiled row's one run of tokens).
+  const bool rows = policy().segment_encodings == SegmentEncodings::kRows;
+  // Starts from cu_seqlens / seq_lens: the non-empty segments' first slots, in order, must be the spans' starts
+  // (under rows: slot 0 alone, where the row has a token).
   auto same_starts = [&](const std::vector<std::int64_t>& marks) {
     std::size_t p = 0;
+    const std::size_t want = rows ? std::min<std::size_t>(spans.size(), 1) : spans.size();
     for (const std::int64_t at : marks) {
       if (at >= real_end) break;
-      if (p == spans.size() || spans[p].start != at) return false;
+      if (p == want || spans[p].start != at) return false;
       ++p;
     }
-    return p == spans.size();
+    return p == want;
   };
   std::vector<std::int64_t> marks;
   if (row.cu_seqlens) {
@@ -108,7 +113,13 @@ bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t 
   };
   if (row.doc_ids) {
     const auto* ids = row.doc_ids->data();
-    if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) || ReusedDocId(*row.doc_ids)) return false;
+    if (rows) {  // one id over the row's tokens
+      std::uint64_t inside = 0;
+      for (std::int64_t i = 1; i < real_end; ++i) inside |= Differs(ids[i], ids[i - 1]);
+      if (inside != 0) return false;
+    } else if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) || ReusedDocId(*row.doc_ids)) {
+      return false;
+    }
   }
   const Policy& pol = policy();
   if (row.position_ids) {
@@ -270,8 +281,10 @@ bool FastStepChecker::Impl::AttentionClean(const CandidateRow& row, std::int64_t
     }
     if (bad || (zeros && pol.attention == Attention::kDocCausal && spans > 1 && !row.cu_seqlens)) return false;
   }
-  if (pol.attention == Attention::kRowCausal)  // an encoding that agrees with the spans isolates them
-    return spans <= 1 || !(row.cu_seqlens || row.seq_lens || row.doc_ids);
+  if (pol.attention == Attention::kRowCausal)  // an encoding that agrees with the spans isolates them (one that
+    // names the row, under segment_encodings: rows, does not)
+    return spans <= 1 || pol.segment_encodings == SegmentEncodings::kRows ||
+           !(row.cu_seqlens || row.seq_lens || row.doc_ids);
   return HasRequiredBoundaryField(row, pol.boundary_source);  // else the generic pass decides (and notes)
 }
 

@@ -40,17 +40,26 @@ void FastStepChecker::Impl::SegmentsRow(const CandidateRow& row, std::int64_t R,
     return true;
   };
   auto marked = [&](std::size_t i) { return derived[i] != 0; };
+  // cu_seqlens, seq_lens and doc_ids against the documents' starts, or under segment_encodings: rows against
+  // the starts of the row's runs of tokens (Materialize's row-named encoding).
+  const bool rows = policy().segment_encodings == SegmentEncodings::kRows;
+  auto agrees_named = [&](auto starts) {
+    if (!rows) return agrees(starts);
+    for (std::size_t i = 0; i < n; ++i)
+      if (sd[i] >= 0 && starts(i) != (i == 0 || sd[i - 1] < 0)) return false;
+    return true;
+  };
   if (row.cu_seqlens) {
     MarkCuSeqlens(*row.cu_seqlens, n);
-    if (!agrees(marked)) add();
+    if (!agrees_named(marked)) add();
   }
   if (row.seq_lens) {
     MarkSeqLens(*row.seq_lens, n);
-    if (!agrees(marked)) add();
+    if (!agrees_named(marked)) add();
   }
   if (row.doc_ids) {
     const auto* ids = row.doc_ids->data();
-    if (!agrees([&](std::size_t i) { return i == 0 || ids[i] != ids[i - 1]; })) add();
+    if (!agrees_named([&](std::size_t i) { return i == 0 || ids[i] != ids[i - 1]; })) add();
     if (const auto reused = ReusedDocId(*row.doc_ids)) add(reused->second);  // one id, two segments (by equality)
   }
   if (row.position_ids) {

@@ -83,12 +83,20 @@ Policy PolicyFromJson(const nlohmann::json& object, const std::string& where) {
   return ApplyPolicyOverrides(Policy{}, object, where);
 }
 
+namespace {
+bool AtDefaultAfterVersionOne(const std::string& key, const PolicyValue& value) {
+  for (const auto& [later, fallback] : KeysAfterVersionOne())
+    if (key == later) return ToString(value) == fallback;
+  return false;
+}
+}  // namespace
+
 nlohmann::ordered_json PolicyToJson(const Policy& policy) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const auto& [key, value] : PolicyKeyValues(policy)) {
-    // efficiency came after version 1's keys: left out at its default, so that every dump, request and
-    // preset written before it stays byte for byte the same.
-    if (key == "efficiency" && policy.efficiency == Efficiency::kReported) continue;
+    // efficiency and truncate_to came after version 1's keys: each left out at its default, so that every
+    // dump, request and preset written before it stays byte for byte the same.
+    if (AtDefaultAfterVersionOne(key, value)) continue;
     std::visit([&out, &k = key](const auto& v) { out[k] = v; }, value);
   }
   return out;

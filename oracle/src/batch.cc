@@ -28,11 +28,16 @@ double BoundaryWeight(const EffectiveDocument& next, const Policy& policy) {
 
 // Segment boundaries of a row: every piece is a segment, and so is every maximal run of padding.
 // Returns, per slot, the ordinal of its segment (pieces and padding runs numbered together, left to right).
-std::vector<std::int64_t> SegmentOrdinals(const std::vector<Slot>& slots) {
+// The segment of each slot as the encodings cut the row: a new segment where padding starts or ends and, under
+// segment_encodings: documents, where a piece starts (under rows the pieces of a run of tokens are one
+// sequence: the row).
+std::vector<std::int64_t> SegmentOrdinals(const std::vector<Slot>& slots, const Policy& policy) {
+  const bool rows = policy.segment_encodings == SegmentEncodings::kRows;
   std::vector<std::int64_t> out(slots.size());
   std::int64_t ordinal = -1;
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    const bool starts = i == 0 || slots[i].is_pad() != slots[i - 1].is_pad() || slots[i].piece != slots[i - 1].piece;
+    const bool starts = i == 0 || slots[i].is_pad() != slots[i - 1].is_pad() ||
+                        (!rows && slots[i].piece != slots[i - 1].piece);
     if (starts) ++ordinal;
     out[i] = ordinal;
   }
@@ -235,13 +240,20 @@ OracleBatch Materialize(const std::vector<Document>& documents, const Layout& la
     row.position_ids = PositionsOf(row_layout, row.slots, policy, layout.row_length);
 
     // Segments: doc_ids number the pieces 0, 1, ... (padding -1); cu_seqlens / seq_lens cut the row at every
-    // segment boundary, a padding run being a segment of its own.
-    const auto ordinals = SegmentOrdinals(row.slots);
+    // segment boundary, a padding run being a segment of its own. Under segment_encodings: rows the segments
+    // are the row's runs of tokens (one, before the right padding): doc_ids 0, cu_seqlens [0, tokens, L].
+    const auto ordinals = SegmentOrdinals(row.slots, policy);
     std::vector<std::int64_t> ordinal_of_piece(row_layout.pieces.size(), kPad);
     std::int64_t next_ordinal = 0;
-    for (const Slot& s : row.slots) {
+    for (std::size_t i = 0; i < row.slots.size(); ++i) {
+      const Slot& s = row.slots[i];
       if (s.is_pad()) {
         row.doc_ids.push_back(kPad);
+        continue;
+      }
+      const bool same_run = i > 0 && ordinals[i] == ordinals[i - 1];
+      if (policy.segment_encodings == SegmentEncodings::kRows) {
+        row.doc_ids.push_back(same_run ? row.doc_ids.back() : next_ordinal++);
         continue;
       }
       auto& ordinal = ordinal_of_piece[static_cast<std::size_t>(s.piece)];

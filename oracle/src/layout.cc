@@ -63,6 +63,17 @@ std::vector<std::int64_t> Lengths(const std::vector<EffectiveDocument>& docs) {
                    std::to_string(row_length) + ", and the policy says overflow: error");
 }
 
+// The tokens of a document of n that overflow: truncate keeps, min(n, TruncationLength). None at all (rows
+// padded to a multiple larger than L) is the refusal PolicyDemandsRefusal names (PadsBeyondTheRow).
+std::int64_t Truncated(std::int64_t n, const Policy& policy, std::int64_t row_length) {
+  const std::int64_t keep = std::min(n, TruncationLength(policy, row_length));
+  if (keep == 0) {
+    throw InputError("pad_to: multiple_of:" + std::to_string(policy.pad_to.multiple) +
+                     " is larger than the row length " + std::to_string(row_length) + ": a row holds no token");
+  }
+  return keep;
+}
+
 }  // namespace
 
 void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout) {
@@ -143,30 +154,32 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
   RequirePositiveRowLength(row_length);
   const auto docs = Effective(documents, policy);
   Layout layout{row_length, {}};
+  // The tokens a row holds: L, or ⌊L/k⌋·k under pad_to multiple_of:k (a row of more would be padded past L).
+  const std::int64_t capacity = MergeCapacity(policy, row_length);
   std::int64_t space = 0;  // slots left in the current row (0: no open row, or a full one)
   auto new_row = [&] {
     layout.rows.push_back(RowLayout{});
-    space = row_length;
+    space = capacity;
   };
   for (std::size_t d = 0; d < docs.size(); ++d) {
     std::int64_t n = docs[d].size();
     if (n == 0) continue;  // an empty document occupies no slot
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
-    if (n > row_length && policy.overflow == Overflow::kTruncate) n = row_length;
+    if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     if (policy.overflow == Overflow::kSplit) {
       // Fill the current row to its end, carry the rest of the document on (split_across_pack).
       std::int64_t offset = 0;
       while (offset < n) {
         if (space == 0) new_row();
         const std::int64_t take = std::min(n - offset, space);
-        layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), offset, row_length - space, take});
+        layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), offset, capacity - space, take});
         space -= take;
         offset += take;
       }
       continue;
     }
     if (n > space) new_row();
-    layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), 0, row_length - space, n});
+    layout.rows.back().pieces.push_back({static_cast<std::int64_t>(d), 0, capacity - space, n});
     space -= n;
   }
   ApplyPadding(layout, policy);
@@ -184,7 +197,7 @@ Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& poli
     std::int64_t n = docs[d].size();
     if (n == 0) continue;  // an empty document occupies no slot
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
-    if (n > row_length) n = row_length;  // truncate
+    if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     std::size_t r = 0;
     while (r < content.size() && content[r] + n > capacity) ++r;
     if (r == content.size()) {
@@ -206,7 +219,7 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
     const std::int64_t n = docs[d].size();
     if (n == 0) continue;
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
-    const std::int64_t keep = policy.overflow == Overflow::kTruncate ? std::min(n, row_length) : n;
+    const std::int64_t keep = policy.overflow == Overflow::kTruncate ? Truncated(n, policy, row_length) : n;
     for (std::int64_t offset = 0; offset < keep; offset += row_length) {
       RowLayout row;
       row.pieces.push_back({static_cast<std::int64_t>(d), offset, 0, std::min(row_length, keep - offset)});

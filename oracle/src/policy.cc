@@ -57,6 +57,10 @@ constexpr std::array<Named<CountBasis>, 2> kCountBasis{
     {{CountBasis::kTargets, "targets"}, {CountBasis::kUnshiftedLabels, "unshifted_labels"}}};
 constexpr std::array<Named<Efficiency>, 2> kEfficiency{
     {{Efficiency::kReported, "reported"}, {Efficiency::kNoMergeableRows, "no_mergeable_rows"}}};
+constexpr std::array<Named<TruncateTo>, 2> kTruncateTo{
+    {{TruncateTo::kRowLen, "row_len"}, {TruncateTo::kPadMultiple, "pad_multiple"}}};
+constexpr std::array<Named<SegmentEncodings>, 2> kSegmentEncodings{
+    {{SegmentEncodings::kDocuments, "documents"}, {SegmentEncodings::kRows, "rows"}}};
 
 template <class E, std::size_t N>
 const char* NameIn(const std::array<Named<E>, N>& table, E v) {
@@ -134,6 +138,8 @@ const char* Name(Overflow v) { return NameIn(kOverflow, v); }
 const char* Name(Denominator v) { return NameIn(kDenominator, v); }
 const char* Name(CountBasis v) { return NameIn(kCountBasis, v); }
 const char* Name(Efficiency v) { return NameIn(kEfficiency, v); }
+const char* Name(TruncateTo v) { return NameIn(kTruncateTo, v); }
+const char* Name(SegmentEncodings v) { return NameIn(kSegmentEncodings, v); }
 
 bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
 
@@ -143,7 +149,15 @@ const std::vector<std::string>& PolicyKeys() {
       "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
       "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
       "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
-      "denominator",     "count_basis",     "efficiency"};
+      "denominator",     "count_basis",     "efficiency",      "truncate_to",    "segment_encodings"};
+  return keys;
+}
+
+const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne() {
+  static const std::vector<std::pair<std::string, std::string>> keys = {{"efficiency", Name(Efficiency::kReported)},
+                                                                       {"truncate_to", Name(TruncateTo::kRowLen)},
+                                                                       {"segment_encodings",
+                                                                        Name(SegmentEncodings::kDocuments)}};
   return keys;
 }
 
@@ -216,6 +230,10 @@ void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
     SetEnum(p.count_basis, kCountBasis, key, value);
   } else if (key == "efficiency") {
     SetEnum(p.efficiency, kEfficiency, key, value);
+  } else if (key == "truncate_to") {
+    SetEnum(p.truncate_to, kTruncateTo, key, value);
+  } else if (key == "segment_encodings") {
+    SetEnum(p.segment_encodings, kSegmentEncodings, key, value);
   } else {
     std::string known;
     for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
@@ -252,7 +270,9 @@ std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p
           {"bos_id", OptionalValue(p.bos_id)},
           {"denominator", Str(Name(p.denominator))},
           {"count_basis", Str(Name(p.count_basis))},
-          {"efficiency", Str(Name(p.efficiency))}};
+          {"efficiency", Str(Name(p.efficiency))},
+          {"truncate_to", Str(Name(p.truncate_to))},
+          {"segment_encodings", Str(Name(p.segment_encodings))}};
 }
 
 const std::vector<std::string>& KeysNullWhenMeaningless() {
@@ -357,6 +377,32 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
   if (p.efficiency == Efficiency::kNoMergeableRows && p.boundary_source == BoundarySource::kNone) {
     problems.push_back("efficiency: no_mergeable_rows packs several documents into a row, but boundary_source is "
                        "none (one document per row: nothing would mark where the second starts)");
+  }
+  // truncate_to: pad_multiple says where truncation stops when rows are padded to a multiple of k: it needs
+  // both the truncation and the multiple.
+  if (p.truncate_to == TruncateTo::kPadMultiple && p.overflow != Overflow::kTruncate) {
+    problems.push_back(std::string("truncate_to: pad_multiple says where overflow: truncate cuts a document, but "
+                                   "overflow is ") + Name(p.overflow) + " (use truncate_to: row_len)");
+  }
+  if (p.truncate_to == TruncateTo::kPadMultiple &&
+      (p.padding == Padding::kNone || p.pad_to.kind != PadTo::Kind::kMultipleOf)) {
+    problems.push_back(std::string("truncate_to: pad_multiple keeps floor(L/k)*k tokens of pad_to multiple_of:k, "
+                                   "but ") + (p.padding == Padding::kNone ? "padding is none"
+                                                                          : "pad_to is row_len") +
+                       " (use truncate_to: row_len)");
+  }
+  // segment_encodings: rows makes each row one sequence for a backend: attention over the whole row.
+  if (p.segment_encodings == SegmentEncodings::kRows && p.attention == Attention::kDocCausal) {
+    problems.push_back("segment_encodings: rows makes each row one sequence of cu_seqlens, seq_lens and doc_ids, "
+                       "so a backend attends across the row's documents, but attention is doc_causal (use "
+                       "row_causal)");
+  }
+  if (p.segment_encodings == SegmentEncodings::kRows &&
+      (p.boundary_source == BoundarySource::kCuSeqlens || p.boundary_source == BoundarySource::kSeqLens ||
+       p.boundary_source == BoundarySource::kDocIds)) {
+    problems.push_back(std::string("boundary_source: ") + Name(p.boundary_source) +
+                       " reads document boundaries from an encoding that segment_encodings: rows says names rows "
+                       "(use spans, none, or a position, EOD or BOS boundary)");
   }
   if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) {
     // Not impossible, but no system does it and "indexed like the targets" would be ambiguous.

@@ -12,8 +12,10 @@ TailExemption ExemptTail(std::int64_t next, std::int64_t size, const Policy& pol
   // Stride L+1: the token after each window is its row-end target and never an input; it may be the
   // document's last token.
   if (policy.stream_stride == StreamStride::kLPlus1 && next == size - 1) return TailExemption::kWindowRowEndTarget;
-  // Truncation keeps a document's first L tokens (layout.h); a shorter prefix drops tokens the row had room for.
-  if (policy.overflow == Overflow::kTruncate && next >= context.row_length) return TailExemption::kTruncated;
+  // Truncation keeps a document's first T tokens, T = TruncationLength (L, or ⌊L/k⌋·k under truncate_to:
+  // pad_multiple); a shorter prefix drops tokens the row had room for.
+  if (policy.overflow == Overflow::kTruncate && next >= TruncationLength(policy, context.row_length))
+    return TailExemption::kTruncated;
   // Without padding a stream is cut into full windows only (llm.c): what follows the last one is dropped.
   if (stream && policy.padding == Padding::kNone) return TailExemption::kStreamRemainder;
   // Windows of stride L overlap by one (every token an input once) except the stream's very last token,

@@ -34,6 +34,28 @@ TEST(Layout, TruncationKeepsTheFirstRowLengthTokens) {
   EXPECT_EQ(layout.rows[0].length, 4);  // padding none: as long as the content
 }
 
+// truncate_to: pad_multiple: rows of 10 padded to a multiple of 4 hold 8 tokens, and a truncated document
+// keeps 8 (9 tokens, shorter than the row, are cut too: a row of 9 would be padded to 12 > 10).
+TEST(Layout, TruncationAtThePaddingMultipleKeepsFloorLOverKTimesKTokens) {
+  Policy policy = FindPreset("reference").policy;
+  policy.overflow = Overflow::kTruncate;
+  policy.pad_to = PadTo{PadTo::Kind::kMultipleOf, 4};
+  policy.truncate_to = TruncateTo::kPadMultiple;
+  const auto docs = MakeDocuments({{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {1, 2, 3}});
+  for (const auto& layout : {SequentialLayout(docs, policy, 10), FirstFitLayout(docs, policy, 10)}) {
+    ASSERT_EQ(layout.rows.size(), 3u);
+    EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{0, 0, 0, 8}}));
+    EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{1, 0, 0, 8}}));
+    EXPECT_EQ(Pieces(layout, 2), (std::vector<Piece>{{2, 0, 0, 3}}));
+    EXPECT_EQ(layout.rows[0].length, 8);
+    EXPECT_EQ(layout.rows[2].length, 4);
+  }
+  const auto alone = OneDocumentPerRow(docs, policy, 10);
+  EXPECT_EQ(Pieces(alone, 1), (std::vector<Piece>{{1, 0, 0, 8}}));
+  policy.truncate_to = TruncateTo::kRowLen;  // keeps 10, padded to 12 > 10: no layout
+  EXPECT_THROW(SequentialLayout(docs, policy, 10), InputError);
+}
+
 TEST(Layout, OneDocumentPerRowSplitCutsChunks) {
   Policy policy = FindPreset("hf-padded").policy;
   policy.overflow = Overflow::kSplit;

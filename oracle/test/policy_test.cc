@@ -30,9 +30,11 @@ TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
     EXPECT_FALSE(preset.system.empty());
     EXPECT_TRUE(PolicyProblems(preset.policy).empty());
     const auto json = PolicyToJson(preset.policy);
-    // fully resolved: every key present, but efficiency, left out at its default (reported)
-    EXPECT_EQ(json.size() + 1, PolicyKeys().size());
+    // fully resolved: every key present, but those added after version 1, left out at their defaults
+    EXPECT_EQ(json.size() + KeysAfterVersionOne().size(), PolicyKeys().size());
     EXPECT_FALSE(json.contains("efficiency"));
+    EXPECT_FALSE(json.contains("truncate_to"));
+    EXPECT_FALSE(json.contains("segment_encodings"));
     EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), preset.policy);
   }
   EXPECT_EQ(Presets().size(), 11u);
@@ -45,7 +47,7 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_TRUE(PolicyProblems(p).empty());
   const auto json = PolicyToJson(p);
   EXPECT_EQ(json.at("efficiency"), "no_mergeable_rows");
-  EXPECT_EQ(json.size(), PolicyKeys().size());
+  EXPECT_EQ(json.size() + KeysAfterVersionOne().size() - 1, PolicyKeys().size());  // the other later keys left out
   EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
   EXPECT_THROW(SetPolicyKey(p, "efficiency", std::string("best")), InputError);
 
@@ -69,6 +71,72 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_EQ(MergeCapacity(multiple, 10), 10);
   multiple.pad_to = PadTo{PadTo::Kind::kMultipleOf, 4};
   EXPECT_EQ(MergeCapacity(multiple, 10), 8);  // a row of 9 tokens would take 12 slots
+}
+
+// truncate_to: pad_multiple (DESIGN §3): a truncated document keeps ⌊L/k⌋·k tokens; it needs overflow: truncate
+// and pad_to multiple_of:k, and the JSON of every policy without it stays as version 1 wrote it.
+TEST(Policy, TruncationAtThePaddingMultipleNeedsTruncateAndAMultiple) {
+  Policy p = FindPreset("trl-padding-free").policy;
+  EXPECT_EQ(p.truncate_to, TruncateTo::kRowLen);
+  EXPECT_EQ(TruncationLength(p, 10), 10);
+  SetPolicyKey(p, "padding", std::string("right"));
+  SetPolicyKey(p, "pad_to", std::string("multiple_of:8"));
+  EXPECT_EQ(TruncationLength(p, 10), 10);  // row_len: the default keeps what it kept
+  SetPolicyKey(p, "truncate_to", std::string("pad_multiple"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  EXPECT_EQ(TruncationLength(p, 10), 8);
+  EXPECT_EQ(TruncationLength(p, 16), 16);
+  EXPECT_EQ(TruncationLength(p, 7), 0);  // k > L: PadsBeyondTheRow refuses every token
+  EXPECT_TRUE(PolicyDemandsRefusal(p, 7, {1}));
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("truncate_to"), "pad_multiple");
+  EXPECT_FALSE(json.contains("efficiency"));
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "truncate_to", std::string("multiple_of:8")), InputError);
+
+  Policy error = p;
+  error.overflow = Overflow::kError;
+  ASSERT_EQ(PolicyProblems(error).size(), 1u);
+  EXPECT_EQ(PolicyProblems(error)[0],
+            "truncate_to: pad_multiple says where overflow: truncate cuts a document, but overflow is error (use "
+            "truncate_to: row_len)");
+  Policy row_len = p;
+  row_len.pad_to = PadTo{};
+  ASSERT_EQ(PolicyProblems(row_len).size(), 1u);
+  EXPECT_EQ(PolicyProblems(row_len)[0],
+            "truncate_to: pad_multiple keeps floor(L/k)*k tokens of pad_to multiple_of:k, but pad_to is row_len (use "
+            "truncate_to: row_len)");
+  Policy unpadded = FindPreset("trl-padding-free").policy;
+  unpadded.truncate_to = TruncateTo::kPadMultiple;
+  ASSERT_EQ(PolicyProblems(unpadded).size(), 1u);
+  EXPECT_NE(PolicyProblems(unpadded)[0].find("but padding is none"), std::string::npos);
+}
+
+// segment_encodings: rows (DESIGN §3): cu_seqlens, seq_lens and doc_ids name rows; legal only under row_causal
+// attention and where no boundary is read from them.
+TEST(Policy, RowNamedSegmentEncodingsNeedRowCausalAttention) {
+  Policy p = FindPreset("trl-wrapped").policy;
+  EXPECT_EQ(p.segment_encodings, SegmentEncodings::kDocuments);
+  SetPolicyKey(p, "segment_encodings", std::string("rows"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("segment_encodings"), "rows");
+  EXPECT_FALSE(json.contains("truncate_to"));
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "segment_encodings", std::string("row")), InputError);
+
+  Policy doc_causal = FindPreset("reference").policy;
+  doc_causal.segment_encodings = SegmentEncodings::kRows;
+  ASSERT_EQ(PolicyProblems(doc_causal).size(), 1u);
+  EXPECT_EQ(PolicyProblems(doc_causal)[0],
+            "segment_encodings: rows makes each row one sequence of cu_seqlens, seq_lens and doc_ids, so a backend "
+            "attends across the row's documents, but attention is doc_causal (use row_causal)");
+  Policy read_from_them = p;
+  read_from_them.boundary_source = BoundarySource::kDocIds;
+  ASSERT_EQ(PolicyProblems(read_from_them).size(), 1u);
+  EXPECT_EQ(PolicyProblems(read_from_them)[0],
+            "boundary_source: doc_ids reads document boundaries from an encoding that segment_encodings: rows says "
+            "names rows (use spans, none, or a position, EOD or BOS boundary)");
 }
 
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {

@@ -519,9 +519,21 @@ void Checker::CheckSegments() {
                                       ", the spans at " + Show(truth), static_cast<std::int64_t>(r), -1, Show(truth), Show(got));
       }
     };
-    if (row.cu_seqlens) compare("cu_seqlens", FromCuSeqlens(*row.cu_seqlens, n));
-    if (row.seq_lens) compare("seq_lens", FromSeqLens(*row.seq_lens, n));
-    if (row.doc_ids) compare("doc_ids", FromDocIds(*row.doc_ids));
+    // Under segment_encodings: rows cu_seqlens, seq_lens and doc_ids name the row: one segment per run of
+    // tokens, as the oracle's own encoding of the row cuts it (Materialize).
+    auto compare_named = [&](const char* encoding, const SegmentStarts& derived) {
+      if (policy_.segment_encodings == SegmentEncodings::kDocuments) return compare(encoding, derived);
+      const auto row_named = RealStarts(FromCuSeqlens(truth_row.cu_seqlens, n), truth_row);
+      const auto got = RealStarts(derived, truth_row);
+      if (got != row_named) {
+        Add(Invariant::kSegments, At(r) + ": " + encoding + " put segment starts at " + Show(got) +
+                                      ", but under segment_encodings: rows they name the row, starting at " +
+                                      Show(row_named), static_cast<std::int64_t>(r), -1, Show(row_named), Show(got));
+      }
+    };
+    if (row.cu_seqlens) compare_named("cu_seqlens", FromCuSeqlens(*row.cu_seqlens, n));
+    if (row.seq_lens) compare_named("seq_lens", FromSeqLens(*row.seq_lens, n));
+    if (row.doc_ids) compare_named("doc_ids", FromDocIds(*row.doc_ids));
     if (row.doc_ids) {
       if (const auto reused = ReusedDocId(*row.doc_ids)) {
         const auto id = (*row.doc_ids)[static_cast<std::size_t>(reused->second)];

@@ -49,9 +49,9 @@ CandidateRow EncodeRow(const OracleBatch& batch, const OracleRow& row) {
   std::vector<std::int64_t> positions;
   for (const auto& p : row.position_ids) positions.push_back(p.value_or(0));  // "any": 0 will do
   out.position_ids = positions;
-  if (policy.attention == Attention::kDocCausal) {
+  if (policy.attention == Attention::kDocCausal || policy.segment_encodings == SegmentEncodings::kRows) {
     // The boundary encodings a backend isolates documents by; a row-causal producer emits none of them (its
-    // attention crosses documents).
+    // attention crosses documents), unless they name rows (segment_encodings: rows, one sequence per row).
     out.cu_seqlens = row.cu_seqlens;
     out.seq_lens = row.seq_lens;
     out.doc_ids = row.doc_ids;

@@ -27,6 +27,15 @@ struct TokenVerdicts {
 // c − 1 times. A maximal run of uncovered tokens is dropped, except a run of one token under stride L+1 (a
 // window's row-end target); the run that reaches the document's end is its missing tail, excused as the
 // policy says (tiling.h lists why).
+// The tokens a truncated document keeps, restated: the row length, or the largest multiple of k not above it
+// under truncate_to: pad_multiple.
+std::int64_t Kept(const Policy& policy, const TilingContext& context) {
+  if (policy.truncate_to != TruncateTo::kPadMultiple) return context.row_length;
+  std::int64_t kept = 0;
+  while (kept + policy.pad_to.multiple <= context.row_length) kept += policy.pad_to.multiple;
+  return kept;
+}
+
 TokenVerdicts BruteForce(std::int64_t size, const std::vector<TilingPiece>& pieces, const Policy& policy,
                          const TilingContext& context) {
   const auto n = static_cast<std::size_t>(size);
@@ -50,7 +59,7 @@ TokenVerdicts BruteForce(std::int64_t size, const std::vector<TilingPiece>& piec
     } else {
       const bool stream = policy.stream_stride != StreamStride::kNone;
       if (l_plus_1 && one_token) v.exemption = TailExemption::kWindowRowEndTarget;
-      else if (policy.overflow == Overflow::kTruncate && static_cast<std::int64_t>(a) >= context.row_length)
+      else if (policy.overflow == Overflow::kTruncate && static_cast<std::int64_t>(a) >= Kept(policy, context))
         v.exemption = TailExemption::kTruncated;
       else if (stream && policy.padding == Padding::kNone) v.exemption = TailExemption::kStreamRemainder;
       else if (policy.row_end_target == RowEndTarget::kNextInStream && context.ends_stream && one_token)
@@ -117,6 +126,11 @@ Policy TilingPolicy() {
   p.stream_stride = *rc::gen::element(StreamStride::kNone, StreamStride::kL, StreamStride::kLPlus1);
   p.padding = *rc::gen::element(Padding::kNone, Padding::kRight);
   p.row_end_target = *rc::gen::element(RowEndTarget::kNone, RowEndTarget::kNextInStream, RowEndTarget::kNextInDoc);
+  if (p.overflow == Overflow::kTruncate && *rc::gen::arbitrary<bool>()) {  // rows padded to a multiple of k
+    p.padding = Padding::kRight;
+    p.pad_to = PadTo{PadTo::Kind::kMultipleOf, *rc::gen::inRange<std::int64_t>(1, 6)};
+    p.truncate_to = TruncateTo::kPadMultiple;
+  }
   return p;
 }
 
@@ -162,6 +176,23 @@ TEST(Tiling, TruncationExcusesOnlyTheTailPastTheRow) {
   ASSERT_EQ(short_prefix.findings.size(), 1u);
   EXPECT_EQ(short_prefix.findings[0].fault, TilingFault::kMissingTail);
   EXPECT_EQ(short_prefix.findings[0].begin, 7);
+}
+
+// truncate_to: pad_multiple (TRL pack_dataset with seq_length = L//k*k): a row of 10 padded to a multiple of 8
+// keeps 8 tokens of a long document; 7 drop one it had room for; under truncate_to: row_len 8 drop two.
+TEST(Tiling, TruncationAtThePaddingMultipleExcusesTheTailPastFloorLOverKTimesK) {
+  Policy policy;
+  policy.overflow = Overflow::kTruncate;
+  policy.pad_to = PadTo{PadTo::Kind::kMultipleOf, 8};
+  policy.truncate_to = TruncateTo::kPadMultiple;
+  EXPECT_TRUE(TileDocument(12, {{0, 8, 0}}, policy, {10, false, false}).findings.empty());
+  EXPECT_EQ(TileDocument(12, {{0, 8, 0}}, policy, {10, false, false}).tail_exemption, TailExemption::kTruncated);
+  const auto short_prefix = TileDocument(12, {{0, 7, 0}}, policy, {10, false, false});
+  ASSERT_EQ(short_prefix.findings.size(), 1u);
+  EXPECT_EQ(short_prefix.findings[0].begin, 7);
+  EXPECT_TRUE(TileDocument(9, {{0, 8, 0}}, policy, {10, false, false}).findings.empty());  // 9 ≤ L, cut at 8
+  policy.truncate_to = TruncateTo::kRowLen;
+  EXPECT_EQ(TileDocument(12, {{0, 8, 0}}, policy, {10, false, false}).findings.size(), 1u);
 }
 
 TEST(Tiling, NextInStreamExcusesTheLastTokenOfTheStreamsLastDocumentOnly) {

@@ -88,6 +88,19 @@ enum class CountBasis { kTargets, kUnshiftedLabels };
 // non-pad slots, delimiters included). Coherent only where rows hold whole documents (PolicyProblems).
 enum class Efficiency { kReported, kNoMergeableRows };
 
+// Where overflow: truncate cuts a document: after its first L tokens (row_len), or after its first ⌊L/k⌋·k
+// under pad_to multiple_of:k (pad_multiple: the most tokens a row padded to a multiple of k holds, TRL
+// pack_dataset with seq_length = L//k*k). Coherent only with overflow: truncate and pad_to multiple_of:k
+// (PolicyProblems).
+enum class TruncateTo { kRowLen, kPadMultiple };
+
+// What the segment encodings a backend isolates by (cu_seqlens, seq_lens, doc_ids) delimit: the documents of a
+// row, or the row itself, one sequence per row (TRL pack_dataset 'wrapped' + the padding-free collator: no
+// seq_lengths, so cu_seq_lens and seq_idx make each packed row one sequence). rows: the attention they give
+// is the whole row, causal, so it is coherent only with attention: row_causal, and no boundary_source may
+// read documents from them (PolicyProblems).
+enum class SegmentEncodings { kDocuments, kRows };
+
 struct Policy {
   std::string preset;  // the preset this policy started from ("" when built key by key)
   LabelAlignment label_alignment = LabelAlignment::kPreShifted;
@@ -111,7 +124,10 @@ struct Policy {
   std::optional<Token> bos_id;  // prepended to every document by the packer
   Denominator denominator = Denominator::kGlobalTargets;
   CountBasis count_basis = CountBasis::kTargets;
-  Efficiency efficiency = Efficiency::kReported;  // last: JSON leaves it out when reported (PolicyToJson)
+  // Keys added after version 1: JSON leaves each out at its default (PolicyToJson, KeysAfterVersionOne).
+  Efficiency efficiency = Efficiency::kReported;
+  TruncateTo truncate_to = TruncateTo::kRowLen;
+  SegmentEncodings segment_encodings = SegmentEncodings::kDocuments;
 };
 
 bool operator==(const Policy& a, const Policy& b);
@@ -157,11 +173,26 @@ inline std::int64_t MergeCapacity(const Policy& p, std::int64_t row_length) {
   return row_length / p.pad_to.multiple * p.pad_to.multiple;
 }
 
+// The tokens a truncated document keeps (overflow: truncate, a document longer than that): T = L under
+// truncate_to: row_len; T = ⌊L/k⌋·k under truncate_to: pad_multiple, the most a row padded to a multiple of k
+// holds (T = 0 when k > L, where PadsBeyondTheRow demands the refusal of every token anyway). Stated once:
+// the reference layouts and TileDocument (the oracle's and the fast verifier's coverage) both ask this.
+inline std::int64_t TruncationLength(const Policy& p, std::int64_t row_length) {
+  if (p.truncate_to == TruncateTo::kPadMultiple) return MergeCapacity(p, row_length);
+  return row_length;
+}
+
 // A policy key's value as JSON would carry it: null, a boolean, an integer or a string.
 using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string>;
 
 // The keys of DESIGN §3 in their canonical order ("preset" first).
 const std::vector<std::string>& PolicyKeys();
+
+// The keys added after version 1 with their defaults (efficiency: reported, truncate_to: row_len,
+// segment_encodings: documents): a resolved
+// policy's JSON leaves such a key out at its default, so that every dump, request and preset written before
+// it stays byte for byte the same.
+const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne();
 
 // Sets one key from its JSON-like value; throws InputError naming the key, the value and what is allowed.
 void SetPolicyKey(Policy& policy, std::string_view key, const PolicyValue& value);
@@ -224,5 +255,7 @@ const char* Name(Overflow v);
 const char* Name(Denominator v);
 const char* Name(CountBasis v);
 const char* Name(Efficiency v);
+const char* Name(TruncateTo v);
+const char* Name(SegmentEncodings v);
 
 }  // namespace packoracle

@@ -10,7 +10,8 @@
 // with the policy's exemptions, each a token that the policy says is never an input:
 //   stream_stride L+1         one token before a piece, or the last token: a window's row-end target
 //                             (o_i = next + 1 is no gap; next_k = n - 1 is no missing tail)
-//   overflow truncate         the tail past the first L tokens (next_k ≥ L)
+//   overflow truncate         the tail past the first T tokens (next_k ≥ T, T = TruncationLength: L, or
+//                             ⌊L/k⌋·k under truncate_to: pad_multiple)
 //   stream windows, padding   the tail: only full windows are cut, the stream's remainder is dropped
 //     none                    (any document's tail: which document the cut falls in is the caller's stream)
 //   row_end_target            the stream's last token, a row-end target only (next_k = n - 1, and the
@@ -40,7 +41,7 @@ struct TilingPiece {
 
 // What only the caller knows about the document.
 struct TilingContext {
-  std::int64_t row_length = 0;  // L: a truncated document keeps its first L tokens
+  std::int64_t row_length = 0;  // L: a truncated document keeps its first TruncationLength(policy, L) tokens
   bool ends_stream = false;     // the document is the stream's last non-empty one (next_in_stream)
   bool may_stop_early = false;  // the input may end before every document is packed (verify --partial)
 };

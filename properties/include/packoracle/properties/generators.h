@@ -318,6 +318,21 @@ inline rc::Gen<Policy> MixedPolicy() {
     // were; repaired where rows do not hold whole documents (PolicyProblems).
     if (*rc::gen::inRange(0, 4) == 0) p.efficiency = Efficiency::kNoMergeableRows;
     if (p.overflow == Overflow::kSplit || p.boundary_source == BoundarySource::kNone) p.efficiency = Efficiency::kReported;
+    // truncate_to: pad_multiple (TRL pack_dataset with seq_length = L//k*k), drawn after efficiency for the same
+    // reason, where a padded policy can truncate (no stream windows, no document carried into the next row):
+    // rows padded to a multiple of k, a long document cut after ⌊L/k⌋·k tokens.
+    if (p.padding == Padding::kRight && p.stream_stride == StreamStride::kNone &&
+        p.row_end_target != RowEndTarget::kNextInDoc && *rc::gen::inRange(0, 4) == 0) {
+      p.overflow = Overflow::kTruncate;
+      p.pad_to = PadTo{PadTo::Kind::kMultipleOf, *rc::gen::inRange<std::int64_t>(2, 5)};
+      p.truncate_to = TruncateTo::kPadMultiple;
+    }
+    // segment_encodings: rows (TRL 'wrapped' rows through the padding-free collator), drawn last, where the
+    // attention is row_causal and no boundary is read from the encodings that then name rows.
+    if (p.attention == Attention::kRowCausal && p.boundary_source != BoundarySource::kCuSeqlens &&
+        p.boundary_source != BoundarySource::kSeqLens && p.boundary_source != BoundarySource::kDocIds &&
+        *rc::gen::inRange(0, 4) == 0)
+      p.segment_encodings = SegmentEncodings::kRows;
     return p;
   });
 }

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     import torch
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
+from ._base import Adapter, Packer, Reducer, assign, documents_of
 from ._losses import two_class_logits
 
 WRITTEN_FOR = "1.16.0"
@@ -323,25 +323,6 @@ _SFT = "SFTTrainer.training_step (fused LM head, / num_items_in_batch)"
 # The loss role: SFTTrainer's fused LM head (trl/kernels/chunked_logprob.py) keeps its log-sum-exp statistics in
 # float32, so a slot loss of 1.625 comes back as 1.62499988: within the kit's float32 tolerance for losses.
 
-# pad_to_multiple_of=k: every output row is a multiple of k slots.
-PAD_SHORT_ROW = Finding(
-    "coverage", "allowed",
-    "With pad_to_multiple_of=8 every collator output is a multiple of 8 slots (documented: 'padded to a "
-    "multiple of this value'), so a row of L slots holds at most L//8*8 tokens and the adapter packs with "
-    "seq_length = L//8*8 (what a user does: seq_length a multiple of 8). pack_dataset('bfd') then truncates a "
-    "long document to L//8*8 tokens (row_length 10, d0 of 9 tokens: 8 kept), where the kit's overflow: truncate "
-    "keeps L; the kit, for its part, demands the refusal when 8 > L. No policy key says that truncation stops at "
-    "the padding multiple; on documents that fit, the configuration holds.")
-
-# wrapped + padding_free=True: the varlen fields describe packed rows, not documents.
-WRAPPED_VARLEN = Finding(
-    "segments", "allowed",
-    "pack_dataset('wrapped') keeps no seq_lengths (documented: it ignores sequence boundaries), so the "
-    "padding-free collator makes one sequence of each packed row: for d0=[0] d1=[0] in a row of 2 it returns "
-    "cu_seq_lens_q=[0, 2] and seq_idx=[0, 0], which the kit reads as one document where there are two. The "
-    "attention they give (the whole row, causal) is the declared row_causal; SFTTrainer warns that padding_free "
-    "with 'wrapped' is not recommended. Without those two fields the rows pass 300 cases.")
-
 ADAPTERS = (
     _adapter("bfd-padding-free",
              f"pack_dataset(ds, L, 'bfd') + DataCollatorForLanguageModeling(0, padding_free=True) + {_SFT}",
@@ -359,11 +340,13 @@ ADAPTERS = (
              f"pack_dataset(ds, L//8*8, 'bfd') + DataCollatorForLanguageModeling(0, padding_free=True, "
              f"pad_to_multiple_of=8) + {_SFT}",
              {"strategy": "bfd", "padding_free": True, "pad_to_multiple_of": 8},
-             {"preset": "trl-padding-free", "padding": "right", "pad_to": "multiple_of:8"},
-             "pads with position 0 (each pad slot a one-token segment of cu_seq_lens and seq_idx); refuses rows "
-             "shorter than 8 slots; SFTTrainer pads only the end of a flattened micro-batch, the per-row calls here "
-             "pad every row",
-             findings={"pack": PAD_SHORT_ROW, "loss": PAD_SHORT_ROW}),
+             {"preset": "trl-padding-free", "padding": "right", "pad_to": "multiple_of:8",
+              "truncate_to": "pad_multiple"},
+             "every collator output is a multiple of 8 slots, so a row of L slots holds L//8*8 tokens: packed with "
+             "seq_length = L//8*8, pack_dataset truncates a long document to L//8*8 tokens (truncate_to: "
+             "pad_multiple); pads with position 0 (each pad slot a one-token segment of cu_seq_lens and seq_idx); "
+             "refuses rows shorter than 8 slots; SFTTrainer pads only the end of a flattened micro-batch, the "
+             "per-row calls here pad every row"),
     _adapter("bfd-padded",
              f"pack_dataset(ds, L, 'bfd') + DataCollatorForLanguageModeling(0, padding_free=False) + {_SFT}",
              {"strategy": "bfd", "padding_free": False},
@@ -383,8 +366,10 @@ ADAPTERS = (
     _adapter("wrapped-padding-free",
              f"pack_dataset(ds, L, 'wrapped') + DataCollatorForLanguageModeling(0, padding_free=True) + {_SFT}",
              {"strategy": "wrapped", "padding_free": True},
-             {"preset": "trl-wrapped", "pad_to": "multiple_of:1"},
-             "SFTTrainer(padding_free=True, packing_strategy='wrapped') warns against it: no seq_lengths, so "
-             "positions run over the whole row and cu_seq_lens/seq_idx make each row one sequence",
-             findings={"pack": WRAPPED_VARLEN, "loss": WRAPPED_VARLEN}),
+             {"preset": "trl-wrapped", "pad_to": "multiple_of:1", "segment_encodings": "rows"},
+             "SFTTrainer(padding_free=True, packing_strategy='wrapped') warns against it: pack_dataset('wrapped') "
+             "keeps no seq_lengths (it ignores sequence boundaries), so positions run over the whole row and "
+             "cu_seq_lens/seq_idx make each row one sequence (d0=[0] d1=[0] in a row of 2: cu_seq_lens_q [0, 2], "
+             "seq_idx [0, 0]): segment encodings that name rows (segment_encodings: rows), whose attention, the "
+             "whole row causal, is the declared row_causal"),
 )
