@@ -53,22 +53,8 @@ def _arity(fn: Any) -> int:
 
 
 def _from_mask_function(fn: Any, n: int, row: int, where: str, device: Any = None) -> np.ndarray:
-    if _arity(fn) == 2:
-        q, k = np.arange(n)[:, None], np.arange(n)[None, :]
-        out = fn(q, k)
-    else:
-        import torch
-
-        tq = torch.arange(n, device=device).view(n, 1)
-        tk = torch.arange(n, device=device).view(1, n)
-        zero = torch.zeros((), dtype=torch.long, device=device)
-        out = fn(torch.full((), row, dtype=torch.long, device=device), zero, tq, tk)
-        out = out.cpu() if is_tensor(out) else out
-    array = as_array(out, where, "mask function")
-    if array.ndim == 0:
-        raise ConsumerAnswerError(f"{where}: the mask function returned one value for all {n} × {n} pairs: it must "
-                                  f"broadcast over its index arguments")
-    return np.broadcast_to(array, (n, n)) if array.shape != (n, n) and array.ndim <= 2 else array
+    """A mask function on every query and key of the row, as a boolean n × n (one block of every query row)."""
+    return _function_block(fn, n, row, where, (0, n), device)
 
 
 def _block_level(num_blocks: Any, indices: Any, row: int, n_q: int, n_kv: int) -> np.ndarray:
