@@ -1,10 +1,10 @@
 #include "packoracle/fastcheck/case_check.h"
 
-#include <algorithm>
 #include <exception>
 
 #include "packoracle/fastcheck/dense_mask.h"
 #include "packoracle/oracle.h"
+#include "packoracle/properties/determinism.h"
 
 namespace packoracle::fastcheck {
 namespace {
@@ -41,10 +41,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
 
   PackResult out = PackCatching(*candidate.packer, request);
   if (options.determinism) {
-    PackRequest decoy = request;
-    std::reverse(decoy.documents.begin(), decoy.documents.end());
-    decoy.id = request.id + 1;
-    PackCatching(*candidate.packer, decoy);
+    PackCatching(*candidate.packer, DeterminismDecoy(request));
     if (!(PackCatching(*candidate.packer, request) == out)) return oracle();
   }
   const StepInput in = StepInput::Of(request, out, docs, options);

@@ -404,5 +404,44 @@ TEST(ConsumerAgreement, DenseMaskCheckAgreesWithCheckCase) {
   EXPECT_GT(compared, 0);
 }
 
+// determinism, through the one decoy both checkers hand the packer (properties/determinism.h): a packer that
+// carries state from its previous call (here: the previous request's documents, placed in reverse row order
+// when that request was another one) is caught by CheckCase and by the fast path alike; a stateless one is not.
+struct RemembersItsLastCall {
+  std::shared_ptr<PackerRole> reference = ReferenceCandidate().packer;
+  std::int64_t last_id = -1;
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = reference->Pack(request);
+    const bool other_before = last_id >= 0 && last_id != request.id;
+    last_id = request.id;
+    if (other_before && out.microbatches.size() == 1 && out.microbatches[0].rows.size() >= 2) {
+      std::reverse(out.microbatches[0].rows.begin(), out.microbatches[0].rows.end());
+    }
+    return out;
+  }
+};
+
+TEST(Determinism, BothCheckersCatchAPackerThatRemembersItsLastCall) {
+  PackRequest request;
+  request.id = 7;
+  request.row_length = 4;
+  request.micro_batch_rows = 2;
+  request.policy = FindPreset("reference").policy;
+  request.documents = {{"d0", {11, 12, 13}, {}}, {"d1", {21, 22, 23}, {}}};
+  CheckOptions options;
+  options.determinism = true;
+  Candidate stateful = MakeCandidate("remembers", RemembersItsLastCall{}, {request.policy});
+  const CaseResult slow = CheckCase(stateful, request, options);
+  ASSERT_FALSE(slow.violations.empty());
+  EXPECT_EQ(slow.violations.front().invariant, Invariant::kDeterminism) << slow.violations.front().sentence;
+  Candidate stateful_again = MakeCandidate("remembers", RemembersItsLastCall{}, {request.policy});
+  const CaseResult fast = CheckCaseFast(stateful_again, request, options);
+  ASSERT_FALSE(fast.violations.empty());
+  EXPECT_EQ(fast.violations.front().invariant, Invariant::kDeterminism);
+  Candidate stateless = ReferenceCandidate();
+  EXPECT_TRUE(CheckCase(stateless, request, options).violations.empty());
+  EXPECT_TRUE(CheckCaseFast(stateless, request, options).violations.empty());
+}
+
 }  // namespace
 }  // namespace packoracle::fastcheck

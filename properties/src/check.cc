@@ -15,6 +15,7 @@
 #include "packoracle/properties/attention_runs.h"
 #include "packoracle/properties/producer_totals.h"
 #include "packoracle/properties/context_parallel.h"
+#include "packoracle/properties/determinism.h"
 #include "packoracle/properties/splits.h"
 
 namespace packoracle {
@@ -215,9 +216,7 @@ void Checker::CheckPacker() {
   // determinism: the same request again, after an unrelated one, gives the same output.
   if (options_.determinism) {
     result_.checked.insert(Invariant::kDeterminism);
-    PackRequest decoy = request_;
-    std::reverse(decoy.documents.begin(), decoy.documents.end());
-    decoy.id = request_.id + 1;
+    const PackRequest decoy = DeterminismDecoy(request_);
     PackResult again;
     try {
       candidate_.packer->Pack(decoy);  // whatever the decoy gives (a fault too) is not this case's concern
