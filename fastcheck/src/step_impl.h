@@ -11,16 +11,13 @@
 
 #include "packoracle/fastcheck/step_check.h"
 #include "packoracle/oracle/tiling.h"
+#include "packoracle/properties/tolerance.h"
 
 namespace packoracle::fastcheck::internal {
 
-// Equality up to rounding, as check.cc's Close and LossClose.
-inline bool Close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
-// Losses come from float32 kernels (ForCausalLMLoss upcasts to float32; TRL's fused LM head and most fused
-// cross-entropies accumulate in float32), so loss sums, losses and the step objective are compared at float32
-// precision over a few hundred terms: 1e-5 relative. A target miscounted in a step of 10,000 still moves the
-// sum by about 1e-4. Counts and denominators stay exact (Close).
-inline bool LossClose(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
+// The comparisons of numbers are CheckCase's own (properties/tolerance.h).
+using packoracle::Close;
+using packoracle::LossClose;
 
 // One prediction as PredictionOf (oracle/src/batch.cc) defines it; has_target stands for kind != kNone (the
 // kind itself is only needed for the oracle's messages).

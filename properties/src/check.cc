@@ -16,6 +16,7 @@
 #include "packoracle/properties/producer_totals.h"
 #include "packoracle/properties/context_parallel.h"
 #include "packoracle/properties/determinism.h"
+#include "packoracle/properties/tolerance.h"
 #include "packoracle/properties/splits.h"
 
 namespace packoracle {
@@ -35,13 +36,6 @@ std::string Num(double v) {
   os << v;
   return os.str();
 }
-
-bool Close(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
-// Losses come from float32 kernels (ForCausalLMLoss upcasts to float32; TRL's fused LM head and most fused
-// cross-entropies accumulate in float32), so loss sums, losses and the step objective are compared at float32
-// precision over a few hundred terms: 1e-5 relative. A target miscounted in a step of 10,000 still moves the
-// sum by about 1e-4. Counts and denominators stay exact (Close).
-bool LossClose(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
 
 // The rows of a step, micro-batches flattened in order, with their position for messages.
 struct RowRef {
