@@ -142,10 +142,28 @@ GeneratedCase Generate(const RunPlan& plan, const Candidate& candidate, const Ve
   return out;
 }
 
-// How does the consumer answer (MaskSource: runs, a mask function, a dense matrix)? Asked once a run, on a probe: the
-// reference packer's first micro-batch of two documents of 12 tokens in rows of 16 slots, under the candidate's
-// first policy (the reference preset when it claims every policy). A policy that refuses the probe, a consumer
-// that throws on it: taken as dense (its cases report what it does); rows of mixed forms: the costliest.
+// The probe's micro-batches, as CheckCase hands a consumer its rows: the candidate's own packer's answer when it
+// has one (a consumer may read fields only its packer writes: MK-02 reads the attention_mask its packer fills),
+// the reference packer's otherwise. Empty when the probe is refused or the packer fails on it.
+std::vector<CandidateMicrobatch> ProbeMicrobatches(Candidate& candidate, const PackRequest& probe) {
+  try {
+    if (candidate.packer) {
+      PackResult packed = candidate.packer->Pack(probe);
+      if (packed.refusal || packed.fault) return {};
+      return std::move(packed.microbatches);
+    }
+    Layout layout = DefaultLayout(probe.documents, probe.policy, probe.row_length);
+    AssignMicrobatches(layout, 1, 1);
+    return ReferenceMicrobatches(Materialize(probe.documents, layout, probe.policy), probe);
+  } catch (const std::exception&) {
+    return {};  // the policy refuses the probe, or the packer threw: its cases report it
+  }
+}
+
+// How does the consumer answer (MaskSource: runs, a mask function, a dense matrix)? Asked once a run, on a probe of
+// two documents of 12 tokens in rows of 16 slots (ProbeMicrobatches), under the candidate's first policy (the
+// reference preset when it claims every policy). A probe refused, a consumer that throws on it: taken as dense (its
+// cases report what it does); rows of mixed forms: the costliest.
 MaskSource ProbeAnswer(Candidate& candidate) {
   PackRequest probe;
   probe.row_length = 16;
@@ -153,15 +171,8 @@ MaskSource ProbeAnswer(Candidate& candidate) {
   // two documents that fit a row, long enough together for a policy that cuts a stream into full windows (llmc)
   probe.documents = {{"probe-a", std::vector<Token>(12, 3), {}}, {"probe-b", std::vector<Token>(12, 4), {}}};
   for (const auto& doc : probe.documents) probe.target_losses[doc.uid].assign(16, 1.0);  // delimiters included
-  std::vector<CandidateMicrobatch> microbatches;
-  try {
-    Layout layout = DefaultLayout(probe.documents, probe.policy, probe.row_length);
-    AssignMicrobatches(layout, 1, 1);
-    microbatches = ReferenceMicrobatches(Materialize(probe.documents, layout, probe.policy), probe);
-  } catch (const InputError&) {
-    return MaskSource::kDense;  // the policy refuses the probe
-  }
-  if (microbatches.empty()) return MaskSource::kDense;
+  std::vector<CandidateMicrobatch> microbatches = ProbeMicrobatches(candidate, probe);
+  if (microbatches.empty() || microbatches.front().rows.empty()) return MaskSource::kDense;
   microbatches.front().producer.reset();
   try {
     const auto masks = candidate.consumer->ConsumeMicrobatchRuns(microbatches.front(), probe.policy);

@@ -142,5 +142,30 @@ TEST(AttentionRuns, AConsumerAnsweringRunsGetsLongRowsUnderEveryPresetADenseOneS
   }
 }
 
+// The probe hands a consumer what CheckCase hands it: its own packer's rows when it has a packer. A consumer that
+// reads a field only its packer writes (as MK-02 reads the attention_mask its packer fills) answered the
+// reference packer's rows before, and a dereferenced empty field could ask for gigabytes.
+struct PackerWritesTheMask {
+  std::shared_ptr<PackerRole> reference = ReferenceCandidate().packer;
+  PackResult Pack(const PackRequest& request) {
+    PackResult out = reference->Pack(request);
+    for (auto& mb : out.microbatches)
+      for (auto& row : mb.rows) row.attention_mask = std::vector<std::int64_t>(row.input_ids.size(), 1);
+    return out;
+  }
+  std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& mb, const Policy& policy) {
+    for (const auto& row : mb.rows) {
+      if (!row.attention_mask) throw std::logic_error("this consumer reads the attention_mask its packer writes");
+    }
+    return RunsStub{}.ConsumeMicrobatchRuns(mb, policy);
+  }
+};
+
+TEST(AttentionRuns, TheProbeHandsAConsumerItsOwnPackersRows) {
+  const Policy reference = FindPreset("reference").policy;
+  EXPECT_GT(LongestRowGenerated(MakeCandidate("packer-and-consumer", PackerWritesTheMask{}, {reference})),
+            kDenseConsumerMaxRowLength);
+}
+
 }  // namespace
 }  // namespace packoracle
