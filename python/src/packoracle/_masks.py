@@ -93,15 +93,20 @@ def _from_segment_ids(ids: np.ndarray, where: str) -> np.ndarray:
     return np.tril(same)
 
 
-def densify(answer: Any, n: int, row: int, where: str) -> np.ndarray:
-    """The consumer's answer for one row of n slots (row index `row` in its micro-batch) as a C-contiguous uint8
-    n × n matrix, 1 where query i may attend key j. Raises ConsumerAnswerError naming `where` for anything
-    else (a wrong shape, a NaN, a value that is no mask)."""
+def _not_a_mask(answer: Any, n: int, where: str) -> None:
+    """Refuses the answers that are no mask in any form (a string, None), naming `where`."""
     if isinstance(answer, (str, bytes)):
         raise ConsumerAnswerError(f"{where}: the consumer returned a string ({answer[:40]!r}), not a mask")
     if answer is None:
         raise ConsumerAnswerError(f"{where}: the consumer returned None for a row of {n} slots (return a mask, "
                                   f"segment ids, a mask function or a BlockMask)")
+
+
+def densify(answer: Any, n: int, row: int, where: str) -> np.ndarray:
+    """The consumer's answer for one row of n slots (row index `row` in its micro-batch) as a C-contiguous uint8
+    n × n matrix, 1 where query i may attend key j. Raises ConsumerAnswerError naming `where` for anything
+    else (a wrong shape, a NaN, a value that is no mask)."""
+    _not_a_mask(answer, n, where)
     try:
         if _is_block_mask(answer):
             array = _from_block_mask(answer, n, row, where)
@@ -274,11 +279,7 @@ def runs(answer: Any, n: int, row: int, where: str) -> Runs:
     core generates for it: "runs" (segment ids, O(n) a row: rows of max_row_length), "function" (a mask function,
     mask_mod or BlockMask, read cell by cell: rows of at most 4,096 slots), "dense" (n × n: 512). Raises
     ConsumerAnswerError naming `where` for anything else (a wrong shape, a NaN, a value that is no mask)."""
-    if isinstance(answer, (str, bytes)):
-        raise ConsumerAnswerError(f"{where}: the consumer returned a string ({answer[:40]!r}), not a mask")
-    if answer is None:
-        raise ConsumerAnswerError(f"{where}: the consumer returned None for a row of {n} slots (return a mask, "
-                                  f"segment ids, a mask function or a BlockMask)")
+    _not_a_mask(answer, n, where)
     try:
         if _is_block_mask(answer):
             return _block_mask_runs(answer, n, row, where)
