@@ -362,6 +362,10 @@ RowDrawing Analyse(const Loaded& loaded, const DrawOptions& o) {
   // Attention: the declared encoding's segments against the spans'.
   d.encodings = Encodings(*d.row, d.policy, loaded.header, d.n);
   d.true_starts = RealStarts(TrueSegmentStarts(*d.orow), d);
+  for (auto& e : d.encodings) {
+    e.expected = RealStarts(ExpectedSegmentStarts(*d.orow, d.policy, e.name), d);
+    e.names_rows = d.policy.segment_encodings == SegmentEncodings::kRows && NamedBySegmentEncodings(e.name);
+  }
   const char* declared = DeclaredEncodingName(d.policy.boundary_source);
   if (d.policy.attention == Attention::kRowCausal) {
     d.encoding_note = "row_causal: every earlier token of the row is seen; no boundary encoding is read";

@@ -73,6 +73,9 @@ struct EncodingView {
   std::string shown;                   // the encoding's values, abbreviated
   std::optional<SegmentStarts> starts; // derived segment starts (all slots)
   std::string problem;                 // why none could be derived
+  SegmentStarts expected;              // the starts it must give (non-padding): the spans', or under
+                                       // segment_encodings: rows the row's (ExpectedSegmentStarts)
+  bool names_rows = false;             // expected is the row's, not the documents'
 };
 
 struct RowDrawing {

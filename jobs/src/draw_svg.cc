@@ -55,10 +55,10 @@ SlotFlags FlagDisagreements(const RowDrawing& d) {
   for (std::int64_t q = 0; q < d.n && d.encoding_compared; ++q)
     for (std::int64_t k = 0; k <= q && !f.attention[static_cast<std::size_t>(q)]; ++k)
       f.attention[static_cast<std::size_t>(q)] = d.Allowed(q, k) != d.Implied(q, k);
-  std::vector<bool> truth(n);
-  for (auto s : d.true_starts) truth[static_cast<std::size_t>(s)] = true;
   for (const auto& e : d.encodings) {
     if (!e.starts) continue;
+    std::vector<bool> truth(n);  // the spans' starts, or the row's under segment_encodings: rows
+    for (auto s : e.expected) truth[static_cast<std::size_t>(s)] = true;
     std::vector<bool> got(n);
     for (auto s : RealStarts(*e.starts, d)) got[static_cast<std::size_t>(s)] = true;
     for (std::size_t i = 0; i < n; ++i)

@@ -139,11 +139,12 @@ void DrawPositionLanes(const RowDrawing& d, const SvgFrame& f, const SlotFlags& 
 // One lane per boundary encoding (and the spans, the truth): a dark tick where a segment starts; red where
 // the encoding starts one the spans do not ("boundary disagree") or misses one they start ("boundary missing").
 void BoundaryLane(const RowDrawing& d, const SvgFrame& f, Canvas& c, double y, const std::string& name,
-                  const std::string& label, const std::optional<SegmentStarts>& starts, const std::string& problem) {
+                  const std::string& label, const std::optional<SegmentStarts>& starts, const std::string& problem,
+                  const SegmentStarts& expected) {
   Lane lane{c, f, y};
   lane.Open("boundaries:" + name, label);
   std::vector<bool> truth(static_cast<std::size_t>(d.n)), got(static_cast<std::size_t>(d.n));
-  for (auto s : d.true_starts) truth[static_cast<std::size_t>(s)] = true;
+  for (auto s : expected) truth[static_cast<std::size_t>(s)] = true;
   if (starts)
     for (auto s : RealStarts(*starts, d)) got[static_cast<std::size_t>(s)] = true;
   if (!starts) {
@@ -164,16 +165,16 @@ void BoundaryLane(const RowDrawing& d, const SvgFrame& f, Canvas& c, double y, c
 }
 
 void DrawBoundaryLanes(const RowDrawing& d, const SvgFrame& f, Canvas& c, double& y) {
-  BoundaryLane(d, f, c, y, "spans", "starts: doc_spans (truth)", SegmentStarts(d.true_starts), "");
+  BoundaryLane(d, f, c, y, "spans", "starts: doc_spans (truth)", SegmentStarts(d.true_starts), "", d.true_starts);
   y += kLaneHeight + kLaneGap;
   for (const auto& e : d.encodings) {
-    BoundaryLane(d, f, c, y, e.name, EncodingLabel(d, e.name), e.starts, "cannot be read: " + e.problem);
+    BoundaryLane(d, f, c, y, e.name, EncodingLabel(d, e.name), e.starts, "cannot be read: " + e.problem, e.expected);
     y += kLaneHeight + kLaneGap;
   }
   if (DeclaredMissing(d)) {
     const std::string name = DeclaredEncodingName(d.policy.boundary_source);
     BoundaryLane(d, f, c, y, name, EncodingLabel(d, name), std::nullopt,
-                 "missing from the row: a backend reads one segment");
+                 "missing from the row: a backend reads one segment", d.true_starts);
     y += kLaneHeight + kLaneGap;
   }
 }

@@ -248,7 +248,14 @@ void PrintBoundaries(const RowDrawing& d, std::ostream& os) {
       continue;
     }
     const auto got = RealStarts(*e.starts, d);
-    os << " -> starts " << List(got) << (got == d.true_starts ? ": agrees" : ": DIFFERS from the spans");
+    os << " -> starts " << List(got);
+    if (e.names_rows) {
+      os << (got == e.expected ? ": agrees (under segment_encodings: rows it names the row)"
+                               : ": DIFFERS: under segment_encodings: rows it names the row, starting at " +
+                                     List(e.expected));
+    } else {
+      os << (got == e.expected ? ": agrees" : ": DIFFERS from the spans");
+    }
     const char* declared = DeclaredEncodingName(policy.boundary_source);
     if (declared && e.name == declared) os << " (declared)";
     os << "\n";

@@ -42,6 +42,16 @@ SegmentStarts TrueSegmentStarts(const OracleRow& row) {
   return starts;
 }
 
+bool NamedBySegmentEncodings(std::string_view encoding) {
+  return encoding == "cu_seqlens" || encoding == "seq_lens" || encoding == "doc_ids";
+}
+
+SegmentStarts ExpectedSegmentStarts(const OracleRow& row, const Policy& policy, std::string_view encoding) {
+  if (policy.segment_encodings == SegmentEncodings::kRows && NamedBySegmentEncodings(encoding))
+    return FromCuSeqlens(row.cu_seqlens, row.length());
+  return TrueSegmentStarts(row);
+}
+
 SegmentStarts FromCuSeqlens(const std::vector<std::int64_t>& cu, std::int64_t row_length) {
   if (cu.empty() || cu.front() != 0) throw InputError("cu_seqlens " + List(cu) + " must start at 0");
   if (cu.back() != row_length) {

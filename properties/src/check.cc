@@ -516,7 +516,7 @@ void Checker::CheckSegments() {
     // tokens, as the oracle's own encoding of the row cuts it (Materialize).
     auto compare_named = [&](const char* encoding, const SegmentStarts& derived) {
       if (policy_.segment_encodings == SegmentEncodings::kDocuments) return compare(encoding, derived);
-      const auto row_named = RealStarts(FromCuSeqlens(truth_row.cu_seqlens, n), truth_row);
+      const auto row_named = RealStarts(ExpectedSegmentStarts(truth_row, policy_, encoding), truth_row);
       const auto got = RealStarts(derived, truth_row);
       if (got != row_named) {
         Add(Invariant::kSegments, At(r) + ": " + encoding + " put segment starts at " + Show(got) +

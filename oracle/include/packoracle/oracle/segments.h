@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "packoracle/oracle/batch.h"
 #include "packoracle/oracle/document.h"
+#include "packoracle/oracle/policy.h"
 
 namespace packoracle {
 
@@ -23,6 +25,16 @@ std::vector<std::int64_t> SegmentIds(const SegmentStarts& starts, std::int64_t n
 
 // The truth: a segment starts at every piece and at every run of padding.
 SegmentStarts TrueSegmentStarts(const OracleRow& row);
+
+// Whether the policy's segment_encodings governs this encoding: cu_seqlens, seq_lens and doc_ids, the
+// encodings a backend isolates sequences by (position resets, position steps, EOD and BOS always mark
+// documents).
+bool NamedBySegmentEncodings(std::string_view encoding);
+
+// The segment starts an encoding must give: the truth (TrueSegmentStarts), except under segment_encodings:
+// rows for the encodings it governs, which name the row: one segment per run of its tokens, as the oracle's
+// own cu_seqlens of the row cut it (Materialize). The check and `packoracle draw` both ask this.
+SegmentStarts ExpectedSegmentStarts(const OracleRow& row, const Policy& policy, std::string_view encoding);
 
 // flash-attention varlen: cu_seqlens [0, c1, ..., L]; repeated values are zero-length segments and mean
 // nothing. Throws InputError unless it starts at 0, never decreases and ends at the row length.
