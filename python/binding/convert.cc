@@ -298,6 +298,8 @@ nb::dict PolicyToPython(const Policy& policy) {
 }
 
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where) {
+  DocumentSet* set = nullptr;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
   if (!nb::isinstance<nb::list>(documents)) throw InputError(where + ": expected a list of documents");
   std::vector<Document> out;
   std::size_t k = 0;
@@ -316,6 +318,15 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
     out.push_back(std::move(doc));
   }
   return out;
+}
+
+std::vector<std::int64_t> IntegersFromPython(nb::handle value, const std::string& where, const std::string& field) {
+  nb::ndarray<nb::ro> array;
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value) && nb::try_cast(value, array, false) &&
+      array.ndim() != 1) {
+    return ReadArray<std::int64_t>(value.attr("reshape")(-1), where, field);  // [1, n] as a tokenizer returns it
+  }
+  return ReadArray<std::int64_t>(value, where, field);
 }
 
 ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {

@@ -183,7 +183,7 @@ class SpanMatcher:
     def __init__(self, documents: list[dict], policy: Any):
         """``documents``: as given to the packer ({"doc_uid", "tokens", "supervised"?} dicts, as
         canonical_documents makes them); the core adds the policy's delimiters (a preset name or a dict)."""
-        self._uids = [d["doc_uid"] for d in documents]
+        self._uids = documents.uids() if isinstance(documents, _core.Documents) else [d["doc_uid"] for d in documents]
         self._core = _core.SpanDerivation(documents, policy)
         self._returned: list[list[dict]] = []  # the lists match() handed out, which solve() updates in place
 

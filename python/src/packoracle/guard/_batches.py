@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Optional, Union, cast
 
 import numpy as np
 
-from .. import _args
+from .. import _args, _core
 from .._arrays import as_array
 from .._batch import Microbatches, canonical_fields
 from .._checks import check_batch
@@ -133,6 +133,8 @@ class BatchGuard:
         whole run (the segments of two batches are both `row0.seg0` before)."""
         from ..dump import DumpWriter
 
+        if isinstance(documents, _core.Documents):
+            documents = documents.to_list()
         try:
             os.makedirs(self.dump_dir, exist_ok=True)
             rank, world = _rank_and_world()
@@ -172,8 +174,14 @@ class GuardedCollator:
 
     def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
-        self.guard.check(batch, lambda: documents_from_features(features, self.guard.policy["ignore_index"]))
+        self.guard.check(batch, lambda: self._documents(features))
         return batch
+
+    def _documents(self, features: Any) -> Any:
+        """documents_from_features read in the core in one call (a _core.Documents, which check_batch takes as
+        it is): a dict and an array per feature in Python cost more than the collator (bench/README.md)."""
+        policy = self.guard.policy
+        return _core.documents_from_features(features, policy["ignore_index"], sorted(_args.signed_ids(policy)))
 
     def __getattr__(self, name: str) -> Any:  # the wrapped collator's attributes (tokenizer, flags, ...)
         return getattr(self.collator, name)
