@@ -67,8 +67,9 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
   }
   std::vector<Token> ids = IntegersFromPython(input_ids, where, "input_ids");
   TokenIds(ids, allowed, where);
-  std::vector<int> supervised(ids.size(), 1);
+  std::vector<int> supervised;  // empty: every token supervised (a feature without labels), no flags to carry
   if (nb::object labels = Field(f, "labels")) {
+    supervised.resize(ids.size());
     const std::vector<std::int64_t> l = IntegersFromPython(labels, where, "labels");
     if (l.size() != ids.size()) {
       throw InputError(where + ": field 'labels' has " + std::to_string(l.size()) + " entries, its input_ids has " +
@@ -101,8 +102,10 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
       d.supervised = std::move(supervised);
     } else {
       d.tokens.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start + n));
-      d.supervised.assign(supervised.begin() + static_cast<std::ptrdiff_t>(start),
-                          supervised.begin() + static_cast<std::ptrdiff_t>(start + n));
+      if (!supervised.empty()) {
+        d.supervised.assign(supervised.begin() + static_cast<std::ptrdiff_t>(start),
+                            supervised.begin() + static_cast<std::ptrdiff_t>(start + n));
+      }
     }
     if (!d.supervised.empty()) d.supervised[0] = 1;
     out.push_back(std::move(d));
@@ -183,7 +186,9 @@ void BindDocuments(nb::module_& m) {
               nb::dict doc;
               doc["doc_uid"] = d.uid;
               doc["tokens"] = Copy(d.tokens);
-              doc["supervised"] = Copy(std::vector<std::int8_t>(d.supervised.begin(), d.supervised.end()));
+              std::vector<std::int8_t> flags(d.tokens.size(), 1);  // none kept: every token supervised
+              if (!d.supervised.empty()) flags.assign(d.supervised.begin(), d.supervised.end());
+              doc["supervised"] = Copy(flags);
               out.append(doc);
             }
             return out;
