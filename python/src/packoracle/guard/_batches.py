@@ -15,7 +15,7 @@ from .. import _args, _core
 from .._arrays import as_array
 from .._batch import Microbatches, canonical_fields
 from .._checks import check_batch
-from .._policy import PolicyLike, resolve
+from .._policy import Policy, PolicyLike, resolve
 from ..report import Report
 from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
 
@@ -81,6 +81,7 @@ class BatchGuard:
         if not (callable(on_violation) or on_violation in ("raise", "log")):
             raise ValueError(f"guard: on_violation is 'raise', 'log' or a callable, got {on_violation!r}")
         self.policy = resolve(policy)
+        self._resolved = Policy(self.policy)  # check_batch takes it without resolving it again on every batch
         self.every, self.on_violation, self.ignore = every, on_violation, tuple(ignore)
         self.dump_dir = dump_dir if dump_dir is not None else os.environ.get("PACKORACLE_GUARD_DIR", "packoracle-guard")
         self.state = GuardState()
@@ -102,7 +103,7 @@ class BatchGuard:
             checks = CHECKED_WITHOUT_DOCUMENTS
         else:
             checks = CHECKED_WITH_DOCUMENTS
-        report = check_batch(fields, docs, self.policy, ignore=_not_read(fields))
+        report = check_batch(fields, docs, self._resolved, ignore=_not_read(fields))
         if not report.ok:
             self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report
