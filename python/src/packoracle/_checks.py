@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
 from ._batch import Microbatches, canonical_microbatch
-from ._documents import DocumentsLike, core_documents
+from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
 
@@ -24,7 +24,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 class _Records:
     """One step's records in memory: what the report draws from."""
 
-    def __init__(self, name: str, policy: dict, documents: list, microbatches: list, dp_world_size: int,
+    def __init__(self, name: str, policy: dict, documents: CoreDocuments, microbatches: list, dp_world_size: int,
                  delimiters_included: bool):
         self.name, self.policy, self.documents = name, policy, documents
         self.microbatches, self.dp_world_size = microbatches, dp_world_size

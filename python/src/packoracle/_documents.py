@@ -13,6 +13,8 @@ from .dump.format import unique_uid
 from .dump.spans import Document
 
 DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
+# What the core reads: canonical_documents' list of dicts, or documents it has read itself (core_documents).
+CoreDocuments = Union[list[dict], _core.Documents]
 
 
 def canonical_documents(documents: DocumentsLike, where: str = "documents",
@@ -70,7 +72,7 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
     return out
 
 
-def core_documents(documents: Any, policy: dict) -> Union[list[dict], "_core.Documents"]:
+def core_documents(documents: Any, policy: dict) -> CoreDocuments:
     """The documents as check_batch and check_step hand them to the core: a `_core.Documents` as it is (the
     guard's features, read and checked in the core), the common form {uid: tokens} (str uids, token lists or
     1-D signed integer arrays) read by the core in one call, anything else through canonical_documents (which
@@ -79,7 +81,7 @@ def core_documents(documents: Any, policy: dict) -> Union[list[dict], "_core.Doc
         return documents
     if type(documents) is dict:
         plain = _core.plain_documents(documents, sorted(_args.signed_ids(policy)))
-        if plain is not None:
+        if isinstance(plain, _core.Documents):
             return plain
     return canonical_documents(documents, policy=policy)
 
