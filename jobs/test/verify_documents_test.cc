@@ -90,6 +90,12 @@ TEST(DocumentStore, ARepeatedUidMustRepeatItsContentAndErasedOnesAreGone) {
   EXPECT_EQ(order, (std::vector<std::string>{"a:3", "b:2"}));  // uid order, the first content kept
   EXPECT_EQ(store.Fingerprint("b"), ContentFingerprint(Doc("b", {1, 2}, {})));
   EXPECT_NE(store.Fingerprint("b"), ContentFingerprint(Doc("b", {2, 1}, {})));
+  // absent flags are all ones; a flag, a token, an index or the length moves it
+  EXPECT_EQ(ContentFingerprint(Doc("b", {1, 2}, {})), ContentFingerprint(Doc("b", {1, 2}, {1, 1})));
+  EXPECT_NE(ContentFingerprint(Doc("b", {1, 2}, {1, 0})), ContentFingerprint(Doc("b", {1, 2}, {1, 1})));
+  EXPECT_NE(ContentFingerprint(Doc("b", {1, 2}, {})), ContentFingerprint(Doc("b", {1, 3}, {})));
+  EXPECT_NE(ContentFingerprint(Doc("b", {1, 2}, {})), ContentFingerprint(Doc("b", {1, 2, 0}, {})));
+  EXPECT_NE(ContentFingerprint(Doc("b", {0, 0, 0, 1}, {})), ContentFingerprint(Doc("b", {0, 0, 1, 0}, {})));
   store.Erase("a");
   Document out;
   EXPECT_FALSE(store.Expand("a", out));

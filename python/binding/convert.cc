@@ -136,29 +136,29 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
   if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value)) {
     Bad(where, field, "must be an array, a tensor or a list, got " + TypeName(value));
   }
-  nb::sequence seq = nb::borrow<nb::sequence>(value);
+  // A list or tuple's items read in place (an iterator's reference per item cost about as much as the rest).
+  PyObject* const* items = PySequence_Fast_ITEMS(value.ptr());
+  const auto size = static_cast<std::size_t>(PySequence_Fast_GET_SIZE(value.ptr()));
   std::vector<T> out = std::move(storage);
-  out.clear();
-  out.reserve(nb::len(seq));
-  std::size_t k = 0;
-  for (nb::handle item : seq) {
-    const std::size_t index = k++;
+  out.resize(size);
+  for (std::size_t index = 0; index < size; ++index) {
+    const nb::handle item(items[index]);
     if (PyLong_CheckExact(item.ptr())) {  // the common entry (a tokenizer's int), its name built only for an error
       int overflow = 0;
       const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
       if (!overflow && !(v == -1 && PyErr_Occurred()) && Fits<T>(v)) {
-        out.push_back(static_cast<T>(v));
+        out[index] = static_cast<T>(v);
         continue;
       }
       PyErr_Clear();
     }
     const std::string at = field + "[" + std::to_string(index) + "]";
     if (nb::isinstance<nb::bool_>(item)) {
-      out.push_back(static_cast<T>(nb::cast<bool>(item)));
+      out[index] = static_cast<T>(nb::cast<bool>(item));
     } else if (PyIndex_Check(item.ptr())) {
-      out.push_back(Narrow<T>(Int(item, where, at), where, at));
+      out[index] = Narrow<T>(Int(item, where, at), where, at);
     } else if (numbers && PyFloat_Check(item.ptr())) {
-      out.push_back(static_cast<T>(PyFloat_AsDouble(item.ptr())));
+      out[index] = static_cast<T>(PyFloat_AsDouble(item.ptr()));
     } else {
       Bad(where, at, std::string("must be ") + (numbers ? "a number" : "an integer") + ", got " + TypeName(item));
     }
@@ -283,11 +283,24 @@ nb::list IntList(const std::vector<Token>& values) {
 }  // namespace
 
 Policy PolicyFromPython(nb::handle policy, const std::string& where) {
-  if (nb::isinstance<nb::str>(policy)) return PolicyFromJson(nlohmann::json{{"preset", Utf8(policy, where, "preset")}}, where);
-  if (!nb::isinstance<nb::dict>(policy)) {
+  nlohmann::json spec;
+  if (nb::isinstance<nb::str>(policy)) {
+    spec = nlohmann::json{{"preset", Utf8(policy, where, "preset")}};
+  } else if (nb::isinstance<nb::dict>(policy)) {
+    spec = ToJson(policy, where);
+  } else {
     throw InputError(where + ": a policy is a preset name or a dict of policy keys, got " + TypeName(policy));
   }
-  return PolicyFromJson(ToJson(policy, where), where);
+  // The last policies read, by their JSON (a policy is a function of it): check_batch reads the same policy
+  // three times a call (resolve, the spans, the audit), and the guard on every batch; resolving and
+  // validating one cost about 50 us each time. Only policies that were valid are kept.
+  thread_local std::vector<std::pair<nlohmann::json, Policy>> recent;
+  for (const auto& [json, resolved] : recent)
+    if (json == spec) return resolved;
+  Policy resolved = PolicyFromJson(spec, where);
+  if (recent.size() >= 8) recent.erase(recent.begin());
+  recent.emplace_back(std::move(spec), resolved);
+  return resolved;
 }
 
 nb::dict PolicyToPython(const Policy& policy) {
@@ -298,6 +311,8 @@ nb::dict PolicyToPython(const Policy& policy) {
 }
 
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where) {
+  DocumentSet* set = nullptr;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
   if (!nb::isinstance<nb::list>(documents)) throw InputError(where + ": expected a list of documents");
   std::vector<Document> out;
   std::size_t k = 0;
@@ -316,6 +331,15 @@ std::vector<Document> DocumentsFromPython(nb::handle documents, const std::strin
     out.push_back(std::move(doc));
   }
   return out;
+}
+
+std::vector<std::int64_t> IntegersFromPython(nb::handle value, const std::string& where, const std::string& field) {
+  nb::ndarray<nb::ro> array;
+  if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value) && nb::try_cast(value, array, false) &&
+      array.ndim() != 1) {
+    return ReadArray<std::int64_t>(value.attr("reshape")(-1), where, field);  // [1, n] as a tokenizer returns it
+  }
+  return ReadArray<std::int64_t>(value, where, field);
 }
 
 ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {

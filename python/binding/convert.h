@@ -25,9 +25,19 @@ Policy PolicyFromPython(nb::handle policy, const std::string& where);
 // The fully resolved policy as a dict (every key, canonical order).
 nb::dict PolicyToPython(const Policy& policy);
 
+// Documents already read into C++ in one call (packoracle._core.Documents: the guard's features, read without
+// a dict or an array per document in Python). DocumentsFromPython hands their vector over as it is.
+struct DocumentSet {
+  std::vector<Document> documents;
+};
+
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
-// {uid: tokens} mappings and Document objects to this form).
+// {uid: tokens} mappings and Document objects to this form), or a DocumentSet.
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);
+
+// A sequence of integers (a list, or an array or tensor of any integer or bool dtype, of any number of
+// dimensions: read flat) as int64 values; InputError naming `where` and `field` otherwise.
+std::vector<std::int64_t> IntegersFromPython(nb::handle value, const std::string& where, const std::string& field);
 
 // One micro-batch: {"step"?, "micro_step", "rank", "rows": [row, ...], "producer"?}, each row a dict of 1-D
 // arrays (input_ids, labels; optionally loss_mask, position_ids, cu_seqlens, seq_lens, doc_ids,

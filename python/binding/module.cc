@@ -108,4 +108,5 @@ NB_MODULE(_core, m) {
   packoracle::python::BindFuzz(m);
   packoracle::python::BindAudit(m);
   packoracle::python::BindSpans(m);
+  packoracle::python::BindDocuments(m);
 }

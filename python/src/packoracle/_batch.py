@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _args, _core
 from ._arrays import as_array, check_integral, rows_of
+from ._documents import CoreDocuments
 
 # Per-token fields: one value per slot, rows × slots like input_ids.
 PER_TOKEN = ("input_ids", "labels", "loss_mask", "position_ids", "doc_ids", "attention_mask")
@@ -180,10 +181,10 @@ class SpanMatcher:
 
     SOLVE_STEPS = 20000  # the core's bound (SpanDerivation::kSolveSteps): beyond it the greedy reading stays
 
-    def __init__(self, documents: list[dict], policy: Any):
+    def __init__(self, documents: CoreDocuments, policy: Any):
         """``documents``: as given to the packer ({"doc_uid", "tokens", "supervised"?} dicts, as
         canonical_documents makes them); the core adds the policy's delimiters (a preset name or a dict)."""
-        self._uids = [d["doc_uid"] for d in documents]
+        self._uids = documents.uids() if isinstance(documents, _core.Documents) else [d["doc_uid"] for d in documents]
         self._core = _core.SpanDerivation(documents, policy)
         self._returned: list[list[dict]] = []  # the lists match() handed out, which solve() updates in place
 
@@ -243,7 +244,7 @@ class Microbatches:
     from the documents (SpanMatcher over the documents as the policy's delimiters make them), read in order
     across the step's micro-batches."""
 
-    def __init__(self, documents: list, policy: dict):
+    def __init__(self, documents: CoreDocuments, policy: dict):
         self.documents = documents
         self.policy = policy
         self._matcher: Optional[SpanMatcher] = None

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
 from ._batch import Microbatches, canonical_microbatch
-from ._documents import DocumentsLike, canonical_documents
+from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
 
@@ -24,7 +24,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 class _Records:
     """One step's records in memory: what the report draws from."""
 
-    def __init__(self, name: str, policy: dict, documents: list, microbatches: list, dp_world_size: int,
+    def __init__(self, name: str, policy: dict, documents: CoreDocuments, microbatches: list, dp_world_size: int,
                  delimiters_included: bool):
         self.name, self.policy, self.documents = name, policy, documents
         self.microbatches, self.dp_world_size = microbatches, dp_world_size
@@ -77,7 +77,7 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
         raise TypeError(f"{at}: producer must be a dict of totals (loss_sum, denominator, denominator_scope, loss) "
                         f"or None, got {type(producer).__name__}")
     resolved = resolve(policy)
-    docs = canonical_documents(documents, policy=resolved)
+    docs = core_documents(documents, resolved)
     reader = Microbatches(docs, resolved)
     # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are given.
     spans = None if _has_spans(batch) else reader.matcher()
@@ -105,7 +105,7 @@ def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any
     decoder = _args.flag(decoder, at, "decoder")
     microbatches = _args.sequence_of_mappings(microbatches, at, "microbatches")
     resolved = resolve(policy)
-    docs = canonical_documents(documents, policy=resolved)
+    docs = core_documents(documents, resolved)
     reader = Microbatches(docs, resolved)
     mbs = reader.read(microbatches)
     for mb in mbs:

@@ -7,12 +7,14 @@ from typing import Any, Iterable, Optional, Union
 
 import numpy as np
 
-from . import _args
+from . import _args, _core
 from ._arrays import as_array, check_integral
 from .dump.format import unique_uid
 from .dump.spans import Document
 
 DocumentsLike = Union[Mapping[str, Any], Iterable[Any]]
+# What the core reads: canonical_documents' list of dicts, or documents it has read itself (core_documents).
+CoreDocuments = Union[list[dict], _core.Documents]
 
 
 def canonical_documents(documents: DocumentsLike, where: str = "documents",
@@ -68,6 +70,20 @@ def canonical_documents(documents: DocumentsLike, where: str = "documents",
     if policy is not None:
         _token_ids(out, items, where, _args.signed_ids(policy))
     return out
+
+
+def core_documents(documents: Any, policy: dict) -> CoreDocuments:
+    """The documents as check_batch and check_step hand them to the core: a `_core.Documents` as it is (the
+    guard's features, read and checked in the core), the common form {uid: tokens} (str uids, token lists or
+    1-D signed integer arrays) read by the core in one call, anything else through canonical_documents (which
+    also names what is wrong: the core's reading gives up on any value it would refuse)."""
+    if isinstance(documents, _core.Documents):
+        return documents
+    if type(documents) is dict:
+        plain = _core.plain_documents(documents, sorted(_args.signed_ids(policy)))
+        if isinstance(plain, _core.Documents):
+            return plain
+    return canonical_documents(documents, policy=policy)
 
 
 def _token_ids(docs: list[dict], items: list, where: str, allowed: frozenset[int]) -> None:

@@ -11,11 +11,11 @@ from typing import Any, Callable, Literal, Optional, Union, cast
 
 import numpy as np
 
-from .. import _args
+from .. import _args, _core
 from .._arrays import as_array
 from .._batch import Microbatches, canonical_fields
 from .._checks import check_batch
-from .._policy import PolicyLike, resolve
+from .._policy import Policy, PolicyLike, resolve
 from ..report import Report
 from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
 
@@ -81,6 +81,7 @@ class BatchGuard:
         if not (callable(on_violation) or on_violation in ("raise", "log")):
             raise ValueError(f"guard: on_violation is 'raise', 'log' or a callable, got {on_violation!r}")
         self.policy = resolve(policy)
+        self._resolved = Policy(self.policy)  # check_batch takes it without resolving it again on every batch
         self.every, self.on_violation, self.ignore = every, on_violation, tuple(ignore)
         self.dump_dir = dump_dir if dump_dir is not None else os.environ.get("PACKORACLE_GUARD_DIR", "packoracle-guard")
         self.state = GuardState()
@@ -102,7 +103,7 @@ class BatchGuard:
             checks = CHECKED_WITHOUT_DOCUMENTS
         else:
             checks = CHECKED_WITH_DOCUMENTS
-        report = check_batch(fields, docs, self.policy, ignore=_not_read(fields))
+        report = check_batch(fields, docs, self._resolved, ignore=_not_read(fields))
         if not report.ok:
             self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report
@@ -133,6 +134,8 @@ class BatchGuard:
         whole run (the segments of two batches are both `row0.seg0` before)."""
         from ..dump import DumpWriter
 
+        if isinstance(documents, _core.Documents):
+            documents = documents.to_list()
         try:
             os.makedirs(self.dump_dir, exist_ok=True)
             rank, world = _rank_and_world()
@@ -172,8 +175,14 @@ class GuardedCollator:
 
     def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
-        self.guard.check(batch, lambda: documents_from_features(features, self.guard.policy["ignore_index"]))
+        self.guard.check(batch, lambda: self._documents(features))
         return batch
+
+    def _documents(self, features: Any) -> Any:
+        """documents_from_features read in the core in one call (a _core.Documents, which check_batch takes as
+        it is): a dict and an array per feature in Python cost more than the collator (bench/README.md)."""
+        policy = self.guard.policy
+        return _core.documents_from_features(features, policy["ignore_index"], sorted(_args.signed_ids(policy)))
 
     def __getattr__(self, name: str) -> Any:  # the wrapped collator's attributes (tokenizer, flags, ...)
         return getattr(self.collator, name)

@@ -1,0 +1,249 @@
+// packoracle._core.Documents and documents_from_features: the documents a collator was handed, read from its
+// features in one call. The guard checks every training batch; reading each feature in Python (np.asarray of
+// a token list, a dict per document, then canonical_documents and the core reading them again) cost more
+// than the collator itself (bench/README.md, "A fourth pair"). packoracle.guard.documents_from_features
+// states the same reading in Python (the public form, a list of dicts); a Hypothesis test pins the two.
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::python {
+namespace {
+
+// A feature's field (None and absent alike: an empty object); a dict read directly, any other Mapping (a
+// BatchEncoding) through its get().
+nb::object Field(nb::handle feature, const char* key) {
+  if (PyDict_Check(feature.ptr())) {
+    PyObject* v = PyDict_GetItemString(feature.ptr(), key);  // borrowed
+    return v && v != Py_None ? nb::borrow(v) : nb::object();
+  }
+  nb::object got = feature.attr("get")(key);
+  return got.is_none() ? nb::object() : got;
+}
+
+bool IsMapping(nb::handle feature) {
+  if (PyDict_Check(feature.ptr())) return true;
+  // held for the interpreter's life (a static nb::object would be released after it has gone)
+  static PyObject* mapping = nb::object(nb::module_::import_("collections.abc").attr("Mapping")).release().ptr();
+  return PyObject_IsInstance(feature.ptr(), mapping) == 1;
+}
+
+// A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
+void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
+  const auto low = std::min_element(ids.begin(), ids.end());
+  if (low == ids.end() || *low >= 0) return;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= 0 || allowed.count(ids[i])) continue;
+    std::string allows = "this policy declares no negative id";
+    if (!allowed.empty()) {
+      allows = "the only negative values this policy allows here are ";
+      for (auto it = allowed.begin(); it != allowed.end(); ++it) allows += (it == allowed.begin() ? "" : ", ") + std::to_string(*it);
+    }
+    throw InputError(where + ": field 'input_ids[" + std::to_string(i) + "]' is " + std::to_string(ids[i]) +
+                     ": a token id is >= 0 (" + allows + ")");
+  }
+}
+
+// One feature's documents: its input_ids whole, or cut by seq_lengths (a packed feature); a token is
+// supervised where its label is not ignore_index, and a document's first token always (its label says
+// nothing: no target is read there).
+void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const std::set<std::int64_t>& allowed,
+                 std::vector<Document>& out) {
+  const std::string where = "features[" + std::to_string(k) + "]";
+  nb::object input_ids = IsMapping(f) ? Field(f, "input_ids") : nb::object();
+  if (!input_ids) {
+    throw nb::type_error(("guard: feature " + std::to_string(k) +
+                          " has no 'input_ids': the guard reads the documents from the features").c_str());
+  }
+  std::vector<Token> ids = IntegersFromPython(input_ids, where, "input_ids");
+  TokenIds(ids, allowed, where);
+  std::vector<int> supervised;  // empty: every token supervised (a feature without labels), no flags to carry
+  if (nb::object labels = Field(f, "labels")) {
+    supervised.resize(ids.size());
+    const std::vector<std::int64_t> l = IntegersFromPython(labels, where, "labels");
+    if (l.size() != ids.size()) {
+      throw InputError(where + ": field 'labels' has " + std::to_string(l.size()) + " entries, its input_ids has " +
+                       std::to_string(ids.size()));
+    }
+    for (std::size_t i = 0; i < l.size(); ++i) supervised[i] = l[i] != ignore_index;
+  }
+  std::vector<std::int64_t> lengths{static_cast<std::int64_t>(ids.size())};
+  const nb::object seq = Field(f, "seq_lengths");
+  if (seq) lengths = IntegersFromPython(seq, where, "seq_lengths");
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < lengths.size(); ++j) {
+    if (lengths[j] < 0) {
+      throw InputError(where + ": field 'seq_lengths[" + std::to_string(j) + "]' is " + std::to_string(lengths[j]) +
+                       ": a length is >= 0");
+    }
+    sum += lengths[j];
+  }
+  if (sum != static_cast<std::int64_t>(ids.size())) {
+    throw InputError("guard: " + where + ": field 'seq_lengths' sums to " + std::to_string(sum) +
+                     ", but its input_ids has " + std::to_string(ids.size()) + " tokens");
+  }
+  std::size_t start = 0;
+  for (std::size_t j = 0; j < lengths.size(); ++j) {
+    const auto n = static_cast<std::size_t>(lengths[j]);
+    Document d;
+    d.uid = "f" + std::to_string(k) + (lengths.size() == 1 ? "" : "." + std::to_string(j));
+    if (lengths.size() == 1) {
+      d.tokens = std::move(ids);
+      d.supervised = std::move(supervised);
+    } else {
+      d.tokens.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start + n));
+      if (!supervised.empty()) {
+        d.supervised.assign(supervised.begin() + static_cast<std::ptrdiff_t>(start),
+                            supervised.begin() + static_cast<std::ptrdiff_t>(start + n));
+      }
+    }
+    if (!d.supervised.empty()) d.supervised[0] = 1;
+    out.push_back(std::move(d));
+    start += n;
+  }
+}
+
+// A document's tokens in the common forms, read without Python: a list of ints, or a 1-D CPU array or tensor
+// of a signed integer dtype. False for anything else, and for a negative value `allowed` has not: the
+// caller then reads the documents in Python (canonical_documents), which names what is wrong.
+bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out) {
+  if (PyList_CheckExact(value.ptr())) {
+    const Py_ssize_t n = PyList_GET_SIZE(value.ptr());
+    out.resize(static_cast<std::size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      PyObject* item = PyList_GET_ITEM(value.ptr(), k);
+      if (!PyLong_CheckExact(item)) return false;
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      out[static_cast<std::size_t>(k)] = v;
+    }
+  } else {
+    nb::ndarray<nb::ro> array;
+    if (!nb::try_cast(value, array, false) || array.device_type() != nb::device::cpu::value || array.ndim() != 1 ||
+        array.dtype().code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) || array.dtype().lanes != 1) {
+      return false;
+    }
+    const std::size_t n = array.shape(0), bits = array.dtype().bits;
+    const std::int64_t stride = array.stride(0);
+    out.resize(n);
+    auto read = [&](const auto* p) {
+      for (std::size_t k = 0; k < n; ++k) out[k] = p[static_cast<std::int64_t>(k) * stride];
+    };
+    if (bits == 64 && stride == 1) {
+      if (n) std::memcpy(out.data(), array.data(), n * sizeof(Token));  // the common case: one copy
+    } else switch (bits) {
+      case 8: read(static_cast<const std::int8_t*>(array.data())); break;
+      case 16: read(static_cast<const std::int16_t*>(array.data())); break;
+      case 32: read(static_cast<const std::int32_t*>(array.data())); break;
+      case 64: read(static_cast<const std::int64_t*>(array.data())); break;
+      default: return false;
+    }
+  }
+  Token low = 0;
+  for (const Token t : out) low = std::min(low, t);  // one pass, no branch: the common answer is none
+  if (low >= 0) return true;
+  for (const Token t : out)
+    if (t < 0 && !allowed.count(t)) return false;
+  return true;
+}
+
+template <class T>
+nb::object Copy(const std::vector<T>& values) {
+  auto* copy = new std::vector<T>(values);
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(copy->data(), {copy->size()}, owner));
+}
+
+}  // namespace
+
+void BindDocuments(nb::module_& m) {
+  nb::class_<DocumentSet>(m, "Documents",
+                          "Documents read into the core once (documents_from_features); check_batch, SpanDerivation "
+                          "and audit_records take them where they take a list of document dicts.")
+      .def("__len__", [](const DocumentSet& s) { return s.documents.size(); })
+      .def(
+          "uids",
+          [](const DocumentSet& s) {
+            nb::list out;
+            for (const Document& d : s.documents) out.append(nb::str(d.uid.c_str()));
+            return out;
+          },
+          "The documents' uids, in order.")
+      .def(
+          "to_list",
+          [](const DocumentSet& s) {
+            nb::list out;
+            for (const Document& d : s.documents) {
+              nb::dict doc;
+              doc["doc_uid"] = d.uid;
+              doc["tokens"] = Copy(d.tokens);
+              std::vector<std::int8_t> flags(d.tokens.size(), 1);  // none kept: every token supervised
+              if (!d.supervised.empty()) flags.assign(d.supervised.begin(), d.supervised.end());
+              doc["supervised"] = Copy(flags);
+              out.append(doc);
+            }
+            return out;
+          },
+          "The documents as guard.documents_from_features gives them: [{doc_uid, tokens, supervised}] (copies).");
+  m.def(
+      "documents_from_features",
+      [](nb::handle features, std::int64_t ignore_index, const std::vector<std::int64_t>& allowed) {
+        if (!PySequence_Check(features.ptr()) || PyUnicode_Check(features.ptr()) || PyBytes_Check(features.ptr())) {
+          throw nb::type_error("guard: the collator's features must be a list of dicts");
+        }
+        const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
+        DocumentSet out;
+        nb::sequence seq = nb::borrow<nb::sequence>(features);
+        std::size_t k = 0;
+        for (nb::handle f : seq) ReadFeature(f, k++, ignore_index, signed_ids, out.documents);
+        return out;
+      },
+      nb::arg("features"), nb::arg("ignore_index"), nb::arg("allowed_negative_ids"),
+      "guard.documents_from_features read in C++, as Documents; token ids checked (negative only where "
+      "allowed_negative_ids has them).");
+  m.def(
+      "plain_documents",
+      [](nb::handle documents, const std::vector<std::int64_t>& allowed) -> nb::object {
+        if (!PyDict_CheckExact(documents.ptr())) return nb::none();
+        const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
+        DocumentSet out;
+        out.documents.reserve(static_cast<std::size_t>(PyDict_GET_SIZE(documents.ptr())));
+        PyObject *key = nullptr, *value = nullptr;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(documents.ptr(), &pos, &key, &value)) {
+          if (!PyUnicode_CheckExact(key)) return nb::none();
+          Py_ssize_t size = 0;
+          const char* uid = PyUnicode_AsUTF8AndSize(key, &size);
+          if (!uid || size == 0) {
+            PyErr_Clear();
+            return nb::none();
+          }
+          Document d;
+          d.uid.assign(uid, static_cast<std::size_t>(size));
+          if (!PlainTokens(value, signed_ids, d.tokens)) return nb::none();
+          out.documents.push_back(std::move(d));
+        }
+        return nb::cast(std::move(out));
+      },
+      nb::arg("documents"), nb::arg("allowed_negative_ids"),
+      "canonical_documents' common form read in C++: a dict {uid: tokens} of str uids and token lists or 1-D "
+      "signed integer arrays, as Documents; None for any other form or a value canonical_documents refuses "
+      "(it then reads them, and names the problem).");
+}
+
+}  // namespace packoracle::python

@@ -1,0 +1,138 @@
+"""The core's readers of documents, pinned to the Python ones they stand in for (issue 26, item 3):
+
+- `_core.plain_documents` (check_batch's and check_step's common form {uid: tokens}) gives what
+  `canonical_documents` gives, or gives up (None) wherever canonical_documents refuses or the form is not its
+  own, so that canonical_documents names the problem;
+- `_core.documents_from_features` (the guarded collator's documents) gives what
+  `guard.documents_from_features` gives, refuses what it refuses, and checks the token ids as check_batch did.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from packoracle import _core, canonical_documents
+from packoracle._args import signed_ids
+from packoracle._policy import resolve
+from packoracle.guard import documents_from_features
+
+POLICY = resolve("reference")
+ALLOWED = sorted(signed_ids(POLICY))
+IDS = st.integers(-3, 60_000) | st.sampled_from([-100, 0, 2**40, -(2**40)])
+
+
+def _arrays(tokens, draw):
+    form = draw(st.sampled_from(["list", "int64", "int32", "int16", "uint8", "bool", "float", "strided", "2d",
+                                 "tuple"]))
+    if form == "list":
+        return list(tokens)
+    if form == "tuple":
+        return tuple(tokens)
+    if form in ("int32", "int16", "uint8"):
+        info = np.iinfo(form)
+        return np.asarray([min(max(t, info.min), info.max) for t in tokens], dtype=form)
+    if form == "bool":
+        return np.asarray([t > 0 for t in tokens], dtype=bool)
+    if form == "float":
+        return np.asarray(tokens, dtype=np.float64)
+    if form == "strided":
+        return np.repeat(np.asarray(tokens, dtype=np.int64), 2)[::2]
+    if form == "2d":
+        return np.asarray(tokens, dtype=np.int64).reshape(1, -1)
+    return np.asarray(tokens, dtype=np.int64)
+
+
+@st.composite
+def mappings(draw):
+    n = draw(st.integers(0, 5))
+    out = {}
+    for k in range(n):
+        uid = draw(st.sampled_from([f"d{k}", "", "\ud800", "x"]))
+        out[uid] = _arrays(draw(st.lists(IDS, max_size=6)), draw)
+    return out
+
+
+def _as_tuples(docs):
+    if isinstance(docs, _core.Documents):
+        docs = docs.to_list()
+        return [(d["doc_uid"], d["tokens"].tolist()) for d in docs]
+    return [(d["doc_uid"], np.asarray(d["tokens"]).reshape(-1).tolist()) for d in docs]
+
+
+@settings(max_examples=400, deadline=None)
+@given(mappings())
+def test_plain_documents_give_what_canonical_documents_gives_or_give_up(docs):
+    plain = _core.plain_documents(docs, ALLOWED)
+    try:
+        canonical = canonical_documents(docs, policy=POLICY)
+    except (TypeError, ValueError):
+        assert plain is None  # canonical_documents refuses: the core must leave it the word
+        return
+    if plain is not None:
+        assert _as_tuples(plain) == _as_tuples(canonical)
+
+
+def test_plain_documents_take_the_common_forms():
+    """The fast path is taken for what check_batch is given in practice: token lists and int64 arrays."""
+    docs = {"a": [1, 2, 3], "b": np.arange(5, dtype=np.int64), "c": np.arange(3, dtype=np.int32), "e": []}
+    plain = _core.plain_documents(docs, ALLOWED)
+    assert plain is not None and len(plain) == 4
+    assert _as_tuples(plain) == _as_tuples(canonical_documents(docs, policy=POLICY))
+    assert _core.plain_documents({"a": [1, -5]}, ALLOWED) is None  # a negative id: canonical_documents refuses
+    assert _core.plain_documents({"a": [1, -5]}, [-5]) is not None  # unless the policy declares it
+
+
+@st.composite
+def features(draw):
+    out = []
+    for _ in range(draw(st.integers(0, 4))):
+        tokens = draw(st.lists(st.integers(-2, 60_000) | st.just(-100), max_size=7))
+        f = {"input_ids": _arrays(tokens, draw) if draw(st.booleans()) else tokens}
+        if draw(st.booleans()):
+            labels = draw(st.lists(st.integers(0, 9) | st.just(-100), min_size=len(tokens), max_size=len(tokens)))
+            f["labels"] = np.asarray(labels, dtype=np.int64) if draw(st.booleans()) else labels
+        if draw(st.booleans()):
+            cuts = sorted(draw(st.lists(st.integers(0, len(tokens)), max_size=3)))
+            lengths = [b - a for a, b in zip([0] + cuts, cuts + [len(tokens)])]
+            if draw(st.integers(0, 9)) == 0:
+                lengths.append(1)  # a sum that is not the feature's length
+            f["seq_lengths"] = lengths
+        if draw(st.integers(0, 19)) == 0:
+            f = {"labels": tokens}  # no input_ids
+        out.append(f)
+    return out
+
+
+def _python_reading(feats):
+    """guard.documents_from_features, then the token-id check check_batch made on its documents."""
+    docs = documents_from_features(feats, POLICY["ignore_index"])
+    canonical_documents([dict(d) for d in docs], policy=POLICY)
+    return docs
+
+
+@settings(max_examples=400, deadline=None)
+@given(features())
+def test_documents_from_features_in_the_core_as_in_python(feats):
+    try:
+        want = _python_reading(feats)
+    except (TypeError, ValueError):
+        with pytest.raises((TypeError, ValueError)):  # which of the two may differ (a float dtype); the test
+            # above pins the messages that matter
+            _core.documents_from_features(feats, POLICY["ignore_index"], ALLOWED)
+        return
+    got = _core.documents_from_features(feats, POLICY["ignore_index"], ALLOWED).to_list()
+    assert [d["doc_uid"] for d in got] == [d["doc_uid"] for d in want]
+    for g, w in zip(got, want):
+        assert g["tokens"].tolist() == np.asarray(w["tokens"]).tolist()
+        assert g["supervised"].tolist() == np.asarray(w["supervised"]).tolist()
+
+
+def test_documents_from_features_name_the_feature():
+    with pytest.raises(ValueError, match=r"features\[1\]: field 'input_ids\[2\]' is -7"):
+        _core.documents_from_features([{"input_ids": [1]}, {"input_ids": [1, 2, -7]}], -100, ALLOWED)
+    with pytest.raises(ValueError, match=r"features\[0\]: field 'labels' has 1 entries, its input_ids has 2"):
+        _core.documents_from_features([{"input_ids": [1, 2], "labels": [1]}], -100, ALLOWED)
+    with pytest.raises(TypeError, match="feature 0 has no 'input_ids'"):
+        _core.documents_from_features([{"labels": [1]}], -100, ALLOWED)
+    with pytest.raises(ValueError, match=r"features\[0\]: field 'input_ids' must be an array"):
+        _core.documents_from_features([{"input_ids": "abc"}], -100, ALLOWED)
