@@ -69,7 +69,9 @@ def test_the_row_shift_breaks_coverage_under_the_key():
         small_fuzz(as_packer(pack_reference), PER_DOCUMENT, cases=CASES)
     e = info.value
     assert e.invariant == "coverage", str(e)
-    assert "is a label only, never an input" in str(e)
+    # the derived spans hold a document's inputs only: its last token is no document token there (the
+    # minimal case, d0=[11], has no input at all)
+    assert "which is neither a document token" in str(e) or "is a label only, never an input" in str(e), str(e)
     assert e.request["policy"]["shift"] == "document"
 
 
