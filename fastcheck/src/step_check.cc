@@ -166,7 +166,7 @@ bool FastStepChecker::Impl::CoverageRow(const CandidateRow& row, std::int64_t R)
     EnsureDocument(d);
     const DocumentView& doc = Doc(d);
     if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
-        span.doc_offset > doc.size - span.length) {
+        span.doc_offset > InputTokens(policy(), doc.size) - span.length) {  // shift: document: the last is no input
       coverage.push_back({Invariant::kCoverage, R, -1});
       continue;
     }
@@ -203,9 +203,9 @@ bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
   const auto& views = docs_ptr->docs;
   const std::vector<std::int64_t> order = StepOrder();
   const std::size_t before = out.size();
-  std::int64_t last_doc = -1;  // the stream's last non-empty document
+  std::int64_t last_doc = -1;  // the stream's last document with an input
   for (auto d : order)
-    if (views[d].size > 0) last_doc = d;
+    if (InputTokens(policy(), views[d].size) > 0) last_doc = d;
   for (auto d : order) {
     const auto& list = pieces[static_cast<std::size_t>(d)];
     const bool forbidden_split = list.size() > 1 && policy().overflow != Overflow::kSplit;
@@ -287,25 +287,28 @@ bool FastStepChecker::Impl::RowEndWaitsForStream(std::size_t i, std::size_t n) c
   return d >= 0 && slot_offset[i] + 1 >= Doc(d).size;
 }
 
-// PredictionOf (oracle/src/batch.cc), rules 1-4; the row end that waits for the stream is not asked here.
+// PredictionOf (oracle/src/batch.cc), rules 1-5; the row end that waits for the stream is not asked here.
 Pred FastStepChecker::Impl::PredictionAt(std::size_t i, std::size_t n) const {
   const std::int64_t d = slot_doc[i];
   if (d < 0) return {};
   const std::int64_t k = slot_offset[i];
   const DocumentView& doc = Doc(d);
+  const bool per_document = policy().shift == Shift::kDocument;
+  const bool doc_goes_on = k + 1 < InputTokens(policy(), doc.size);
   auto in_doc = [&](std::int64_t td, std::int64_t tk, double w) { return Pred{true, Doc(td).token(tk), td, tk, w}; };
   auto boundary_weight = [&](std::int64_t td) {
     return policy().boundary_target == BoundaryTarget::kIncluded && Doc(td).supervised(0) == 1 ? 1.0 : 0.0;
   };
+  const std::int64_t nd = i + 1 < n ? slot_doc[i + 1] : -1;
+  if (nd >= 0 && nd == d && slot_offset[i + 1] == k + 1) return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
+  // Rule 5: under shift: document the document's last input predicts its last token, whatever follows.
+  if (per_document && !doc_goes_on) return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
   if (i + 1 < n) {
-    const std::int64_t nd = slot_doc[i + 1];
-    if (nd >= 0 && nd == d && slot_offset[i + 1] == k + 1)
-      return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
-    if (nd >= 0 && slot_offset[i + 1] == 0 && nd != d) return in_doc(nd, 0, boundary_weight(nd));
+    if (!per_document && nd >= 0 && slot_offset[i + 1] == 0 && nd != d) return in_doc(nd, 0, boundary_weight(nd));
     return {};
   }
   if (policy().row_end_target == RowEndTarget::kNone) return {};
-  if (k + 1 < doc.size) return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
+  if (doc_goes_on) return in_doc(d, k + 1, doc.supervised(k + 1) == 1 ? 1.0 : 0.0);
   return {};  // next_in_doc: none; next_in_stream: RowEndWaitsForStream
 }
 

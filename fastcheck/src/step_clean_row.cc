@@ -37,7 +37,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
   for (const DocSpan& span : row.doc_spans) {
     const std::int64_t d = docs().Find(span.doc_uid);
     if (d < 0 || span.start != real_end || span.length <= 0 || span.start > n - span.length || span.doc_offset < 0 ||
-        span.doc_offset > Doc(d).size - span.length)
+        span.doc_offset > InputTokens(policy(), Doc(d).size) - span.length)
       return false;
     EnsureDocument(d);
     span_doc.push_back(static_cast<std::int32_t>(d));
@@ -187,7 +187,8 @@ bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t
 }
 
 // PredictionOf for the last slot of span p of a tiled row (the slots inside a span predict their document's
-// next token): the next span's first token at a document boundary, the row end's target, or none.
+// next token): the next span's first token at a document boundary, the document's last token (shift: document), the
+// row end's target, or none.
 // `waits`: a row-end target that is the next document of the stream (the generic pass keeps it for Finish).
 Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size_t p, bool& waits) const {
   const auto& spans = row.doc_spans;
@@ -199,16 +200,22 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size
     return Pred{true, Doc(td).token(tk), td, tk, weighted ? 1.0 : 0.0};
   };
   waits = false;
+  const bool per_document = policy().shift == Shift::kDocument;
+  const bool doc_goes_on = k + 1 < InputTokens(policy(), doc.size);  // shift: document: the last is no input
+  const bool followed = span.start + span.length < n && p + 1 < spans.size();  // by another span
+  if (followed && span_doc[p + 1] == d && spans[p + 1].doc_offset == k + 1)
+    return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
+  // Rule 5: under shift: document the document's last input predicts its last token, whatever follows.
+  if (per_document && !doc_goes_on) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
   if (span.start + span.length < n) {
-    if (p + 1 == spans.size()) return {};  // padding follows
+    if (!followed) return {};  // padding follows
     const std::int64_t nd = span_doc[p + 1], next_offset = spans[p + 1].doc_offset;
-    if (nd == d && next_offset == k + 1) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
-    if (next_offset == 0 && nd != d)
+    if (!per_document && next_offset == 0 && nd != d)
       return in_doc(nd, 0, policy().boundary_target == BoundaryTarget::kIncluded && Doc(nd).supervised(0) == 1);
     return {};
   }
   if (policy().row_end_target == RowEndTarget::kNone) return {};
-  if (k + 1 < doc.size) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
+  if (doc_goes_on) return in_doc(d, k + 1, doc.supervised(k + 1) == 1);
   waits = policy().row_end_target == RowEndTarget::kNextInStream;
   return {};
 }

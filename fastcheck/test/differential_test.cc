@@ -324,6 +324,27 @@ TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows
   EXPECT_GT(tally.mergeable, 0) << "the reference's sequential rows never broke efficiency: no_mergeable_rows";
 }
 
+// shift: document in every case (MixedPolicy draws it in one mixed policy of four): the reference's rows, and
+// the same corrupted, under mixed policies shifted per document, so that both paths of the fast verifier
+// (the clean row and the generic passes) meet rule 5 and the inputs' counts of every document.
+TEST(ShiftAgreement, FastVerifierAgreesWithCheckCaseUnderThePerDocumentShift) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  EXPECT_TRUE(rc::check("per-document shift", [&] {
+    Policy policy = *gen::MixedPolicy();
+    gen::ShiftPerDocument(policy);
+    const PackRequest request = *RequestFor({policy});
+    PackResult out = PackCatching(reference, request);
+    if (*rc::gen::arbitrary<bool>())
+      Corrupt(out, *rc::gen::inRange(0, 18), *rc::gen::inRange<std::size_t>(0, 1000),
+              *rc::gen::inRange<std::int64_t>(-2, 30));
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+  EXPECT_GT(tally.clean_rows, 0);
+}
+
 // CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.
 TEST(CheckCaseFast, SameVerdictAsCheckCase) {
   FastCaseCounters counters;

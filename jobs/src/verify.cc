@@ -451,7 +451,7 @@ void Verifier::StreamStep(std::int64_t step) {
     std::vector<std::string> uids;
     for (const auto& d : step_documents_.docs) uids.emplace_back(d.uid);
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
-    pieces_.RetireFinished(uids, documents_);
+    pieces_.RetireFinished(uids, documents_, policy_);
     for (auto& [h, file] : held) Recycle(std::move(h));
     return;
   }
@@ -526,7 +526,7 @@ void Verifier::NoDocuments(std::int64_t step) const {
 // A step whose micro-batches are all at hand: checked whole (CheckStep), its finished documents let go.
 void Verifier::CheckGathered(std::int64_t step, StepMicrobatches& mbs) {
   CheckStep(step, mbs);
-  pieces_.RetireFinished(mbs, documents_);
+  pieces_.RetireFinished(mbs, documents_, policy_);
   for (auto& [m, file] : mbs) Recycle(std::move(m));
 }
 

@@ -44,8 +44,8 @@ class DocumentPieces {
   // is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
   // known), so they are forgotten, from `documents` too. This keeps verify's memory to the documents still
   // in flight.
-  void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents);
-  void RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents);
+  void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents, const Policy& policy);
+  void RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents, const Policy& policy);
   // A retired document's content fingerprint (ContentFingerprint), nullopt when it is not retired.
   std::optional<std::uint64_t> Retired(const std::string& uid) const {
     auto it = retired_.find(uid);
@@ -64,7 +64,7 @@ class DocumentPieces {
   };
   static AuditViolation TilingViolation(const std::string& uid, std::int64_t size, const std::vector<Piece>& list,
                                         const TilingFinding& finding);
-  void RetireIfTiled(const std::string& uid, DocumentStore& documents);
+  void RetireIfTiled(const std::string& uid, DocumentStore& documents, const Policy& policy);
   std::map<std::string, std::vector<Piece>> pieces_;
   std::int64_t longest_row_ = 0;  // the longest row followed: L when verify is not given it
   // documents whose pieces tiled them: uid -> content fingerprint (small), so a later record of the uid is

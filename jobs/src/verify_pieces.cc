@@ -96,7 +96,8 @@ AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int6
                              std::to_string(f.end) + ") ";
   if (f.fault == TilingFault::kMissingTail) {
     v.sentence = tokens + "are in no row of the dump (--partial if the dump stops mid-run)";
-    v.expected = std::to_string(size) + " tokens";
+    // f.end: the inputs' end (under shift: document `size` less the label-only last token)
+    v.expected = std::to_string(f.end) + (f.end < size ? " input tokens" : " tokens");
     v.actual = std::to_string(f.begin);
   } else {
     v.sentence = tokens + (f.fault == TilingFault::kGap ? "are in no row of the dump" : "are packed twice");
@@ -107,18 +108,21 @@ AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int6
   return Finding(at.where, at.row, f.fault == TilingFault::kMissingTail ? -1 : at.slot, v, "");
 }
 
-void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents) {
+void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents, const Policy& policy) {
   for (const auto& [m, file] : mbs)
     for (const auto& row : m.microbatch.rows)
-      for (const auto& span : row.doc_spans) RetireIfTiled(span.doc_uid, documents);
+      for (const auto& span : row.doc_spans) RetireIfTiled(span.doc_uid, documents, policy);
 }
 
-void DocumentPieces::RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents) {
-  for (const auto& uid : uids) RetireIfTiled(uid, documents);
+void DocumentPieces::RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents,
+                                    const Policy& policy) {
+  for (const auto& uid : uids) RetireIfTiled(uid, documents, policy);
 }
 
-void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& documents) {
-  const std::int64_t size = documents.Size(uid);
+void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& documents, const Policy& policy) {
+  // Tiled: its inputs (InputTokens: under shift: document all but the last token) each in one piece.
+  const std::int64_t stored = documents.Size(uid);
+  const std::int64_t size = stored < 0 ? stored : InputTokens(policy, stored);
   auto list = pieces_.find(uid);
   if (size < 0 || list == pieces_.end()) return;
   std::int64_t covered = 0;

@@ -388,6 +388,22 @@ TEST(VerifyTiling, TruncationExcusesOnlyTheTailPastTheRow) {
                 "document 'd0': tokens [3, 6) are in no row of the dump (--partial if the dump stops mid-run)"});
 }
 
+// Under shift: document a document's last token is a label only: its pieces tile its other tokens, and a dump
+// whose rows hold them all is whole; one short of that is named.
+TEST(VerifyTiling, UnderThePerDocumentShiftTheLastTokenIsInNoRow) {
+  const std::string policy = R"({"preset":"reference","shift":"document"})";
+  const std::string documents = R"({"record":"document","doc_uid":"d0","tokens":[11,12,13,14]})" "\n";
+  const std::string inputs =
+      R"([{"input_ids":[11,12,13,0],"labels":[12,13,14,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":3,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("shift_document_whole.jsonl", TilingDump(policy, documents, {inputs})),
+            std::vector<std::string>{});
+  const std::string short_by_one =
+      R"([{"input_ids":[11,12,0,0],"labels":[12,13,-100,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":2,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("shift_document_short.jsonl", TilingDump(policy, documents, {short_by_one})),
+            std::vector<std::string>{
+                "document 'd0': tokens [2, 3) are in no row of the dump (--partial if the dump stops mid-run)"});
+}
+
 // Pieces over several steps, walked by offset: a repeat names exactly the tokens packed twice, a gap and a
 // missing tail the tokens in no row; a record in no row is named as such.
 TEST(VerifyTiling, NamesTheTokensRepeatedDroppedAndMissingAcrossSteps) {

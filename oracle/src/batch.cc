@@ -53,6 +53,7 @@ const char* Name(TargetKind kind) {
     case TargetKind::kBoundary: return "boundary";
     case TargetKind::kRowEndInDocument: return "row_end_in_document";
     case TargetKind::kRowEndNextDocument: return "row_end_next_document";
+    case TargetKind::kDocumentEnd: return "document_end";
   }
   return "?";
 }
@@ -80,7 +81,9 @@ Prediction PredictionOf(const std::vector<Slot>& slots, std::size_t i, const std
   const std::int64_t d = here.doc;
   const std::int64_t k = here.offset;
   const EffectiveDocument& doc = docs[static_cast<std::size_t>(d)];
-  const bool doc_goes_on = k + 1 < doc.size();
+  // Whether the document's inputs go on after token k (under shift: document its last token is no input).
+  const bool doc_goes_on = k + 1 < InputTokens(policy, doc.size());
+  const bool per_document = policy.shift == Shift::kDocument;
 
   if (i + 1 < slots.size()) {
     const Slot& next = slots[i + 1];
@@ -88,8 +91,15 @@ Prediction PredictionOf(const std::vector<Slot>& slots, std::size_t i, const std
     if (!next.is_pad() && next.doc == d && next.offset == k + 1) {
       return TargetIn(docs, TargetKind::kWithinDocument, d, k + 1, IsSupervised(doc, k + 1) ? 1.0 : 0.0);
     }
-    // Rule 2: the next slot starts another document: a boundary target.
-    if (!next.is_pad() && next.offset == 0 && next.doc != d) {
+  }
+  // Rule 5 (shift: document): the document's last input predicts its last token, which no slot holds.
+  if (per_document && !doc_goes_on) {
+    return TargetIn(docs, TargetKind::kDocumentEnd, d, k + 1, IsSupervised(doc, k + 1) ? 1.0 : 0.0);
+  }
+  if (i + 1 < slots.size()) {
+    const Slot& next = slots[i + 1];
+    // Rule 2: the next slot starts another document: a boundary target (under shift: row only).
+    if (!per_document && !next.is_pad() && next.offset == 0 && next.doc != d) {
       return TargetIn(docs, TargetKind::kBoundary, next.doc, 0,
                       BoundaryWeight(docs[static_cast<std::size_t>(next.doc)], policy));
     }
@@ -222,7 +232,7 @@ OracleBatch Materialize(const std::vector<Document>& documents, const Layout& la
   batch.policy = policy;
   batch.row_length = layout.row_length;
   batch.documents = Effective(documents, policy, delimiters);
-  ValidateLayout(batch.documents, layout);
+  ValidateLayout(batch.documents, layout, policy);
 
   for (const RowLayout& row_layout : layout.rows) {
     OracleRow row;

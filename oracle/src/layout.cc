@@ -51,15 +51,16 @@ void ApplyPadding(Layout& layout, const Policy& policy) {
   }
 }
 
-std::vector<std::int64_t> Lengths(const std::vector<EffectiveDocument>& docs) {
+// Each document's input tokens (InputTokens: under shift: document its last token is no input).
+std::vector<std::int64_t> Lengths(const std::vector<EffectiveDocument>& docs, const Policy& policy) {
   std::vector<std::int64_t> out;
-  for (const auto& d : docs) out.push_back(d.size());
+  for (const auto& d : docs) out.push_back(InputTokens(policy, d.size()));
   return out;
 }
 
-[[noreturn]] void Overlong(const EffectiveDocument& doc, std::size_t index, std::int64_t row_length) {
-  throw InputError("document '" + doc.uid + "' (index " + std::to_string(index) + ") has " +
-                   std::to_string(doc.size()) + " tokens, longer than the row length " +
+[[noreturn]] void Overlong(const EffectiveDocument& doc, std::size_t index, std::int64_t inputs, std::int64_t row_length) {
+  throw InputError("document '" + doc.uid + "' (index " + std::to_string(index) + ") has " + std::to_string(inputs) +
+                   (inputs == doc.size() ? " tokens" : " input tokens") + ", longer than the row length " +
                    std::to_string(row_length) + ", and the policy says overflow: error");
 }
 
@@ -76,7 +77,7 @@ std::int64_t Truncated(std::int64_t n, const Policy& policy, std::int64_t row_le
 
 }  // namespace
 
-void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout) {
+void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout, const Policy& policy) {
   RequirePositiveRowLength(layout.row_length);
   for (std::size_t r = 0; r < layout.rows.size(); ++r) {
     const RowLayout& row = layout.rows[r];
@@ -103,9 +104,12 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
         throw InputError(Where(r, p) + ": piece of document '" + doc.uid + "' has length " +
                          std::to_string(piece.length) + " (a piece holds at least one token)");
       }
-      if (piece.doc_offset < 0 || piece.doc_offset > doc.size() - piece.length) {  // no sum: no overflow
+      const std::int64_t inputs = InputTokens(policy, doc.size());  // shift: document: the last token is no input
+      if (piece.doc_offset < 0 || piece.doc_offset > inputs - piece.length) {  // no sum: no overflow
         throw InputError(Where(r, p) + ": span " + Span(piece.doc_offset, piece.length) + " of document '" +
-                         doc.uid + "' lies outside the document's " + std::to_string(doc.size()) + " tokens");
+                         doc.uid + "' lies outside the document's " + std::to_string(inputs) +
+                         (inputs == doc.size() ? " tokens" : " input tokens (shift: document: its last token is a "
+                                                             "label only)"));
       }
       if (piece.start < 0 || piece.start > row.length - piece.length) {
         throw InputError(Where(r, p) + ": slots " + Span(piece.start, piece.length) + " lie outside the row's " +
@@ -162,9 +166,9 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
     space = capacity;
   };
   for (std::size_t d = 0; d < docs.size(); ++d) {
-    std::int64_t n = docs[d].size();
-    if (n == 0) continue;  // an empty document occupies no slot
-    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    std::int64_t n = InputTokens(policy, docs[d].size());
+    if (n == 0) continue;  // an empty document (or one token under shift: document) occupies no slot
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
     if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     if (policy.overflow == Overflow::kSplit) {
       // Fill the current row to its end, carry the rest of the document on (split_across_pack).
@@ -194,9 +198,9 @@ Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& poli
   Layout layout{row_length, {}};
   std::vector<std::int64_t> content;  // tokens in each row so far
   for (std::size_t d = 0; d < docs.size(); ++d) {
-    std::int64_t n = docs[d].size();
-    if (n == 0) continue;  // an empty document occupies no slot
-    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    std::int64_t n = InputTokens(policy, docs[d].size());
+    if (n == 0) continue;  // an empty document (or one token under shift: document) occupies no slot
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
     if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     std::size_t r = 0;
     while (r < content.size() && content[r] + n > capacity) ++r;
@@ -216,9 +220,9 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
   const auto docs = Effective(documents, policy);
   Layout layout{row_length, {}};
   for (std::size_t d = 0; d < docs.size(); ++d) {
-    const std::int64_t n = docs[d].size();
+    const std::int64_t n = InputTokens(policy, docs[d].size());
     if (n == 0) continue;
-    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, row_length);
+    if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
     const std::int64_t keep = policy.overflow == Overflow::kTruncate ? Truncated(n, policy, row_length) : n;
     for (std::int64_t offset = 0; offset < keep; offset += row_length) {
       RowLayout row;
@@ -233,7 +237,7 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
 Layout StreamWindows(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length) {
   RequirePositiveRowLength(row_length);
   const auto docs = Effective(documents, policy);
-  const auto lengths = Lengths(docs);
+  const auto lengths = Lengths(docs, policy);
   std::int64_t total = 0;
   for (auto n : lengths) total += n;
   const std::int64_t stride = policy.stream_stride == StreamStride::kLPlus1 ? row_length + 1 : row_length;

@@ -61,6 +61,7 @@ constexpr std::array<Named<TruncateTo>, 2> kTruncateTo{
     {{TruncateTo::kRowLen, "row_len"}, {TruncateTo::kPadMultiple, "pad_multiple"}}};
 constexpr std::array<Named<SegmentEncodings>, 2> kSegmentEncodings{
     {{SegmentEncodings::kDocuments, "documents"}, {SegmentEncodings::kRows, "rows"}}};
+constexpr std::array<Named<Shift>, 2> kShift{{{Shift::kRow, "row"}, {Shift::kDocument, "document"}}};
 
 template <class E, std::size_t N>
 const char* NameIn(const std::array<Named<E>, N>& table, E v) {
@@ -122,6 +123,37 @@ PolicyValue OptionalValue(const std::optional<Token>& v) {
 
 PolicyValue Str(const char* s) { return PolicyValue(std::string(s)); }
 
+// shift: document shifts inside each document: every input's label is the next token of its own document, given
+// pre-shifted, and a document's last token is a label only. The keys that would read a target or a boundary
+// across documents, or a document's last token as an input, contradict it.
+void ShiftProblems(const Policy& p, std::vector<std::string>& problems) {
+  if (p.shift != Shift::kDocument) return;
+  if (p.label_alignment == LabelAlignment::kAligned) {
+    problems.push_back("shift: document gives each input the next token of its own document as a pre-shifted "
+                       "label, but label_alignment is aligned (the model's own shift of the row would make a "
+                       "document's last input predict the next document's first token; use pre_shifted)");
+  }
+  if (p.boundary_target == BoundaryTarget::kIncluded) {
+    problems.push_back("shift: document keeps every target inside its document, so no prediction targets the next "
+                       "document's first token, but boundary_target is included (use excluded)");
+  }
+  if (p.row_end_target == RowEndTarget::kNextInStream) {
+    problems.push_back("row_end_target: next_in_stream makes a row's last slot predict the stream's next input, but "
+                       "under shift: document a document's last input predicts its own last token, which is no input "
+                       "(use next_in_doc)");
+  }
+  if (p.stream_stride == StreamStride::kLPlus1) {
+    problems.push_back("stream_stride: \"L+1\" skips the input after each window as the window's row-end target, "
+                       "but under shift: document a window ending a document's inputs targets the document's last "
+                       "token, and the skipped input would be lost (use \"L\")");
+  }
+  if (p.boundary_source == BoundarySource::kEodCloses) {
+    problems.push_back("boundary_source: eod_closes reads a boundary after each EOD input, but under shift: document "
+                       "a document's last token (its EOD) is a label only, never an input (use another "
+                       "boundary_source)");
+  }
+}
+
 }  // namespace
 
 const char* Name(LabelAlignment v) { return NameIn(kLabelAlignment, v); }
@@ -140,6 +172,7 @@ const char* Name(CountBasis v) { return NameIn(kCountBasis, v); }
 const char* Name(Efficiency v) { return NameIn(kEfficiency, v); }
 const char* Name(TruncateTo v) { return NameIn(kTruncateTo, v); }
 const char* Name(SegmentEncodings v) { return NameIn(kSegmentEncodings, v); }
+const char* Name(Shift v) { return NameIn(kShift, v); }
 
 bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
 
@@ -149,7 +182,8 @@ const std::vector<std::string>& PolicyKeys() {
       "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
       "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
       "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
-      "denominator",     "count_basis",     "efficiency",      "truncate_to",    "segment_encodings"};
+      "denominator",     "count_basis",     "efficiency",      "truncate_to",    "segment_encodings",
+      "shift"};
   return keys;
 }
 
@@ -157,7 +191,8 @@ const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne() {
   static const std::vector<std::pair<std::string, std::string>> keys = {{"efficiency", Name(Efficiency::kReported)},
                                                                        {"truncate_to", Name(TruncateTo::kRowLen)},
                                                                        {"segment_encodings",
-                                                                        Name(SegmentEncodings::kDocuments)}};
+                                                                        Name(SegmentEncodings::kDocuments)},
+                                                                       {"shift", Name(Shift::kRow)}};
   return keys;
 }
 
@@ -234,6 +269,8 @@ void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
     SetEnum(p.truncate_to, kTruncateTo, key, value);
   } else if (key == "segment_encodings") {
     SetEnum(p.segment_encodings, kSegmentEncodings, key, value);
+  } else if (key == "shift") {
+    SetEnum(p.shift, kShift, key, value);
   } else {
     std::string known;
     for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
@@ -272,7 +309,8 @@ std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p
           {"count_basis", Str(Name(p.count_basis))},
           {"efficiency", Str(Name(p.efficiency))},
           {"truncate_to", Str(Name(p.truncate_to))},
-          {"segment_encodings", Str(Name(p.segment_encodings))}};
+          {"segment_encodings", Str(Name(p.segment_encodings))},
+          {"shift", Str(Name(p.shift))}};
 }
 
 const std::vector<std::string>& KeysNullWhenMeaningless() {
@@ -404,6 +442,7 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
                        " reads document boundaries from an encoding that segment_encodings: rows says names rows "
                        "(use spans, none, or a position, EOD or BOS boundary)");
   }
+  ShiftProblems(p, problems);
   if (p.loss_mask && p.label_alignment == LabelAlignment::kAligned) {
     // Not impossible, but no system does it and "indexed like the targets" would be ambiguous.
     problems.push_back("loss_mask: true is defined for pre_shifted labels only (Megatron), but label_alignment "

@@ -28,8 +28,10 @@ TailExemption ExemptTail(std::int64_t next, std::int64_t size, const Policy& pol
 
 }  // namespace
 
-DocumentTiling TileDocument(std::int64_t size, const std::vector<TilingPiece>& pieces, const Policy& policy,
+DocumentTiling TileDocument(std::int64_t effective_size, const std::vector<TilingPiece>& pieces, const Policy& policy,
                             const TilingContext& context) {
+  // Under shift: document the last token is a label only: the pieces tile the inputs.
+  const std::int64_t size = InputTokens(policy, effective_size);
   DocumentTiling out;
   std::int64_t next = 0;  // the first token no piece walked so far reaches
   for (const TilingPiece& p : pieces) {

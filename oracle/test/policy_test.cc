@@ -35,6 +35,7 @@ TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
     EXPECT_FALSE(json.contains("efficiency"));
     EXPECT_FALSE(json.contains("truncate_to"));
     EXPECT_FALSE(json.contains("segment_encodings"));
+    EXPECT_FALSE(json.contains("shift"));
     EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), preset.policy);
   }
   EXPECT_EQ(Presets().size(), 11u);
@@ -137,6 +138,72 @@ TEST(Policy, RowNamedSegmentEncodingsNeedRowCausalAttention) {
   EXPECT_EQ(PolicyProblems(read_from_them)[0],
             "boundary_source: doc_ids reads document boundaries from an encoding that segment_encodings: rows says "
             "names rows (use spans, none, or a position, EOD or BOS boundary)");
+}
+
+// shift: document (DESIGN §3): each document shifted on its own, its last token a label only; every count of
+// a document's tokens counts its inputs; contradicted by the keys that would cross a document boundary.
+TEST(Policy, ThePerDocumentShiftCountsInputsAndNeverCrossesADocument) {
+  Policy p = FindPreset("reference").policy;
+  EXPECT_EQ(p.shift, Shift::kRow);
+  EXPECT_EQ(InputTokens(p, 3), 3);
+  SetPolicyKey(p, "shift", std::string("document"));
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  EXPECT_EQ(InputTokens(p, 3), 2);
+  EXPECT_EQ(InputTokens(p, 1), 0);  // one token: no input, no slot (as an empty document)
+  EXPECT_EQ(InputTokens(p, 0), 0);
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("shift"), "document");
+  EXPECT_EQ(json.size() + KeysAfterVersionOne().size() - 1, PolicyKeys().size());  // the other later keys left out
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  EXPECT_THROW(SetPolicyKey(p, "shift", std::string("documents")), InputError);
+
+  // Refusal counts inputs: a document of L + 1 tokens has L inputs and fits a row under overflow: error.
+  EXPECT_FALSE(PolicyDemandsRefusal(p, 2, {3}));
+  EXPECT_TRUE(PolicyDemandsRefusal(p, 2, {4}));
+  EXPECT_TRUE(PolicyDemandsRefusal(FindPreset("reference").policy, 2, {3}));
+  // A stream of 4 + 2 tokens has 3 + 1 inputs: one full window of 4 under padding none, none of 5.
+  Policy stream = FindPreset("trl-wrapped").policy;
+  stream.padding = Padding::kNone;
+  stream.boundary_target = BoundaryTarget::kExcluded;
+  stream.label_alignment = LabelAlignment::kPreShifted;
+  stream.shift = Shift::kDocument;
+  ASSERT_TRUE(PolicyProblems(stream).empty()) << PolicyProblems(stream)[0];
+  EXPECT_FALSE(PolicyDemandsRefusal(stream, 4, {4, 2}));
+  EXPECT_TRUE(PolicyDemandsRefusal(stream, 5, {4, 2}));
+
+  auto only_problem = [](const Policy& q) {
+    const auto problems = PolicyProblems(q);
+    EXPECT_EQ(problems.size(), 1u);
+    return problems.empty() ? std::string() : problems[0];
+  };
+  Policy aligned = p;
+  aligned.label_alignment = LabelAlignment::kAligned;
+  EXPECT_EQ(only_problem(aligned),
+            "shift: document gives each input the next token of its own document as a pre-shifted label, but "
+            "label_alignment is aligned (the model's own shift of the row would make a document's last input "
+            "predict the next document's first token; use pre_shifted)");
+  Policy included = p;
+  included.boundary_target = BoundaryTarget::kIncluded;
+  EXPECT_EQ(only_problem(included),
+            "shift: document keeps every target inside its document, so no prediction targets the next document's "
+            "first token, but boundary_target is included (use excluded)");
+  Policy megatron = FindPreset("megatron-gpt-docmask").policy;  // next_in_stream, eod_closes
+  megatron.shift = Shift::kDocument;
+  const auto problems = PolicyProblems(megatron);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0],
+            "row_end_target: next_in_stream makes a row's last slot predict the stream's next input, but under "
+            "shift: document a document's last input predicts its own last token, which is no input (use "
+            "next_in_doc)");
+  EXPECT_EQ(problems[1],
+            "boundary_source: eod_closes reads a boundary after each EOD input, but under shift: document a "
+            "document's last token (its EOD) is a label only, never an input (use another boundary_source)");
+  Policy stride = stream;
+  stride.stream_stride = StreamStride::kLPlus1;
+  EXPECT_EQ(only_problem(stride),
+            "stream_stride: \"L+1\" skips the input after each window as the window's row-end target, but under "
+            "shift: document a window ending a document's inputs targets the document's last token, and the "
+            "skipped input would be lost (use \"L\")");
 }
 
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {

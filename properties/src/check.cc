@@ -401,11 +401,16 @@ bool Checker::CheckCoverage() {
         continue;
       }
       const EffectiveDocument& doc = docs_[it->second];
+      const std::int64_t inputs = InputTokens(policy_, doc.size());  // shift: document: the last token is no input
       if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
-          span.doc_offset > doc.size() - span.length) {  // written without sums: no overflow
+          span.doc_offset > inputs - span.length) {  // written without sums: no overflow
         Add(Invariant::kCoverage, At(r) + ": span of '" + doc.uid + "' (start " + std::to_string(span.start) +
                                       ", length " + std::to_string(span.length) + ", doc_offset " +
-                                      std::to_string(span.doc_offset) + ") lies outside its row or its document",
+                                      std::to_string(span.doc_offset) + ") lies outside its row or its document" +
+                                      (inputs < doc.size() && span.doc_offset + span.length == doc.size()
+                                           ? " (under shift: document its last token, " +
+                                                 std::to_string(doc.tokens.back()) + ", is a label only, never an input)"
+                                           : ""),
             static_cast<std::int64_t>(r));
         continue;
       }
@@ -451,9 +456,9 @@ bool Checker::CheckCoverage() {
 
   // Every document, piece by piece in row order, tiles its tokens exactly once, as TileDocument (tiling.h)
   // states with the policy's exemptions; only split policies cut a document into several pieces.
-  std::int64_t last_doc = -1;  // the stream's last non-empty document
+  std::int64_t last_doc = -1;  // the stream's last document with an input
   for (std::size_t d = 0; d < docs_.size(); ++d)
-    if (docs_[d].size() > 0) last_doc = static_cast<std::int64_t>(d);
+    if (InputTokens(policy_, docs_[d].size()) > 0) last_doc = static_cast<std::int64_t>(d);
   for (std::size_t d = 0; d < docs_.size(); ++d) {
     const EffectiveDocument& doc = docs_[d];
     auto forbidden_split = [&] {
@@ -481,10 +486,11 @@ bool Checker::CheckCoverage() {
     }
     forbidden_split();
     if (tiling.findings.empty()) continue;
-    const TilingFinding& tail = tiling.findings.back();
+    const TilingFinding& tail = tiling.findings.back();  // tail.end: the document's inputs (TileDocument)
     Add(Invariant::kCoverage, "document '" + doc.uid + "': only " + std::to_string(tail.begin) + " of its " +
-                                  std::to_string(doc.size()) + " tokens are packed",
-        -1, -1, std::to_string(doc.size()), std::to_string(tail.begin));
+                                  std::to_string(tail.end) + (tail.end == doc.size() ? "" : " input") +
+                                  " tokens are packed",
+        -1, -1, std::to_string(tail.end), std::to_string(tail.begin));
   }
   return result_.found() == before;
 }

@@ -38,10 +38,15 @@ void BindSpans(nb::module_& m) {
       .def(
           "__init__",
           [](jobs::SpanDerivation* self, nb::handle documents, nb::handle policy) {
-            // The documents as the packer places them (the policy's delimiters added: the core's Effective).
+            // The documents as the packer places them (the policy's delimiters added: the core's Effective), their
+            // inputs only (InputTokens: under shift: document a document's last token is in no row).
             const Policy p = PolicyFromPython(policy, "policy");
             std::vector<std::vector<Token>> docs;
-            for (const Document& d : DocumentsFromPython(documents, "documents")) docs.push_back(Effective(d, p).tokens);
+            for (const Document& d : DocumentsFromPython(documents, "documents")) {
+              EffectiveDocument e = Effective(d, p);
+              e.tokens.resize(static_cast<std::size_t>(InputTokens(p, e.size())));
+              docs.push_back(std::move(e.tokens));
+            }
             const std::optional<Token> pad = p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
             new (self) jobs::SpanDerivation(std::move(docs), p.overflow, pad);
           },

@@ -183,7 +183,9 @@ class SpanMatcher:
 
     def __init__(self, documents: CoreDocuments, policy: Any):
         """``documents``: as given to the packer ({"doc_uid", "tokens", "supervised"?} dicts, as
-        canonical_documents makes them); the core adds the policy's delimiters (a preset name or a dict)."""
+        canonical_documents makes them, or a ``_core.Documents``); the core adds the policy's delimiters (a preset
+        name or a dict) and matches each document's inputs (under shift: document all but its last token, a
+        label only)."""
         self._uids = documents.uids() if isinstance(documents, _core.Documents) else [d["doc_uid"] for d in documents]
         self._core = _core.SpanDerivation(documents, policy)
         self._returned: list[list[dict]] = []  # the lists match() handed out, which solve() updates in place

@@ -32,6 +32,7 @@ enum class TargetKind {
   kBoundary,          // rule 2: the next slot holds the first token of another document
   kRowEndInDocument,  // rule 3: last slot of the row, the document goes on (next_in_doc / next_in_stream)
   kRowEndNextDocument,// rule 3: last slot of the row, the next document of the stream starts
+  kDocumentEnd,       // rule 5: shift: document, the document's last input; the target is its last token
 };
 const char* Name(TargetKind kind);
 
@@ -89,6 +90,11 @@ std::vector<Slot> SlotsOf(const RowLayout& row, const std::vector<EffectiveDocum
 //     weight);
 //  4. otherwise (followed by padding, or by an unrelated piece): no target.
 // Padding has no target.
+// Under shift: document (a document of n tokens places its inputs d[0..n-2]; d[n-1] is a label only) no
+// prediction crosses a document boundary: rule 2 never applies, and
+//  5. slot i holds the document's last input d[n-2] → target d[n-1], weight supervised_d[n-1], whatever
+//     follows it (another document, padding, the row's end);
+// rule 3 applies to a row's last slot whose document's inputs go on in a later row (next_in_doc: d[k+1]).
 Prediction PredictionOf(const std::vector<Slot>& slots, std::size_t i, const std::vector<EffectiveDocument>& docs,
                         const Policy& policy);
 

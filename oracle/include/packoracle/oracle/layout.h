@@ -43,13 +43,16 @@ struct Layout {
 // length outside 1..kMaxRowLength, a row longer than L or of negative length, a piece of an unknown document,
 // of no tokens, outside its document or outside its row, pieces that overlap, two pieces of one document in
 // a row (the rule A_ij = 1[d_j = d_i] could not tell them apart), a token of a document placed twice, a
-// micro_step or rank outside 0..kMaxMicrobatchesPerStep. Whether rows are padded as the policy says is an
-// invariant of the candidate (`shape`), not a property of a layout.
-void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout);
+// micro_step or rank outside 0..kMaxMicrobatchesPerStep. A piece lies inside its document's inputs
+// (InputTokens: under shift: document a document's last token is in no piece). Whether rows are padded as the
+// policy says is an invariant of the candidate (`shape`), not a property of a layout.
+void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layout& layout, const Policy& policy);
 
 // ---- Reference layouts: what simple packers produce from the documents alone ---------------------------
 // Each uses the policy's delimiters (documents are made Effective first), overflow and padding, and puts
-// every row in micro-batch 0 of rank 0; AssignMicrobatches spreads them.
+// every row in micro-batch 0 of rank 0; AssignMicrobatches spreads them. Each places a document's input
+// tokens (InputTokens: all of them, or all but the last under shift: document), and every length below
+// (longer than L, truncated, the stream's N) counts those.
 
 // Sequential greedy: documents in order, each into the current row if it fits in the space left, else into a
 // new row; a row holds MergeCapacity tokens (L, or ⌊L/k⌋·k under pad_to multiple_of:k). A document longer

@@ -101,6 +101,16 @@ enum class TruncateTo { kRowLen, kPadMultiple };
 // read documents from them (PolicyProblems).
 enum class SegmentEncodings { kDocuments, kRows };
 
+// Where inputs and targets are shifted: over the row (row: the slot holding token k of a document predicts what
+// the next slot holds, across a document boundary when the policy says so), or per document (document:
+// torchtitan's HuggingFaceTextDataset since PR #4075, NeMo's GPTSFTPackedDataset collate): each effective
+// document e of n tokens enters the rows as its inputs e[0..n-2] with the pre-shifted labels e[1..n-1], so
+// its last token (the EOS) is a label only, never an input, and no prediction crosses a document boundary.
+// Under document, every count of a document's tokens is a count of its n - 1 inputs (InputTokens): layouts,
+// tiling, refusal, stream windows, truncation. Coherent only with pre_shifted labels, boundary_target
+// excluded, no row_end_target next_in_stream nor stream_stride L+1, and no eod_closes (PolicyProblems).
+enum class Shift { kRow, kDocument };
+
 struct Policy {
   std::string preset;  // the preset this policy started from ("" when built key by key)
   LabelAlignment label_alignment = LabelAlignment::kPreShifted;
@@ -128,6 +138,7 @@ struct Policy {
   Efficiency efficiency = Efficiency::kReported;
   TruncateTo truncate_to = TruncateTo::kRowLen;
   SegmentEncodings segment_encodings = SegmentEncodings::kDocuments;
+  Shift shift = Shift::kRow;
 };
 
 bool operator==(const Policy& a, const Policy& b);
@@ -137,6 +148,15 @@ inline bool operator!=(const Policy& a, const Policy& b) { return !(a == b); }
 // rounds up to ⌈n/k⌉·k ≥ k > L slots), so the policy refuses every input that has one.
 inline bool PadsBeyondTheRow(const Policy& p, std::int64_t row_length) {
   return p.padding != Padding::kNone && p.pad_to.kind == PadTo::Kind::kMultipleOf && p.pad_to.multiple > row_length;
+}
+
+// The tokens of an effective document of n tokens that are inputs (sit in slots): all n under shift: row; the
+// first n - 1 under shift: document, its last token being a label only (a document of one token has no input
+// and, like an empty document, takes no slot). Stated once: the reference layouts, ValidateLayout, tiling
+// (TileDocument) and the refusal rule (PolicyDemandsRefusal) count a document's tokens through this.
+inline std::int64_t InputTokens(const Policy& p, std::int64_t n) {
+  if (p.shift == Shift::kDocument) return n > 1 ? n - 1 : 0;
+  return n;
 }
 
 // A stream from which no row can be cut (`total` effective tokens, delimiters included): the first window
@@ -152,11 +172,13 @@ inline bool StreamCutsNoRow(const Policy& p, std::int64_t row_length, std::int64
 
 // DESIGN §3: the inputs a packer must refuse, given its documents' effective lengths (delimiters included):
 // a stream from which no row can be cut; rows padded beyond the row length (any token); a document longer
-// than L under overflow: error. Stated once: the oracle's check and the fast verifier both ask this.
+// than L under overflow: error. Stated once: the oracle's check and the fast verifier both ask this. Every
+// count is of input tokens (InputTokens: under shift: document a document of n tokens has n - 1).
 inline bool PolicyDemandsRefusal(const Policy& p, std::int64_t row_length, const std::vector<std::int64_t>& lengths) {
   std::int64_t total = 0;
   bool overlong = false;
-  for (const std::int64_t n : lengths) {
+  for (const std::int64_t effective : lengths) {
+    const std::int64_t n = InputTokens(p, effective);
     total += n;
     overlong = overlong || n > row_length;
   }
@@ -189,7 +211,7 @@ using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string
 const std::vector<std::string>& PolicyKeys();
 
 // The keys added after version 1 with their defaults (efficiency: reported, truncate_to: row_len,
-// segment_encodings: documents): a resolved
+// segment_encodings: documents, shift: row): a resolved
 // policy's JSON leaves such a key out at its default, so that every dump, request and preset written before
 // it stays byte for byte the same.
 const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne();
@@ -257,5 +279,6 @@ const char* Name(CountBasis v);
 const char* Name(Efficiency v);
 const char* Name(TruncateTo v);
 const char* Name(SegmentEncodings v);
+const char* Name(Shift v);
 
 }  // namespace packoracle

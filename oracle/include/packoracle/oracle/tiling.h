@@ -2,11 +2,13 @@
 // for CheckCase (one step, pieces in row order), the fast verifier (the same) and verify (a whole dump, pieces
 // in offset order). Each caller gathers the pieces and words the findings; the rule lives here.
 //
-// A document of n tokens and its pieces p_1..p_k (offset o_i, length l_i), walked in the order given, with
+// A document of n tokens has N = InputTokens(policy, n) inputs (n, or n - 1 under shift: document: its last
+// token is a label only and in no piece; callers reject a piece reaching past token N - 1 first). Its pieces
+// p_1..p_k (offset o_i, length l_i) cover the inputs [0, N), walked in the order given, with
 // `next` the first token no earlier piece reached (next_0 = 0, next_i = max(next_{i-1}, o_i + l_i)):
 //   o_i > next   gap       tokens [next, o_i) are in no piece (dropped)
 //   o_i < next   overlap   tokens [o_i, min(next, o_i + l_i)) are in an earlier piece too (repeated)
-//   next_k < n   missing tail, tokens [next_k, n)
+//   next_k < N   missing tail, tokens [next_k, N)
 // with the policy's exemptions, each a token that the policy says is never an input:
 //   stream_stride L+1         one token before a piece, or the last token: a window's row-end target
 //                             (o_i = next + 1 is no gap; next_k = n - 1 is no missing tail)
@@ -65,8 +67,9 @@ struct DocumentTiling {
   TailExemption tail_exemption = TailExemption::kNone;
 };
 
-// The rule above, for one document of `size` tokens and its pieces in the order to walk them.
-DocumentTiling TileDocument(std::int64_t size, const std::vector<TilingPiece>& pieces, const Policy& policy,
+// The rule above, for one document of `size` effective tokens (its inputs: InputTokens(policy, size)) and its
+// pieces in the order to walk them. Findings name the inputs: a missing tail ends at the inputs' end.
+DocumentTiling TileDocument(std::int64_t effective_size, const std::vector<TilingPiece>& pieces, const Policy& policy,
                             const TilingContext& context);
 
 }  // namespace packoracle

@@ -286,6 +286,18 @@ inline void EmptyOneDocumentNowAndThen(PackRequest& r, std::int64_t delimiters) 
 
 }  // namespace detail
 
+// shift: document on a coherent policy, with the keys it contradicts repaired (PolicyProblems): labels
+// pre-shifted, no boundary target, a row end that predicts within its document, windows of stride L,
+// boundaries not read from EODs (never an input).
+inline void ShiftPerDocument(Policy& p) {
+  p.shift = Shift::kDocument;
+  p.label_alignment = LabelAlignment::kPreShifted;
+  p.boundary_target = BoundaryTarget::kExcluded;
+  if (p.row_end_target == RowEndTarget::kNextInStream) p.row_end_target = RowEndTarget::kNextInDoc;
+  if (p.stream_stride == StreamStride::kLPlus1) p.stream_stride = StreamStride::kL;
+  if (p.boundary_source == BoundarySource::kEodCloses) p.boundary_source = BoundarySource::kSpans;
+}
+
 // Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
 // discarded): the repair sets the key the contradiction names to a value that makes the policy coherent.
 inline rc::Gen<Policy> MixedPolicy() {
@@ -333,6 +345,9 @@ inline rc::Gen<Policy> MixedPolicy() {
         p.boundary_source != BoundarySource::kSeqLens && p.boundary_source != BoundarySource::kDocIds &&
         *rc::gen::inRange(0, 4) == 0)
       p.segment_encodings = SegmentEncodings::kRows;
+    // shift: document (torchtitan's HuggingFaceTextDataset, NeMo's packed collate), drawn after every other pick
+    // for the same reason, the keys it contradicts repaired.
+    if (*rc::gen::inRange(0, 4) == 0) ShiftPerDocument(p);
     return p;
   });
 }

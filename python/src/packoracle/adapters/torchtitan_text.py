@@ -29,7 +29,7 @@ import tempfile
 from typing import Any, Optional
 
 from .._fuzz import Refuse
-from ._base import Adapter, Finding, Packer, assign
+from ._base import Adapter, Packer, assign
 
 WRITTEN_FOR = "0.3.0"
 BOS_ID, EOS_ID = 1, 2
@@ -118,23 +118,15 @@ def text_packer() -> Packer:
     return pack
 
 
-# What the per-document shift means to implement: document isolation by positions, no target across a
-# document boundary, each row's last slot predicting the next token of its document, the stream cut into full
-# rows (the remainder dropped), a document continued in the next row restarting at position 0.
+# What the per-document shift of PR #4075 means to implement (shift: document: each document's tokens[:-1] are
+# its inputs, tokens[1:] its labels, the EOS a label only): document isolation by positions, no target across
+# a document boundary, each row's last slot predicting the next token of its document, the stream of inputs cut
+# into full rows (the remainder dropped), a document continued in the next row restarting at position 0.
 POLICY = {"preset": "reference", "label_alignment": "pre_shifted", "boundary_source": "position_reset",
           "attention": "doc_causal", "positions": "doc_reset", "split_positions": "restart",
           "pad_positions": "any", "boundary_target": "excluded", "row_end_target": "next_in_doc",
           "stream_stride": "L", "padding": "none", "overflow": "split", "eos_id": EOS_ID, "bos_id": BOS_ID,
-          "denominator": "global_targets"}
-
-_PER_DOCUMENT_SHIFT = Finding(
-    "coverage", "allowed",
-    "The per-document shift of PR #4075 puts tokens[:-1] of every document in the inputs and tokens[1:] in the "
-    "labels: a document's last token (its EOS) is a label only, never an input, so a document of n tokens "
-    "(BOS and EOS counted) takes n - 1 slots. d0=[0] is [BOS 0 EOS], 3 tokens, and at seq_len 3 its 2 inputs make "
-    "no sample (the kit wants one full row of 3); in longer streams the EOS is missing from every row. It is "
-    "the intended design (no target across documents, a full row of exactly seq_len); no policy key expresses "
-    "a shift per document.")
+          "denominator": "global_targets", "shift": "document"}
 
 ADAPTERS = (
     Adapter(name="torchtitan/hf-text", system="torchtitan", distribution="torchtitan", written_for=WRITTEN_FOR,
@@ -143,8 +135,6 @@ ADAPTERS = (
             policy=POLICY, imports=("torchtitan.hf_datasets.text_datasets", "tokenizers", "datasets"),
             make_packer=text_packer, sft_masks=False,  # no per-token supervision in a pretraining dataset
             notes="inputs/labels/positions under the kit's names; the tokenizer adds BOS and EOS; no supervision "
-                  "mask (a pretraining dataset); the tail shorter than seq_len is dropped. Declared with eos_id "
-                  "None (the EOS a label only), positions, segments, attention, coverage and stream windows all "
-                  "hold (Hypothesis, seq_len 4/8/16); targets then fail only where the label is the EOS",
-            findings={"pack": _PER_DOCUMENT_SHIFT}),
+                  "mask (a pretraining dataset); the tail shorter than seq_len is dropped. Declared with shift: "
+                  "document (each document's EOS a label only, never an input, n - 1 slots for n tokens)"),
 )

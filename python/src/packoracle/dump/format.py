@@ -160,16 +160,19 @@ _ENUMS = {
     "efficiency": ("reported", "no_mergeable_rows"),
     "truncate_to": ("row_len", "pad_multiple"),
     "segment_encodings": ("documents", "rows"),
+    "shift": ("row", "document"),
 }
 _INT_KEYS = ("ignore_index", "position_base", "pad_id")
 _OPTIONAL_INT_KEYS = ("eos_id", "bos_id")
 POLICY_KEYS = ("preset", "label_alignment", "ignore_index", "loss_mask", "boundary_source", "attention",
                "pad_keys", "positions", "position_base", "pad_positions", "split_positions", "boundary_target",
                "row_end_target", "stream_stride", "padding", "pad_id", "pad_to", "overflow", "eos_id", "bos_id",
-               "denominator", "count_basis", "efficiency", "truncate_to", "segment_encodings")
+               "denominator", "count_basis", "efficiency", "truncate_to", "segment_encodings",
+               "shift")
 # Keys added after version 1, with their defaults: a resolved policy leaves each out at its default, as the core
 # does (KeysAfterVersionOne), so that a resolved policy of version 1 stays byte for byte the same.
-KEYS_AFTER_VERSION_ONE = {"efficiency": "reported", "truncate_to": "row_len", "segment_encodings": "documents"}
+KEYS_AFTER_VERSION_ONE = {"efficiency": "reported", "truncate_to": "row_len", "segment_encodings": "documents",
+                          "shift": "row"}
 
 DENOMINATOR_SCOPES = ("microbatch", "step", "global")
 ROW_INT_FIELDS = ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask")
