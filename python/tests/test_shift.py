@@ -9,7 +9,7 @@ import pytest
 
 import packoracle
 from tests.helpers import small_fuzz
-from tests.packers import DocumentTooLong, as_packer, pack_reference
+from tests.packers import as_packer, greedy_rows, pack_reference
 
 ROW = {"preset": "reference"}
 PER_DOCUMENT = {**ROW, "shift": "document"}
@@ -20,20 +20,8 @@ IGNORE = -100
 def pack_per_document(token_lists, row_length, *, supervised=None):
     """Greedy rows of each document's inputs tokens[:-1] (a document of one token has none), labels tokens[1:]
     where supervised, positions restarting at 0 per document; right padding with 0, labels -100 there."""
-    rows, current, used = [], [], 0
-    for k, tokens in enumerate(token_lists):
-        n = len(tokens) - 1
-        if n <= 0:
-            continue
-        if n > row_length:
-            raise DocumentTooLong(f"document {k} has {n} inputs, more than the row length {row_length}")
-        if used + n > row_length:
-            rows.append(current)
-            current, used = [], 0
-        current.append(k)
-        used += n
-    if current:
-        rows.append(current)
+    # the reference's greedy rows, over the inputs: a document of one token has none and takes no slot
+    rows = greedy_rows([list(tokens)[:-1] for tokens in token_lists], row_length)
     shape = (len(rows), row_length)
     batch = {"input_ids": np.zeros(shape, dtype=np.int64), "labels": np.full(shape, IGNORE, dtype=np.int64),
              "position_ids": np.zeros(shape, dtype=np.int64), "doc_ids": np.full(shape, -1, dtype=np.int64)}
