@@ -181,7 +181,9 @@ std::vector<EncodingView> Encodings(const CandidateRow& row, const Policy& polic
                                     std::int64_t n) {
   std::vector<EncodingView> out;
   auto add = [&](const std::string& name, const std::string& shown, auto derive) {
-    EncodingView v{name, shown, std::nullopt, ""};
+    EncodingView v;  // expected and names_rows are set beside the spans' starts (Analyse)
+    v.name = name;
+    v.shown = shown;
     try {
       v.starts = derive();
     } catch (const InputError& e) {
