@@ -172,6 +172,9 @@ class GuardedCollator:
 
     def __init__(self, collator: Callable[..., Any], guard: BatchGuard):
         self.collator, self.guard = collator, guard
+        # what the core's reader needs of the policy, read once rather than on every batch
+        self._ignore_index = guard.policy["ignore_index"]
+        self._signed_ids = sorted(_args.signed_ids(guard.policy))
 
     def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
@@ -181,8 +184,7 @@ class GuardedCollator:
     def _documents(self, features: Any) -> Any:
         """documents_from_features read in the core in one call (a _core.Documents, which check_batch takes as
         it is): a dict and an array per feature in Python cost more than the collator (bench/README.md)."""
-        policy = self.guard.policy
-        return _core.documents_from_features(features, policy["ignore_index"], sorted(_args.signed_ids(policy)))
+        return _core.documents_from_features(features, self._ignore_index, self._signed_ids)
 
     def __getattr__(self, name: str) -> Any:  # the wrapped collator's attributes (tokenizer, flags, ...)
         return getattr(self.collator, name)
