@@ -68,6 +68,11 @@ def check_tables(benchmarks):
                     r, rmin = med[b] / med[cb], mn[b] / mn[cb]
                     rows.append([f"{base} / check_batch_{mode}", docs, f"{r:,.1f}x", f"{rmin:,.1f}x", f">= {goal}x",
                                  verdict(r >= goal)])
+        for mode in ("spans", "derived"):
+            cb, py = f"check_batch_{mode}[docs={docs}]", f"check_batch_{mode}_python_reader[docs={docs}]"
+            if cb in med and py in med:
+                rows.append([f"python reader / core reader, {mode}", docs, f"{med[py] / med[cb]:,.2f}x",
+                             f"{mn[py] / mn[cb]:,.2f}x", "-", "-"])
     if rows:
         table(["ratio", "documents", "median", "min", "goal", "goal"], rows)
     else:
@@ -153,9 +158,14 @@ def guard_table(benchmarks):
     forward = med.get("test_forward_small_llama")
     print("The guard (8 × 8192 batch, CPU time, medians)")
     rows = [["collator alone", fmt_time(collator)], ["collator guarded (every=1)", fmt_time(guarded)]]
+    python_reader = med.get("test_collator_guarded_python_reader")
+    if python_reader is not None:
+        rows.append(["collator guarded, batches read by canonical_microbatch", fmt_time(python_reader)])
     if forward is not None:
         rows.append(["forward, small Llama", fmt_time(forward)])
     table(["", "time"], rows)
+    if python_reader is not None:
+        print(f"  with the Python batch reader: {(python_reader - collator) / collator * 100:.0f}% of the collator")
     overhead = guarded - collator
     line = f"  guard overhead: {fmt_time(overhead)} per batch = {overhead / collator * 100:.0f}% of the collator (goal <= 10%)"
     if forward is not None:

@@ -7,12 +7,17 @@ group "check" (one micro-batch checked, whole call):
   numpy_checker        numpy_checker.check (vectorised numpy)
   pure_checker         pure_checker.check (Python lists and loops)
 
+  check_batch_*_python_reader  the same two with the core's batch reader (_core.batch_view) turned off: every
+                       batch through canonical_microbatch, as before it (what the reader saves, in the same run)
+
 group "binding" (the pieces of check_batch that are conversion, not checking):
   resolve_policy       packoracle._policy.resolve("reference") (the C++ resolves it)
   canonical_documents  packoracle.canonical_documents(documents) ({uid: list} → [{"doc_uid", "tokens": array}])
   effective_documents  packoracle._core.effective_documents(docs, policy) (C++: delimiters, back to numpy)
   canonical_microbatch packoracle._batch.canonical_microbatch(batch, ...) (tensors → numpy row views)
   span_matcher         canonical_microbatch deriving doc_spans (what check_batch_derived adds)
+  batch_view           packoracle._core.batch_view(batch, ...): the core's reading of the same batch (views kept,
+                       ids checked, doc_spans read), which check_batch takes instead of canonical_microbatch
   read_microbatches    packoracle._core.read_microbatches([mb]): the C++ conversion alone (arrays read as the
                        checks read them)
 
@@ -78,6 +83,17 @@ def test_check_batch(benchmark, w, spans):
     assert report.to_json()["totals"]["valid_targets"] == w.valid_targets
     benchmark(_check_batch, w, spans)
 
+@pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
+def test_check_batch_python_reader(benchmark, w, spans, monkeypatch):
+    _need("batch_view")
+    monkeypatch.setattr(_core, "batch_view", lambda *args: None)  # every batch through canonical_microbatch
+    benchmark.group = "check"
+    _name(benchmark, w, f"check_batch_{'spans' if spans else 'derived'}_python_reader")
+    report = _check_batch(w, spans)
+    assert report.ok, str(report)
+    assert report.to_json()["totals"]["valid_targets"] == w.valid_targets
+    benchmark(_check_batch, w, spans)
+
 
 def test_numpy_checker(benchmark, w):
     benchmark.group = "check"
@@ -138,6 +154,28 @@ def test_canonical_microbatch(benchmark, w, spans):
     want = [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row] for row in w.batch["doc_spans"]]
     assert got == want
     benchmark(_canonical, w, policy, documents, spans)
+
+
+def _view(w, policy, documents, spans):
+    matcher = None
+    batch = w.batch
+    if not spans:
+        batch = w.without_spans()
+        matcher = _batch.SpanMatcher(documents, policy)
+    return _batch.read_batch(batch, where="batch", spans=matcher, step=0, micro_step=0, rank=0, producer=w.producer,
+                             ignore=(), policy=policy)
+
+
+@pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
+def test_batch_view(benchmark, w, spans):
+    _need("batch_view")
+    benchmark.group = "binding"
+    _name(benchmark, w, "batch_view" if spans else "batch_view_derived")
+    policy = resolve(POLICY)
+    documents = packoracle.canonical_documents(w.documents)
+    view = _view(w, policy, documents, spans)
+    assert isinstance(view, _core.BatchView), "the core's reader gave up on the benchmark batch"
+    benchmark(_view, w, policy, documents, spans)
 
 
 def test_read_microbatches(benchmark, workloads):

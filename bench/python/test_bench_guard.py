@@ -50,6 +50,17 @@ def test_collator_guarded(benchmark, collator):
     assert guarded.guard.state.violations == 0 and guarded.guard.state.checked >= ROWS
 
 
+def test_collator_guarded_python_reader(benchmark, collator, monkeypatch):
+    """The guarded collator with the core's batch reader turned off (every batch through canonical_microbatch):
+    what _core.batch_view saves, in the same run."""
+    from packoracle import _core
+
+    monkeypatch.setattr(_core, "batch_view", lambda *args: None)
+    guarded = guard.wrap_collator(collator, "hf-flatten")
+    benchmark(lambda: [guarded(f) for f in ROWS_OF_FEATURES])
+    assert guarded.guard.state.violations == 0 and guarded.guard.state.checked >= ROWS
+
+
 def test_forward_small_llama(benchmark, collator):
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=32000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,

@@ -45,14 +45,20 @@ struct InMemory {
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
                       std::int64_t dp_world_size, bool delimiters_included,
                       std::vector<MicrobatchRecord>* spare = nullptr) {
-  InMemory in{name, PolicyFromPython(policy, name + ": policy"), DocumentsFromPython(documents, name + ": documents"), {},
-              dp_world_size};
+  InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, {}, dp_world_size};
+  std::vector<Document> read;
+  const std::vector<Document>& given = DocumentsOf(documents, name + ": documents", read);
   // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
   if (!delimiters_included && AddsDelimiters(in.policy)) {
-    for (Document& d : in.documents) {
+    in.documents.reserve(given.size());
+    for (const Document& d : given) {
       EffectiveDocument e = Effective(d, in.policy);
-      d = Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)};
+      in.documents.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }
+  } else if (&given == &read) {
+    in.documents = std::move(read);
+  } else {
+    in.documents = given;  // a DocumentSet stays its owner's (Report.svg reads it again)
   }
   if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
   std::size_t k = 0;

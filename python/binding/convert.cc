@@ -1,4 +1,5 @@
 #include "convert.h"
+#include "batch.h"
 
 #include <cmath>
 #include <cstdint>
@@ -310,6 +311,13 @@ nb::dict PolicyToPython(const Policy& policy) {
   return out;
 }
 
+const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read) {
+  DocumentSet* set = nullptr;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
+  read = DocumentsFromPython(documents, where);
+  return read;
+}
+
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where) {
   DocumentSet* set = nullptr;
   if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
@@ -364,6 +372,26 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   return t;
 }
 
+void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpan>& out) {
+  if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
+    Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
+  }
+  std::size_t s = 0;
+  for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
+    const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
+    if (nb::isinstance<nb::dict>(span)) {
+      out.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"), Int(Required(span, "start", sat), sat, "start"),
+                     Int(Required(span, "length", sat), sat, "length"),
+                     Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
+    } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
+      out.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
+                     Int(span[3], sat, "doc_offset")});
+    } else {
+      throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
+    }
+  }
+}
+
 CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_required, CandidateRow reuse) {
   CandidateRow row;  // every field read afresh; only `reuse`'s storage is kept
   row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids", false, std::move(reuse.input_ids));
@@ -377,29 +405,12 @@ CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_requi
   row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n, false, std::move(reuse.doc_ids));
   row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n, false, std::move(reuse.attention_mask));
   if (!spans_required && !Get(r, "doc_spans")) return row;
-  nb::handle spans = Required(r, "doc_spans", at);
-  if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
-    Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
-  }
-  std::size_t s = 0;
-  for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
-    const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
-    if (nb::isinstance<nb::dict>(span)) {
-      row.doc_spans.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"),
-                               Int(Required(span, "start", sat), sat, "start"),
-                               Int(Required(span, "length", sat), sat, "length"),
-                               Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
-    } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
-      row.doc_spans.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
-                               Int(span[3], sat, "doc_offset")});
-    } else {
-      throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
-    }
-  }
+  SpansFromPython(Required(r, "doc_spans", at), at, row.doc_spans);
   return row;
 }
 
 CandidateMicrobatch MicrobatchFromPython(nb::handle j, const std::string& where, CandidateMicrobatch reuse) {
+  if (nb::isinstance<BatchView>(j)) return nb::cast<const BatchView&>(j).Read(where, std::move(reuse));
   CandidateMicrobatch mb;
   if (!nb::isinstance<nb::dict>(j)) throw InputError(where + ": a micro-batch must be a dict, got " + TypeName(j));
   if (nb::handle s = Get(j, "step")) mb.step = Int(s, where, "step");

@@ -34,6 +34,9 @@ struct DocumentSet {
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
 // {uid: tokens} mappings and Document objects to this form), or a DocumentSet.
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);
+// The same documents without copying a DocumentSet's (its vector, as it is); any other form is read into
+// `read`, which the result then refers to.
+const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read);
 
 // A sequence of integers (a list, or an array or tensor of any integer or bool dtype, of any number of
 // dimensions: read flat) as int64 values; InputError naming `where` and `field` otherwise.
@@ -46,6 +49,10 @@ std::vector<std::int64_t> IntegersFromPython(nb::handle value, const std::string
 CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::string& where, CandidateMicrobatch reuse = {});
 // One row of a micro-batch, as above; `spans_required` false lets doc_spans be absent (no spans).
 CandidateRow RowFromPython(nb::handle row, const std::string& where, bool spans_required = true, CandidateRow reuse = {});
+
+// A row's doc_spans: a list (or tuple) of {doc_uid, start, length, doc_offset} dicts or 4-tuples, appended
+// to `out`; InputError naming `at` and the span otherwise.
+void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpan>& out);
 
 // Producer totals from any non-empty subset of {"loss_sum", "denominator", "loss"} (None = not given), with
 // "denominator_scope" exactly when "denominator" is given; InputError naming the field otherwise.

@@ -109,4 +109,5 @@ NB_MODULE(_core, m) {
   packoracle::python::BindAudit(m);
   packoracle::python::BindSpans(m);
   packoracle::python::BindDocuments(m);
+  packoracle::python::BindBatch(m);
 }

@@ -42,7 +42,8 @@ void BindSpans(nb::module_& m) {
             // inputs only (InputTokens: under shift: document a document's last token is in no row).
             const Policy p = PolicyFromPython(policy, "policy");
             std::vector<std::vector<Token>> docs;
-            for (const Document& d : DocumentsFromPython(documents, "documents")) {
+            std::vector<Document> read;
+            for (const Document& d : DocumentsOf(documents, "documents", read)) {
               EffectiveDocument e = Effective(d, p);
               e.tokens.resize(static_cast<std::size_t>(InputTokens(p, e.size())));
               docs.push_back(std::move(e.tokens));

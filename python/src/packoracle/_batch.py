@@ -153,6 +153,28 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
             "producer": _producer(producer, where)}
 
 
+def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMatcher"], step: int, micro_step: int,
+               rank: int, producer: Optional[Mapping], ignore: Sequence[str], policy: dict) -> Any:
+    """One batch dict as the core audits it: the core's own reading of it (`_core.batch_view`: the common form,
+    a dict of CPU integer tensors or arrays in the fields canonical_microbatch knows, read in one call; views of
+    the caller's arrays whose rows the audit reads once), or canonical_microbatch's dict for every other batch,
+    which then names whatever is wrong. python/tests/test_batch_view.py pins the two readings."""
+    if type(batch) is dict:
+        try:
+            given = _producer(producer, where)
+        except TypeError:
+            given = None  # canonical_microbatch raises it, after whatever else it finds first
+        else:
+            derivation, uids = (None, []) if spans is None else spans.core_reader()
+            view = _core.batch_view(batch, list(ignore), sorted(_args.signed_ids(policy)),
+                                    sorted(_args.signed_ids(policy, labels=True)), policy.get("ignore_index"),
+                                    derivation, uids, step, micro_step, rank, given)
+            if view is not None:
+                return view
+    return canonical_microbatch(batch, where=where, spans=spans, step=step, micro_step=micro_step, rank=rank,
+                                producer=producer, ignore=ignore, policy=policy)
+
+
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
     """Which slots carry a target as the producer wrote them (a label that is not ignored, and a loss_mask that
     is not 0 where there is one): the evidence SpanMatcher reads a run of pad ids by (padding is never a
@@ -201,6 +223,10 @@ class SpanMatcher:
         spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags))
         self._returned.append(spans)
         return spans
+
+    def core_reader(self) -> tuple[Any, list[str]]:
+        """The core's span derivation and the documents' uids (what `_core.batch_view` matches rows with)."""
+        return self._core, self._uids
 
     def unplaced(self) -> int:
         """Documents never placed."""

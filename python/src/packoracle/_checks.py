@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
-from ._batch import Microbatches, canonical_microbatch
+from ._batch import Microbatches, read_batch
 from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
@@ -81,8 +81,8 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     reader = Microbatches(docs, resolved)
     # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are given.
     spans = None if _has_spans(batch) else reader.matcher()
-    mb = canonical_microbatch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
-                              producer=producer, ignore=ignore, policy=resolved)
+    mb = read_batch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
+                    producer=producer, ignore=ignore, policy=resolved)
     return _Records("batch", resolved, docs, [mb], dp_world_size, delimiters_included=False).audit(row_length, decoder)
 
 

@@ -1,0 +1,377 @@
+// packoracle._core.batch_view: check_batch's common batch read by the core in one call (batch.h).
+//
+// canonical_microbatch in Python cost about a fifth of check_batch and of the guard (a dict and a numpy view
+// per row and field, a numpy pass per token field for negative ids, the key-side comparison). This reader
+// takes the batch dict as the producer wrote it and keeps views of its arrays; the rows are read from them
+// once, when the audit reads the micro-batch. It takes exactly the batches canonical_microbatch would accept
+// without changing anything, in the forms training batches come in, and answers None for every other
+// batch, before reading any state (the span derivation is asked last): canonical_microbatch then reads it
+// and names whatever is wrong.
+#include "batch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "packoracle/jobs/span_derivation.h"
+#include "packoracle/oracle/error.h"
+
+namespace packoracle::python {
+namespace {
+
+using Array = nb::ndarray<nb::ro>;
+using Code = nb::dlpack::dtype_code;
+
+// packoracle._batch's names: PER_TOKEN and PER_ROW_LISTS with their ALIASES (loss_mask, a float field, is left
+// to canonical_microbatch), KEY_SIDE and DERIVED.
+int FieldOf(std::string_view name) {
+  struct Named {
+    std::string_view name;
+    int field;
+  };
+  static constexpr Named kNames[] = {
+      {"input_ids", BatchView::kInputIds},       {"labels", BatchView::kLabels},
+      {"position_ids", BatchView::kPositionIds}, {"doc_ids", BatchView::kDocIds},
+      {"seq_idx", BatchView::kDocIds},           {"segment_ids", BatchView::kDocIds},
+      {"document_ids", BatchView::kDocIds},      {"attention_mask", BatchView::kAttentionMask},
+      {"cu_seqlens", BatchView::kCuSeqlens},     {"cu_seq_lens_q", BatchView::kCuSeqlens},
+      {"cu_seqlens_q", BatchView::kCuSeqlens},   {"seq_lens", BatchView::kSeqLens},
+      {"sequence_lengths", BatchView::kSeqLens}};
+  for (const auto& n : kNames)
+    if (n.name == name) return n.field;
+  return -1;
+}
+constexpr std::pair<const char*, const char*> kKeySide[] = {{"cu_seq_lens_k", "cu_seq_lens_q"}, {"cu_seqlens_k", "cu_seqlens_q"}};
+bool KeySide(std::string_view name) { return name == kKeySide[0].first || name == kKeySide[1].first; }
+bool Derived(std::string_view name) {
+  return name == "max_length_q" || name == "max_length_k" || name == "max_seqlen_q" || name == "max_seqlen_k" ||
+         name == "max_seqlen";
+}
+
+// An integer or bool array on the CPU whose every value fits an int64 (uint64, floats and anything that is
+// not an array are left to the Python reader).
+std::optional<Array> IntegerArray(nb::handle value) {
+  Array a;
+  // A torch tensor through its numpy view (a few µs; its DLPack export costs several times that), which torch
+  // refuses for a tensor that requires grad, is on another device or has a dtype numpy has not: the Python
+  // reader then takes the batch.
+  if (std::strcmp(Py_TYPE(value.ptr())->tp_name, "Tensor") == 0 && nb::hasattr(value, "numpy")) {
+    try {
+      nb::object view = value.attr("numpy")();
+      if (!nb::try_cast(view, a, false)) return std::nullopt;
+    } catch (const nb::python_error&) {
+      return std::nullopt;
+    }
+  } else if (!nb::try_cast(value, a, false)) {
+    return std::nullopt;
+  }
+  if (a.device_type() != nb::device::cpu::value) return std::nullopt;
+  const auto dt = a.dtype();
+  const auto code = static_cast<Code>(dt.code);
+  const bool ok = dt.lanes == 1 && ((code == Code::Int && (dt.bits == 8 || dt.bits == 16 || dt.bits == 32 || dt.bits == 64)) ||
+                                    (code == Code::UInt && (dt.bits == 8 || dt.bits == 16 || dt.bits == 32)) ||
+                                    (code == Code::Bool && dt.bits == 8));
+  if (!ok || a.ndim() < 1 || a.ndim() > 2) return std::nullopt;
+  return a;
+}
+
+// Row r of a rows × n array (or the one row of a 1-D one): where it starts, its length and its stride in bytes.
+struct RowOf {
+  const std::uint8_t* base;
+  std::size_t n;
+  std::int64_t stride;
+  RowOf(const Array& a, std::int64_t r) {
+    const std::int64_t item = a.dtype().bits / 8;
+    const bool two = a.ndim() == 2;
+    base = static_cast<const std::uint8_t*>(a.data()) + (two ? r * a.stride(0) * item : 0);
+    n = two ? a.shape(1) : a.shape(0);
+    stride = (two ? a.stride(1) : a.stride(0)) * item;
+  }
+};
+
+// fn(k, value) for each value of row r, read at its own dtype.
+template <class Fn>
+void Visit(const Array& a, std::int64_t r, Fn&& fn) {
+  const RowOf row(a, r);
+  auto each = [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t k = 0; k < row.n; ++k) fn(k, static_cast<std::int64_t>(*reinterpret_cast<const T*>(row.base + static_cast<std::int64_t>(k) * row.stride)));
+  };
+  const auto dt = a.dtype();
+  if (static_cast<Code>(dt.code) == Code::Int) {
+    switch (dt.bits) {
+      case 8: each(std::int8_t{}); break;
+      case 16: each(std::int16_t{}); break;
+      case 32: each(std::int32_t{}); break;
+      default: each(std::int64_t{}); break;
+    }
+  } else {
+    switch (dt.bits) {  // UInt, or Bool (one byte)
+      case 16: each(std::uint16_t{}); break;
+      case 32: each(std::uint32_t{}); break;
+      default: each(std::uint8_t{}); break;
+    }
+  }
+}
+
+void ReadRow(const Array& a, std::int64_t r, std::vector<std::int64_t>& out) {
+  const RowOf row(a, r);
+  out.resize(row.n);
+  if (static_cast<Code>(a.dtype().code) == Code::Int && a.dtype().bits == 64 && row.stride == 8) {
+    if (row.n) std::memcpy(out.data(), row.base, row.n * 8);  // the common case: int64 rows, one copy
+    return;
+  }
+  Visit(a, r, [&](std::size_t k, std::int64_t v) { out[k] = v; });
+}
+
+// rows × slots of a per-token field (one flattened row: 1 × n), as packoracle._arrays.rows_of reads it.
+std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
+  if (a.ndim() == 1) return {1, static_cast<std::int64_t>(a.shape(0))};
+  return {static_cast<std::int64_t>(a.shape(0)), static_cast<std::int64_t>(a.shape(1))};
+}
+
+// Whether any of n values is negative and none of the four allowed ones. Branch-free, so that the compiler
+// vectorises it (this file is built at -O3: python/CMakeLists.txt), for AVX2 where the machine has it: numpy's
+// own min over the same array, which the Python reader calls, is vectorised.
+[[gnu::target_clones("avx2", "default")]] bool AnyOutside(const std::int64_t* values, std::size_t n,
+                                                           const std::int64_t (&allowed)[4]) {
+  std::int64_t bad = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t v = values[k];
+    bad |= (v < 0) & (v != allowed[0]) & (v != allowed[1]) & (v != allowed[2]) & (v != allowed[3]);
+  }
+  return bad != 0;
+}
+
+// Every negative value of a signed field is one `allowed` has (packoracle._args.non_negative_ids). A policy
+// declares at most four negative ids (pad, eos, bos, the ignore index), padded here with 0, which no negative
+// value equals.
+bool IdsAllowed(const Array& a, std::int64_t rows, const std::vector<std::int64_t>& allowed) {
+  if (static_cast<Code>(a.dtype().code) != Code::Int) return true;
+  if (allowed.size() > 4) return false;  // not a policy's: left to the Python reader
+  std::int64_t four[4] = {0, 0, 0, 0};
+  std::copy(allowed.begin(), allowed.end(), four);
+  std::vector<std::int64_t> copy;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const RowOf row(a, r);
+    const std::int64_t* values = reinterpret_cast<const std::int64_t*>(row.base);
+    if (a.dtype().bits != 64 || row.stride != 8) {  // read at its own width first
+      ReadRow(a, r, copy);
+      values = copy.data();
+    }
+    if (AnyOutside(values, row.n, four)) return false;
+  }
+  return true;
+}
+
+// Two per-row lists hold the same values (canonical_fields' np.array_equal of cu_seq_lens_k and _q).
+bool SameValues(const Array& a, const Array& b) {
+  if (a.ndim() != b.ndim() || Shape(a) != Shape(b)) return false;
+  std::vector<std::int64_t> x, y;
+  for (std::int64_t r = 0; r < Shape(a).first; ++r) {
+    ReadRow(a, r, x);
+    ReadRow(b, r, y);
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// The key-side copies of the query lengths equal them wherever canonical_fields compares them.
+bool KeySideAgrees(nb::handle batch) {
+  for (const auto& [key, query] : kKeySide) {
+    PyObject* k = PyDict_GetItemString(batch.ptr(), key);  // borrowed
+    if (!k || k == Py_None || !PyDict_GetItemString(batch.ptr(), query)) continue;
+    const auto a = IntegerArray(k), b = IntegerArray(PyDict_GetItemString(batch.ptr(), query));
+    if (!a || !b || !SameValues(*a, *b)) return false;
+  }
+  return true;
+}
+
+// The batch's fields under their canonical names (canonical_fields), false where it would refuse one or the
+// value is not an integer array. `spans`: the doc_spans value, when given.
+bool ReadFields(nb::handle batch, const std::vector<std::string>& ignore, BatchView& view, nb::handle& spans) {
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(batch.ptr(), &pos, &key, &value)) {
+    if (!PyUnicode_CheckExact(key)) return false;
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(key, &size);
+    if (!utf8) {
+      PyErr_Clear();
+      return false;
+    }
+    const std::string_view name(utf8, static_cast<std::size_t>(size));
+    if (std::find(ignore.begin(), ignore.end(), name) != ignore.end() || Derived(name) || value == Py_None) continue;
+    if (KeySide(name)) continue;
+    if (name == "doc_spans") {
+      spans = value;
+      continue;
+    }
+    const int field = FieldOf(name);
+    if (field < 0 || view.fields[field]) return false;  // unknown (or loss_mask), or given under two names
+    view.fields[field] = IntegerArray(value);
+    if (!view.fields[field]) return false;
+  }
+  return view.fields[BatchView::kInputIds] && view.fields[BatchView::kLabels] && KeySideAgrees(batch);
+}
+
+// Shapes as canonical_microbatch requires them: every per-token field rows × slots like input_ids (no empty
+// batch: left to it), each per-row list one row (rows = 1) or one per row.
+bool ShapesAgree(BatchView& view) {
+  std::tie(view.rows, view.slots) = Shape(*view.fields[BatchView::kInputIds]);
+  if (view.rows == 0 || view.slots == 0) return false;
+  for (int f = 0; f < BatchView::kCuSeqlens; ++f) {
+    if (view.fields[f] && Shape(*view.fields[f]) != std::make_pair(view.rows, view.slots)) return false;
+  }
+  for (int f : {BatchView::kCuSeqlens, BatchView::kSeqLens}) {
+    const auto& a = view.fields[f];
+    if (a && (a->ndim() == 1 ? view.rows != 1 : static_cast<std::int64_t>(a->shape(0)) != view.rows)) return false;
+  }
+  return true;
+}
+
+bool IsSpanTuple(nb::handle v) {
+  return PyTuple_Check(v.ptr()) && PyTuple_GET_SIZE(v.ptr()) == 4 && PyUnicode_Check(PyTuple_GET_ITEM(v.ptr(), 0));
+}
+
+// doc_spans as given, one list per row (packoracle._batch._spans_per_row), read as the audit reads a row's
+// (SpansFromPython); false for any form or value the Python reading refuses or leaves to the audit to name.
+bool GivenSpans(nb::handle value, BatchView& view) {
+  const auto sequence = [](PyObject* v) { return PyList_Check(v) || PyTuple_Check(v); };
+  if (!sequence(value.ptr())) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(value.ptr());
+  PyObject* const* items = PySequence_Fast_ITEMS(value.ptr());
+  std::vector<nb::handle> per_row;
+  if (n && sequence(items[0]) && !IsSpanTuple(items[0]) && !(view.rows == 1 && n != 1)) {
+    for (Py_ssize_t r = 0; r < n; ++r) per_row.push_back(items[r]);
+  } else {
+    per_row.push_back(value);
+  }
+  if (static_cast<std::int64_t>(per_row.size()) != view.rows) return false;
+  view.spans.assign(per_row.size(), {});
+  try {
+    for (std::size_t r = 0; r < per_row.size(); ++r) {
+      if (!sequence(per_row[r].ptr())) return false;
+      SpansFromPython(per_row[r], "batch", view.spans[r]);
+    }
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
+}
+
+// doc_spans derived from the documents, row by row (SpanMatcher.match: the slots a target sits on, a label
+// that is not the ignore index, tell a run of pad ids from a document of them).
+void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::string>& uids,
+                  std::optional<std::int64_t> ignore_index, BatchView& view) {
+  std::vector<std::int64_t> tokens, labels;
+  std::vector<std::uint8_t> targets;
+  view.spans.assign(static_cast<std::size_t>(view.rows), {});
+  for (std::int64_t r = 0; r < view.rows; ++r) {
+    ReadRow(*view.fields[BatchView::kInputIds], r, tokens);
+    std::span<const std::uint8_t> flags;
+    if (ignore_index) {
+      ReadRow(*view.fields[BatchView::kLabels], r, labels);
+      targets.resize(labels.size());
+      for (std::size_t k = 0; k < labels.size(); ++k) targets[k] = labels[k] != *ignore_index;
+      flags = targets;
+    }
+    for (const auto& s : derivation.Match(tokens, flags)) {
+      if (s.document < 0 || s.document >= static_cast<std::int64_t>(uids.size())) {
+        throw InputError("batch_view: the span derivation names document " + std::to_string(s.document) + " of " +
+                         std::to_string(uids.size()));
+      }
+      view.spans[static_cast<std::size_t>(r)].push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
+    }
+  }
+}
+
+template <class T>
+void ReadOptional(const std::optional<Array>& a, std::int64_t r, std::optional<std::vector<T>>& out) {
+  if (!a) {
+    out.reset();
+    return;
+  }
+  std::vector<T> values = out ? std::move(*out) : std::vector<T>{};
+  ReadRow(*a, a->ndim() == 2 ? r : 0, values);
+  out = std::move(values);
+}
+
+}  // namespace
+
+CandidateMicrobatch BatchView::Read(const std::string& where, CandidateMicrobatch reuse) const {
+  CandidateMicrobatch mb;
+  mb.step = step;
+  mb.micro_step = micro_step;
+  mb.rank = rank;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    CandidateRow row = k < reuse.rows.size() ? std::move(reuse.rows[k]) : CandidateRow{};
+    ReadRow(*fields[kInputIds], r, row.input_ids);
+    ReadRow(*fields[kLabels], r, row.labels);
+    row.loss_mask.reset();
+    ReadOptional(fields[kPositionIds], r, row.position_ids);
+    ReadOptional(fields[kDocIds], r, row.doc_ids);
+    ReadOptional(fields[kAttentionMask], r, row.attention_mask);
+    ReadOptional(fields[kCuSeqlens], r, row.cu_seqlens);
+    ReadOptional(fields[kSeqLens], r, row.seq_lens);
+    row.doc_spans = spans[k];
+    mb.rows.push_back(std::move(row));
+  }
+  if (producer.is_valid() && !producer.is_none()) mb.producer = ProducerFromPython(producer, where + ": producer");
+  return mb;
+}
+
+void BindBatch(nb::module_& m) {
+  nb::class_<BatchView>(m, "BatchView",
+                        "A batch read by the core (batch_view); audit_records and draw_records take it where they "
+                        "take a canonical micro-batch.")
+      .def(
+          "read", [](const BatchView& v) { return MicrobatchToPython(v.Read("batch", {})); },
+          "The micro-batch as the audit reads it (the canonical form's dict; for tests).");
+  m.def(
+      "batch_view",
+      [](nb::handle batch, const std::vector<std::string>& ignore, const std::vector<std::int64_t>& input_ids_allowed,
+         const std::vector<std::int64_t>& labels_allowed, std::optional<std::int64_t> ignore_index, nb::handle derivation,
+         const std::vector<std::string>& uids, std::int64_t step, std::int64_t micro_step, std::int64_t rank,
+         nb::handle producer) -> nb::object {
+        if (!PyDict_CheckExact(batch.ptr())) return nb::none();
+        BatchView view;
+        nb::handle given;
+        if (!ReadFields(batch, ignore, view, given) || !ShapesAgree(view)) return nb::none();
+        if (!IdsAllowed(*view.fields[BatchView::kInputIds], view.rows, input_ids_allowed) ||
+            !IdsAllowed(*view.fields[BatchView::kLabels], view.rows, labels_allowed)) {
+          return nb::none();
+        }
+        if (given) {
+          if (!GivenSpans(given, view)) return nb::none();
+        } else if (derivation.is_none()) {
+          return nb::none();  // no spans and no documents to derive them from: canonical_microbatch says so
+        } else {
+          DerivedSpans(nb::cast<jobs::SpanDerivation&>(derivation), uids, ignore_index, view);
+        }
+        view.step = step;
+        view.micro_step = micro_step;
+        view.rank = rank;
+        view.producer = nb::borrow(producer);
+        return nb::cast(std::move(view));
+      },
+      nb::arg("batch"), nb::arg("ignore"), nb::arg("input_ids_allowed"), nb::arg("labels_allowed"),
+      nb::arg("ignore_index").none(), nb::arg("derivation").none(), nb::arg("uids"), nb::arg("step"),
+      nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(),
+      "packoracle._batch.canonical_microbatch's common case in one call: a BatchView of `batch`, or None for any "
+      "batch it does not take (canonical_microbatch then reads it). input_ids_allowed / labels_allowed: the "
+      "negative values each may hold (packoracle._args.signed_ids); derivation, uids: a SpanDerivation and its "
+      "documents' uids, for a batch without doc_spans; producer: as canonical_microbatch converts it.");
+  m.def(
+      "read_microbatch", [](nb::handle microbatch) { return MicrobatchToPython(MicrobatchFromPython(microbatch, "batch")); },
+      nb::arg("microbatch"), "A canonical micro-batch as the audit reads it, back as a dict (for tests).");
+}
+
+}  // namespace packoracle::python

@@ -1,0 +1,42 @@
+// packoracle._core.BatchView: a training batch in the producer's field names, read by the core in one call
+// for check_batch and the guard (python/binding/batch.cc says which forms it takes).
+//
+// packoracle._batch.canonical_microbatch is the public reading of a batch, and the only one that writes
+// errors: the core's reader takes the common form (a dict of CPU integer tensors or arrays, the fields
+// canonical_microbatch knows, nothing it would refuse) and answers None for anything else, which then goes
+// through canonical_microbatch as before. python/tests/test_batch_view.py pins the two by Hypothesis: where
+// the core reads a batch, it reads the rows canonical_microbatch gives.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "packoracle/properties/candidate.h"
+
+namespace packoracle::python {
+
+namespace nb = nanobind;
+
+struct BatchView {
+  // The fields the view holds, by their canonical names (packoracle._batch: PER_TOKEN, PER_ROW_LISTS).
+  enum Field { kInputIds, kLabels, kPositionIds, kDocIds, kAttentionMask, kCuSeqlens, kSeqLens, kFields };
+  // Views of the caller's arrays (a torch tensor through DLPack, kept alive by the view): per-token fields
+  // rows × slots or one flattened row, per-row lists one row or rows × k.
+  std::array<std::optional<nb::ndarray<nb::ro>>, kFields> fields;
+  std::int64_t rows = 0, slots = 0;
+  std::vector<std::vector<DocSpan>> spans;  // per row: given (doc_spans), or derived from the documents
+  std::int64_t step = 0, micro_step = 0, rank = 0;
+  nb::object producer;  // as canonical_microbatch's `producer` (a dict of numbers, or None): read by Read
+
+  // The micro-batch, its rows read into `reuse`'s storage: what MicrobatchFromPython gives for the
+  // canonical micro-batch of the same batch (the producer read as it reads it, errors named at `where`).
+  CandidateMicrobatch Read(const std::string& where, CandidateMicrobatch reuse) const;
+};
+
+}  // namespace packoracle::python

@@ -1,0 +1,200 @@
+"""The core's reader of a batch (`_core.batch_view`, check_batch's and the guard's common form read in one
+call: python/binding/batch.cc), pinned to canonical_microbatch, the public reading it stands in for:
+
+- where the core reads a batch, the micro-batch the audit gets is the one canonical_microbatch's dict gives,
+  field by field, row by row, spans given or derived from the documents;
+- where canonical_microbatch (or the audit's reading of its dict) refuses a batch, the core's reader gives up
+  (None), so that the Python reader names the problem as before;
+- the common forms (torch int64 rows × slots, a flattened row, HF's flash-attention kwargs, int32 and bool
+  arrays) are read by the core, and check_batch's report is the same either way.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import packoracle
+from packoracle import _core
+from packoracle._args import signed_ids
+from packoracle._batch import SpanMatcher, canonical_microbatch, read_batch
+from packoracle._documents import canonical_documents
+from packoracle._policy import resolve
+
+torch = pytest.importorskip("torch")
+
+POLICY = resolve("reference")
+DOCUMENTS = canonical_documents({"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}, policy=POLICY)
+SPECIAL = st.sampled_from([-1, -3, -100, 2**40])  # a negative id (allowed in labels only: -100), a wide value
+
+
+def _plain(value):
+    """A reading as nested Python values (arrays as lists), so that two readings compare with ==."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _form(draw, values, rows, slots):
+    """values (rows × slots) in one of the forms a batch field comes in, common and not."""
+    array = np.asarray(values, dtype=np.int64).reshape(rows, slots)
+    if draw(st.integers(0, 7)) == 3:  # now and then one special value somewhere
+        array[draw(st.integers(0, rows - 1)), draw(st.integers(0, slots - 1))] = draw(SPECIAL)
+    common = ["torch", "int64", "int32", "uint8", "bool", "flat", "strided"]
+    rare = st.sampled_from(["float", "list", "grad", "3d"])
+    form = draw(st.sampled_from(common) if draw(st.integers(0, 7)) != 3 else rare)
+    if form == "torch":
+        return torch.from_numpy(array.copy())
+    if form == "int32":
+        return np.clip(array, -(2**31), 2**31 - 1).astype(np.int32)
+    if form == "uint8":
+        return np.clip(array, 0, 255).astype(np.uint8)
+    if form == "bool":
+        return array > 0
+    if form == "flat":
+        return array.reshape(-1) if rows == 1 else array
+    if form == "strided":
+        return np.repeat(array, 2, axis=1)[:, ::2]
+    if form == "float":
+        return array.astype(np.float32)
+    if form == "list":
+        return array.tolist()
+    if form == "grad":
+        return torch.tensor(array.tolist(), dtype=torch.float32, requires_grad=True)
+    if form == "3d":
+        return array.reshape(rows, slots, 1)
+    return array
+
+
+def _spans(draw, rows, slots):
+    """doc_spans in the forms _spans_per_row reads, and some it refuses."""
+    per_row = [[{"doc_uid": draw(st.sampled_from(["a", "b", "c"])), "start": 0, "length": min(slots, 2),
+                 "doc_offset": 0}] for _ in range(rows)]
+    form = draw(st.sampled_from(["rows", "rows", "rows", "flat", "flat", "tuples", "empty", "string", "short",
+                                 "bad_span"]))
+    if form == "flat":
+        return per_row[0] if rows == 1 else per_row
+    if form == "tuples":
+        return [[(s["doc_uid"], s["start"], s["length"], s["doc_offset"]) for s in row] for row in per_row]
+    if form == "empty":
+        return [[] for _ in range(rows)]
+    if form == "string":
+        return "a:0:2"
+    if form == "short":
+        return per_row[:-1] if rows > 1 else [per_row[0], per_row[0]]
+    if form == "bad_span":
+        return [[{"doc_uid": "a", "start": "zero", "length": 1, "doc_offset": 0}] for _ in range(rows)]
+    return per_row
+
+
+@st.composite
+def batches(draw):
+    rows, slots = draw(st.integers(1, 3)), draw(st.integers(1, 6))
+    grid = st.lists(st.integers(0, 40), min_size=rows * slots, max_size=rows * slots)
+    batch = {"input_ids": _form(draw, draw(grid), rows, slots),
+             "labels": _form(draw, draw(st.lists(st.integers(0, 40) | st.just(-100), min_size=rows * slots,
+                                                  max_size=rows * slots)), rows, slots)}
+    for name in draw(st.sets(st.sampled_from(["position_ids", "doc_ids", "attention_mask", "max_length_q", "none",
+                                              "rare"]), max_size=3)):
+        if name == "max_length_q":
+            batch[name] = slots
+        elif name == "none":
+            batch["position_ids"] = None
+        elif name == "doc_ids":  # under any of its names
+            batch[draw(st.sampled_from(["doc_ids", "seq_idx", "segment_ids", "document_ids"]))] = _form(
+                draw, draw(grid), rows, slots)
+        elif name == "rare":  # what the core leaves to canonical_microbatch, or refuses with it
+            batch[draw(st.sampled_from(["loss_mask", "unknown", "seq_idx"]))] = _form(draw, draw(grid), rows, slots)
+        else:
+            batch[name] = _form(draw, draw(grid), rows, slots)
+    cu = draw(st.sampled_from(["none", "cu_seqlens", "cu_seq_lens_q", "cu_seqlens_q", "seq_lens", "both"]))
+    if cu != "none":
+        lengths = np.asarray([[0, slots]] * rows, dtype=np.int64)
+        value = torch.from_numpy(lengths.reshape(-1).copy()) if rows == 1 and draw(st.booleans()) else lengths
+        batch["cu_seq_lens_q" if cu == "both" else cu] = value
+        if cu == "both":  # HF's key side: equal to the query side, or not
+            batch["cu_seq_lens_k"] = value if draw(st.integers(0, 3)) else lengths + 1
+    if draw(st.booleans()):
+        batch["doc_spans"] = _spans(draw, rows, slots)
+    ignore = ["unknown"] if draw(st.integers(0, 3)) else []
+    producer = draw(st.sampled_from([None, {"denominator": 3, "denominator_scope": "global"}, {"loss": 1.5}]))
+    return batch, ignore, producer
+
+
+def _canonical(batch, ignore, producer):
+    """canonical_microbatch's reading as the audit reads it, or the error either raises."""
+    spans = None if batch.get("doc_spans") is not None else SpanMatcher(DOCUMENTS, POLICY)
+    try:
+        mb = canonical_microbatch(batch, where="batch", spans=spans, producer=producer, ignore=ignore, policy=POLICY)
+        return _plain(_core.read_microbatch(mb))
+    except (ValueError, TypeError):
+        return None
+
+
+def _core_reading(batch, ignore, producer):
+    spans = None if batch.get("doc_spans") is not None else SpanMatcher(DOCUMENTS, POLICY)
+    derivation, uids = (None, []) if spans is None else spans.core_reader()
+    view = _core.batch_view(batch, ignore, sorted(signed_ids(POLICY)), sorted(signed_ids(POLICY, labels=True)),
+                            POLICY["ignore_index"], derivation, uids, 0, 0, 0, producer)
+    return None if view is None else _plain(view.read())
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches())
+def test_the_core_reads_what_canonical_microbatch_reads_or_gives_up(case):
+    batch, ignore, producer = case
+    canonical = _canonical(batch, ignore, producer)
+    core = _core_reading(batch, ignore, producer)
+    if canonical is None:
+        assert core is None, "the core read a batch canonical_microbatch refuses"
+    elif core is not None:
+        assert core == canonical
+
+
+def _common_batches():
+    ids = torch.tensor([[5, 6, 7, 8, 9, 0], [5, 6, 0, 0, 0, 0]])
+    labels = torch.tensor([[6, 7, -100, 9, -100, -100], [6, -100, -100, -100, -100, -100]])
+    positions = torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 0, 0, 0, 0]])
+    spans = [[{"doc_uid": "a", "start": 0, "length": 3, "doc_offset": 0},
+              {"doc_uid": "b", "start": 3, "length": 2, "doc_offset": 0}],
+             [{"doc_uid": "c", "start": 0, "length": 2, "doc_offset": 0}]]
+    yield "torch rows, spans given", {"input_ids": ids, "labels": labels, "position_ids": positions,
+                                      "doc_spans": spans}
+    yield "numpy int32 rows, spans derived", {"input_ids": ids.numpy().astype(np.int32), "labels": labels.numpy(),
+                                              "position_ids": positions.numpy().astype(np.int32)}
+    flat = {"input_ids": ids[0].reshape(1, -1), "labels": labels[0].reshape(1, -1),
+            "position_ids": positions[0].reshape(1, -1), "cu_seq_lens_q": torch.tensor([0, 3, 5, 6]),
+            "cu_seq_lens_k": torch.tensor([0, 3, 5, 6]), "max_length_q": 3, "max_length_k": 3}
+    yield "HF flash-attention kwargs, one row", flat
+    yield "a bool attention_mask", {"input_ids": ids, "labels": labels, "attention_mask": ids > 0,
+                                    "doc_spans": spans}
+
+
+@pytest.mark.parametrize("name,batch", list(_common_batches()), ids=[n for n, _ in _common_batches()])
+def test_the_common_forms_are_read_by_the_core_as_canonical_microbatch_reads_them(name, batch):
+    core = _core_reading(batch, [], None)
+    assert core is not None, f"{name}: the core's reader gave up on a common batch"
+    assert core == _canonical(batch, [], None)
+
+
+def test_check_batch_reports_the_same_through_either_reader(monkeypatch):
+    name, batch = next(_common_batches())
+    batch = dict(batch, position_ids=torch.tensor([[0, 1, 2, 0, 2, 0], [0, 1, 0, 0, 0, 0]]))  # row 0 slot 4
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    fast = packoracle.check_batch(batch, docs, "reference")
+    monkeypatch.setattr(_core, "batch_view", lambda *args: None)
+    slow = packoracle.check_batch(batch, docs, "reference")
+    assert not fast.ok and [(v.invariant, v.row, v.slot) for v in fast.violations] == [("positions", 0, 4)]
+    assert fast.text == slow.text and fast.to_json() == slow.to_json()
+
+
+def test_read_batch_gives_the_view_and_falls_back_to_the_dict():
+    name, batch = next(_common_batches())
+    kwargs = dict(where="batch", spans=None, step=0, micro_step=0, rank=0, producer=None, ignore=(), policy=POLICY)
+    assert isinstance(read_batch(batch, **kwargs), _core.BatchView)
+    with pytest.raises(ValueError, match="field 'input_ids\\[0, 0\\]' is -5"):
+        read_batch(dict(batch, input_ids=-5 * torch.ones_like(batch["input_ids"])), **kwargs)
+    assert isinstance(read_batch(dict(batch, loss_mask=np.ones((2, 6))), **kwargs), dict)
