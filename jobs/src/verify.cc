@@ -81,6 +81,7 @@ class Verifier {
   StepMicrobatches ReadStepAgain(std::int64_t step, std::int64_t offset, std::int64_t line);
   void CheckGathered(std::int64_t step, StepMicrobatches& mbs);
   bool ResolveDocument(std::string_view uid, fastcheck::DocumentView& view);
+  std::uint32_t next_resolved_ = 0;  // the id after the last resolved: the likely next (UidInterner::Find)
   void Report() const;  // options_.progress
   [[noreturn]] void NoDocuments(std::int64_t step) const;
   AuditResult Result();
@@ -375,7 +376,9 @@ bool Verifier::Streams() const {
 // A streamed step's document, viewed where the store holds it, unpacked by no one; none when Effective
 // refuses it (HoldDocument validated it: the step is then checked whole, and CheckCase gives the message).
 bool Verifier::ResolveDocument(std::string_view uid, fastcheck::DocumentView& view) {
-  return documents_.View(documents_.uids().Find(uid), view);
+  const std::uint32_t id = documents_.uids().Find(uid, next_resolved_);
+  next_resolved_ = id + 1;
+  return documents_.View(id, view);
 }
 
 // One step of the single source, streamed: each micro-batch checked by the fast verifier as it is read, then

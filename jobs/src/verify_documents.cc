@@ -46,18 +46,16 @@ std::uint64_t ContentFingerprint(const Document& document) {
   return Mix(h);
 }
 
-std::uint64_t UidInterner::Hash(std::string_view uid) { return Mix(std::hash<std::string_view>{}(uid)); }
-
-bool UidInterner::Matches(const Entry& e, std::string_view uid, std::uint64_t hash) const {
-  if (e.hash != hash) return false;
-  if (e.size <= kInline) return e.size == uid.size() && std::memcmp(e.bytes, uid.data(), uid.size()) == 0;
-  return uids_[e.id] == uid;
+std::uint32_t UidInterner::Hash(std::string_view uid) {
+  return static_cast<std::uint32_t>(Mix(std::hash<std::string_view>{}(uid)));
 }
 
-std::size_t UidInterner::Probe(std::string_view uid, std::uint64_t hash) const {
+std::size_t UidInterner::Probe(std::string_view uid, std::uint32_t tag) const {
   const std::size_t mask = table_.size() - 1;
-  for (std::size_t i = hash & mask;; i = (i + 1) & mask)
-    if (table_[i].id == kNone || Matches(table_[i], uid, hash)) return i;
+  for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
+    const Entry& e = table_[i];
+    if (e.id == kNone || (e.tag == tag && uids_[e.id] == uid)) return i;
+  }
 }
 
 std::uint32_t UidInterner::Find(std::string_view uid) const {
@@ -66,15 +64,15 @@ std::uint32_t UidInterner::Find(std::string_view uid) const {
 }
 
 std::uint32_t UidInterner::Intern(std::string_view uid) {
-  if ((uids_.size() + 1) * 4 > table_.size() * 3) Grow();
-  const std::uint64_t hash = Hash(uid);
-  Entry& e = table_[Probe(uid, hash)];
+  // Half full at most: a new uid's probe stays short. (Ids stop at 2^32 - 1, so the table stays within what
+  // a 32-bit tag places.)
+  if ((uids_.size() + 1) * 2 > table_.size()) Grow();
+  const std::uint32_t tag = Hash(uid);
+  Entry& e = table_[Probe(uid, tag)];
   if (e.id != kNone) return e.id;
   if (uids_.size() >= kNone) throw InputError("more than 2^32 - 1 doc_uids: more than verify follows in one audit");
-  e.hash = hash;
+  e.tag = tag;
   e.id = static_cast<std::uint32_t>(uids_.size());
-  e.size = uid.size() <= kInline ? static_cast<std::uint8_t>(uid.size()) : 255;
-  if (uid.size() <= kInline) std::memcpy(e.bytes, uid.data(), uid.size());
   uids_.push_back(Keep(uid));
   return e.id;
 }
@@ -85,7 +83,7 @@ void UidInterner::Grow() {
   const std::size_t mask = table_.size() - 1;
   for (const Entry& e : old) {
     if (e.id == kNone) continue;
-    std::size_t i = e.hash & mask;
+    std::size_t i = e.tag & mask;
     while (table_[i].id != kNone) i = (i + 1) & mask;
     table_[i] = e;
   }

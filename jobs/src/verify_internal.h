@@ -69,6 +69,7 @@ class DocumentPieces {
   static constexpr std::size_t kSpareLists = 1 << 14;
   std::vector<std::vector<Piece>> spare_;
   std::vector<std::string> files_;          // the pieces' files (a few)
+  std::uint32_t next_id_ = 0;               // the id after the last span's: the likely next (UidInterner::Find)
   std::int64_t longest_row_ = 0;  // the longest row followed: L when verify is not given it
 };
 

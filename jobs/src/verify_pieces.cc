@@ -24,7 +24,8 @@ void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const 
   for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
     longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(m.microbatch.rows[r].input_ids.size()));
     for (const auto& span : m.microbatch.rows[r].doc_spans) {
-      const std::uint32_t id = documents.Id(span.doc_uid);
+      const std::uint32_t id = documents.Id(span.doc_uid, next_id_);
+      next_id_ = id + 1;
       if (pieces_.size() <= id) pieces_.resize(std::max<std::size_t>(documents.uids().size(), std::size_t{id} + 1));
       auto& list = pieces_[id];
       if (list.capacity() == 0 && !spare_.empty()) {  // a retired document's list, its storage reused
