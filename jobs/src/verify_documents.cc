@@ -110,7 +110,6 @@ void DocumentStore::Pack(const Document& document, Slot& h) {
     throw InputError("document '" + document.uid + "': " + std::to_string(tokens.size()) +
                      " tokens, more than verify holds in one document (2^32 - 1)");
   }
-  h.fingerprint = ContentFingerprint(document);
   h.size = static_cast<std::uint32_t>(tokens.size());
   h.wide = !FitsInt32(tokens);
   const bool flags = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 0 || s == 1; });
@@ -140,12 +139,24 @@ void DocumentStore::Pack(const Document& document, Slot& h) {
 }
 
 DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& document) {
-  if (slots_.size() <= id) slots_.resize(std::max<std::size_t>(uids_.size(), std::size_t{id} + 1));
-  Slot& slot = slots_[id];
-  if (slot.data) return slot.fingerprint == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
-  slot = Slot{};
-  Pack(document, slot);
-  tokens_held_ += slot.size;
+  if (live_.size() <= id) {
+    const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);
+    live_.resize(size, UidInterner::kNone);
+    fingerprints_.resize(size);
+  }
+  if (Held(id)) return fingerprints_[id] == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+  std::uint32_t slot = static_cast<std::uint32_t>(slots_.size());
+  if (free_slots_.empty()) {
+    slots_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = Slot{};
+  }
+  Pack(document, slots_[slot]);
+  fingerprints_[id] = ContentFingerprint(document);
+  live_[id] = slot;
+  tokens_held_ += slots_[slot].size;
   return PutResult::kNew;
 }
 
@@ -173,13 +184,13 @@ std::string DocumentStore::Difference(const Document& document) const {
 
 std::uint64_t DocumentStore::Fingerprint(std::string_view uid) const {
   const std::uint32_t id = uids_.Find(uid);
-  return Held(id) ? slots_[id].fingerprint : 0;
+  return Held(id) ? fingerprints_[id] : 0;
 }
 
 bool DocumentStore::Expand(std::string_view uid, Document& out) const {
   const std::uint32_t id = uids_.Find(uid);
   if (!Held(id)) return false;
-  const Slot& h = slots_[id];
+  const Slot& h = slots_[live_[id]];
   out.uid.assign(uids_.Uid(id));
   out.tokens.resize(h.size);
   if (h.wide) {
@@ -205,8 +216,9 @@ bool DocumentStore::Expand(std::string_view uid, Document& out) const {
 }
 
 bool DocumentStore::View(std::uint32_t id, fastcheck::DocumentView& view) const {
-  if (!Held(id) || slots_[id].supervised == Supervised::kInts || !slots_[id].usable) return false;
-  const Slot& h = slots_[id];
+  if (!Held(id)) return false;
+  const Slot& h = slots_[live_[id]];
+  if (h.supervised == Supervised::kInts || !h.usable) return false;
   view = {};
   view.uid = uids_.Uid(id);
   view.size = h.size;
@@ -219,22 +231,23 @@ bool DocumentStore::View(std::uint32_t id, fastcheck::DocumentView& view) const 
 void DocumentStore::Erase(std::string_view uid) {
   const std::uint32_t id = uids_.Find(uid);
   if (!Held(id)) return;
-  tokens_held_ -= slots_[id].size;
-  slots_[id] = Slot{};
+  Retire(id);
+  live_[id] = UidInterner::kNone;
 }
 
 void DocumentStore::Retire(std::uint32_t id) {
   if (!Held(id)) return;
-  Slot& slot = slots_[id];
+  Slot& slot = slots_[live_[id]];
   tokens_held_ -= slot.size;
   slot.data.reset();
-  slot.retired = true;
+  free_slots_.push_back(live_[id]);
+  live_[id] = kRetired;
 }
 
 std::vector<std::uint32_t> DocumentStore::HeldInUidOrder() const {
   std::vector<std::uint32_t> ids;
-  for (std::uint32_t id = 0; id < slots_.size(); ++id)
-    if (slots_[id].data) ids.push_back(id);
+  for (std::uint32_t id = 0; id < live_.size(); ++id)
+    if (Held(id)) ids.push_back(id);
   std::sort(ids.begin(), ids.end(), [this](std::uint32_t a, std::uint32_t b) { return uids_.Uid(a) < uids_.Uid(b); });
   return ids;
 }

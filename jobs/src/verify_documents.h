@@ -82,7 +82,7 @@ class DocumentStore {
   PutResult Put(std::uint32_t id, const Document& document);
   // Marks a held document as one the fast verifier must not see (View: false), when Effective refuses it:
   // checked once, when it is put, not on every step that names it.
-  void MarkUnusable(std::uint32_t id) { slots_[id].usable = false; }
+  void MarkUnusable(std::uint32_t id) { slots_[live_[id]].usable = false; }
   // The id of a uid (given now if it has none) and the interned uids.
   std::uint32_t Id(std::string_view uid) { return uids_.Intern(uid); }
   std::uint32_t Id(std::string_view uid, std::uint32_t hint) { return uids_.Intern(uid, hint); }
@@ -92,10 +92,12 @@ class DocumentStore {
   // The held document's content fingerprint (ContentFingerprint); 0 when it is not held.
   std::uint64_t Fingerprint(std::string_view uid) const;
   bool Contains(std::string_view uid) const { return Held(uids_.Find(uid)); }
-  bool Held(std::uint32_t id) const { return id < slots_.size() && slots_[id].data; }
+  bool Held(std::uint32_t id) const { return id < live_.size() && live_[id] < kRetired; }
   // The held document's token count; -1 when it is not held.
   std::int64_t Size(std::string_view uid) const { return Size(uids_.Find(uid)); }
-  std::int64_t Size(std::uint32_t id) const { return Held(id) ? static_cast<std::int64_t>(slots_[id].size) : -1; }
+  std::int64_t Size(std::uint32_t id) const {
+    return Held(id) ? static_cast<std::int64_t>(slots_[live_[id]].size) : -1;
+  }
   // The held document into `out` (its storage reused), exactly as Put received it; false when not held.
   bool Expand(std::string_view uid, Document& out) const;
   // The held document as the fast verifier reads it, without unpacking (its supervised flags as Effective
@@ -108,31 +110,35 @@ class DocumentStore {
   void Retire(std::uint32_t id);
   // A retired document's content fingerprint, nullopt when it is not retired.
   std::optional<std::uint64_t> Retired(std::uint32_t id) const {
-    if (id >= slots_.size() || !slots_[id].retired) return std::nullopt;
-    return slots_[id].fingerprint;
+    if (id >= live_.size() || live_[id] != kRetired) return std::nullopt;
+    return fingerprints_[id];
   }
   std::int64_t tokens_held() const { return tokens_held_; }
   // Every held document in uid order: fn(uid, token count).
   template <class Fn>
   void ForEach(Fn&& fn) const {
-    for (const std::uint32_t id : HeldInUidOrder()) fn(std::string(uids_.Uid(id)), static_cast<std::int64_t>(slots_[id].size));
+    for (const std::uint32_t id : HeldInUidOrder()) fn(std::string(uids_.Uid(id)), Size(id));
   }
 
  private:
   enum class Supervised : std::uint8_t { kAbsent, kAllOnes, kBits, kInts };
   struct Slot {
-    std::unique_ptr<std::uint64_t[]> data;  // tokens, then the supervised flags (8-byte aligned); null: not held
-    std::uint64_t fingerprint = 0;          // ContentFingerprint of what was put (kept once retired)
+    std::unique_ptr<std::uint64_t[]> data;  // tokens, then the supervised flags (8-byte aligned)
     std::uint32_t size = 0;                 // tokens
     bool wide = false;                      // tokens as int64 (else int32)
     bool usable = true;                     // not marked unusable
-    bool retired = false;
     Supervised supervised = Supervised::kAbsent;
   };
   static void Pack(const Document& document, Slot& slot);
   std::vector<std::uint32_t> HeldInUidOrder() const;
+  // What is kept per id is small (12 bytes), since it grows with every document of the dump; a held
+  // document's Slot is in slots_, reused once it is let go.
+  static constexpr std::uint32_t kRetired = UidInterner::kNone - 1;
   UidInterner uids_;
-  std::vector<Slot> slots_;  // by id
+  std::vector<std::uint64_t> fingerprints_;  // by id: ContentFingerprint of the held or retired document
+  std::vector<std::uint32_t> live_;          // by id: its slot in slots_; kRetired; kNone: never held (or erased)
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
   std::int64_t tokens_held_ = 0;
 };
 

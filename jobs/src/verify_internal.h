@@ -62,12 +62,18 @@ class DocumentPieces {
   AuditViolation TilingViolation(const std::string& uid, std::int64_t size, const std::vector<Piece>& list,
                                  const TilingFinding& finding) const;
   void RetireIfTiled(std::uint32_t id, DocumentStore& documents, const Policy& policy);
-  std::vector<std::vector<Piece>> pieces_;  // by uid id (DocumentStore::Id); empty: not followed
+  // The pieces of document `id` (null: none followed), and a list for them (taken from the lists let go).
+  std::vector<Piece>* Pieces(std::uint32_t id) {
+    return id < list_of_.size() && list_of_[id] != UidInterner::kNone ? &lists_[list_of_[id]] : nullptr;
+  }
+  std::vector<Piece>& NewList(std::uint32_t id);
+  void Release(std::uint32_t id);
+  // Per id, a list index only (4 bytes: it grows with every document of the dump); the lists themselves are
+  // those of the documents in flight, each reused once its document is let go (no allocation per document).
+  std::vector<std::uint32_t> list_of_;      // by uid id (DocumentStore::Id): its list in lists_, kNone: none
+  std::vector<std::vector<Piece>> lists_;   // never empty while in use
+  std::vector<std::uint32_t> free_lists_;
   std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
-  // Lists of retired documents, empty, kept for the next documents followed: no allocation per document
-  // once warm (a short-document dump retires thousands a step).
-  static constexpr std::size_t kSpareLists = 1 << 14;
-  std::vector<std::vector<Piece>> spare_;
   std::vector<std::string> files_;          // the pieces' files (a few)
   std::uint32_t next_id_ = 0;               // the id after the last span's: the likely next (UidInterner::Find)
   std::int64_t longest_row_ = 0;  // the longest row followed: L when verify is not given it

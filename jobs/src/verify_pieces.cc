@@ -26,14 +26,10 @@ void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const 
     for (const auto& span : m.microbatch.rows[r].doc_spans) {
       const std::uint32_t id = documents.Id(span.doc_uid, next_id_);
       next_id_ = id + 1;
-      if (pieces_.size() <= id) pieces_.resize(std::max<std::size_t>(documents.uids().size(), std::size_t{id} + 1));
-      auto& list = pieces_[id];
-      if (list.capacity() == 0 && !spare_.empty()) {  // a retired document's list, its storage reused
-        list.swap(spare_.back());
-        spare_.pop_back();
-      }
-      list.push_back({span.doc_offset, span.length, m.line, step, m.microbatch.micro_step, m.microbatch.rank,
-                             static_cast<std::int64_t>(r), span.start, file_index});
+      std::vector<Piece>* list = Pieces(id);
+      if (!list) list = &NewList(id);
+      list->push_back({span.doc_offset, span.length, m.line, step, m.microbatch.micro_step, m.microbatch.rank,
+                       static_cast<std::int64_t>(r), span.start, file_index});
       followed_.push_back(id);
     }
   }
@@ -44,10 +40,10 @@ void DocumentPieces::Unfollow(std::int64_t step, const StepMicrobatches& mbs, co
     for (const auto& row : m.microbatch.rows) {
       for (const auto& span : row.doc_spans) {
         const std::uint32_t id = documents.uids().Find(span.doc_uid);
-        if (id >= pieces_.size()) continue;
-        auto& list = pieces_[id];
-        while (!list.empty() && list.back().step == step) list.pop_back();
-        if (list.empty()) std::vector<Piece>().swap(list);
+        std::vector<Piece>* list = Pieces(id);
+        if (!list) continue;
+        while (!list->empty() && list->back().step == step) list->pop_back();
+        if (list->empty()) Release(id);
       }
     }
   }
@@ -66,8 +62,7 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
   std::vector<std::string> stream_ends;  // documents missing only their last token under next_in_stream
   // A document record whose document is in no row was dropped (unless the dump stops mid-run).
   documents.ForEach([&](const std::string& uid, std::int64_t size) {
-    const std::uint32_t id = documents.uids().Find(uid);
-    if (id < pieces_.size() && !pieces_[id].empty()) return;
+    if (Pieces(documents.uids().Find(uid))) return;
     const DocumentTiling tiling = TileDocument(size, {}, policy, context);
     if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
     if (tiling.findings.empty()) return;
@@ -78,13 +73,14 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
     findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
   });
   std::vector<std::uint32_t> followed;  // in uid order, as the findings go
-  for (std::uint32_t id = 0; id < pieces_.size(); ++id)
-    if (!pieces_[id].empty()) followed.push_back(id);
+  for (std::uint32_t id = 0; id < list_of_.size(); ++id)
+    if (Pieces(id)) followed.push_back(id);
   const UidInterner& uids = documents.uids();
-  std::sort(followed.begin(), followed.end(), [&](std::uint32_t a, std::uint32_t b) { return uids.Uid(a) < uids.Uid(b); });
+  std::sort(followed.begin(), followed.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return uids.Uid(a) < uids.Uid(b); });
   for (const std::uint32_t id : followed) {
     const std::string uid(uids.Uid(id));
-    auto& list = pieces_[id];
+    auto& list = *Pieces(id);
     const std::int64_t size = documents.Size(id);
     if (size < 0) continue;  // reported by the step's coverage check
     std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
@@ -138,8 +134,8 @@ void DocumentPieces::RetireIfTiled(std::uint32_t id, DocumentStore& documents, c
   // Tiled: its inputs (InputTokens: under shift: document all but the last token) each in one piece.
   const std::int64_t stored = documents.Size(id);
   const std::int64_t size = stored < 0 ? stored : InputTokens(policy, stored);
-  if (size < 0 || id >= pieces_.size() || pieces_[id].empty()) return;
-  auto& pieces = pieces_[id];
+  if (size < 0 || !Pieces(id)) return;
+  auto& pieces = *Pieces(id);
   std::int64_t covered = 0;
   for (const Piece& p : pieces) covered += p.length;
   if (covered != size) return;  // cheap test first; the sort below only when it may be complete
@@ -151,10 +147,27 @@ void DocumentPieces::RetireIfTiled(std::uint32_t id, DocumentStore& documents, c
     next = p.offset + p.length;
   }
   if (!exact) return;  // left for CheckTiling at the end, which reports it
-  pieces.clear();
-  if (spare_.size() < kSpareLists) spare_.emplace_back().swap(pieces);
-  std::vector<Piece>().swap(pieces);
+  Release(id);
   documents.Retire(id);
+}
+
+std::vector<DocumentPieces::Piece>& DocumentPieces::NewList(std::uint32_t id) {
+  if (list_of_.size() <= id) list_of_.resize(std::size_t{id} + 1, UidInterner::kNone);
+  if (free_lists_.empty()) {
+    list_of_[id] = static_cast<std::uint32_t>(lists_.size());
+    return lists_.emplace_back();
+  }
+  list_of_[id] = free_lists_.back();
+  free_lists_.pop_back();
+  return lists_[list_of_[id]];
+}
+
+void DocumentPieces::Release(std::uint32_t id) {
+  std::vector<Piece>& list = lists_[list_of_[id]];
+  list.clear();
+  if (list.capacity() > 16) std::vector<Piece>().swap(list);  // a long document's: not kept for a short one
+  free_lists_.push_back(list_of_[id]);
+  list_of_[id] = UidInterner::kNone;
 }
 
 }  // namespace packoracle::jobs::verify_internal
