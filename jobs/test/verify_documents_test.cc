@@ -164,6 +164,29 @@ TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
   Document out;
   EXPECT_TRUE(store.Expand("b", out));
   EXPECT_EQ(out.tokens, (std::vector<Token>{4, 5}));
+  // A new document takes the retired one's storage: it is itself, whole, usable; the retired stays retired.
+  EXPECT_EQ(store.Put(c, Doc("c", {7, 8, 9, 10}, {0, 0, 1, 1})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(c, view));
+  EXPECT_EQ(view.uid, "c");
+  ASSERT_EQ(view.size, 4);
+  for (std::int64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(view.token(k), 7 + k);
+    EXPECT_EQ(view.supervised(k), k < 2 ? 0 : 1);
+  }
+  EXPECT_EQ(store.Fingerprint("c"), ContentFingerprint(Doc("c", {7, 8, 9, 10}, {0, 0, 1, 1})));
+  ASSERT_TRUE(store.Retired(a));
+  EXPECT_EQ(*store.Retired(a), ContentFingerprint(Doc("a", {1, 2, 3}, {})));
+  EXPECT_FALSE(store.View(b, view));  // still unusable
+  EXPECT_EQ(store.tokens_held(), 6);
+  // Erased (not retired): gone without a trace, and held again as new.
+  store.Erase("b");
+  EXPECT_FALSE(store.Retired(b));
+  EXPECT_EQ(store.Put(b, Doc("b", {1}, {})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(b, view));  // a new document: usable
+  EXPECT_EQ(view.size, 1);
+  held.clear();
+  store.ForEach([&](const std::string& uid, std::int64_t size) { held.push_back(uid + ":" + std::to_string(size)); });
+  EXPECT_EQ(held, (std::vector<std::string>{"b:1", "c:4"}));
 }
 
 }  // namespace
