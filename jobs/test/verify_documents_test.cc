@@ -178,6 +178,20 @@ TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
   EXPECT_EQ(*store.Retired(a), ContentFingerprint(Doc("a", {1, 2, 3}, {})));
   EXPECT_FALSE(store.View(b, view));  // still unusable
   EXPECT_EQ(store.tokens_held(), 6);
+  // A shorter one after a longer one let go (whose storage a store may reuse): nothing of the longer is read.
+  const std::uint32_t p = store.Id("p"), q = store.Id("q");
+  store.Put(p, Doc("p", {3, 3, 3, 3, 3, 3}, {1, 1, 0, 1, 1, 1}));
+  store.Retire(p);
+  EXPECT_EQ(store.Put(q, Doc("q", {5, 6}, {0, 1})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(q, view));
+  ASSERT_EQ(view.size, 2);
+  EXPECT_EQ(view.token(0), 5);
+  EXPECT_EQ(view.token(1), 6);
+  EXPECT_EQ(view.supervised(0), 0);
+  EXPECT_EQ(view.supervised(1), 1);
+  EXPECT_TRUE(store.Expand("q", out));
+  EXPECT_EQ(out.supervised, (std::vector<int>{0, 1}));
+  store.Retire(q);
   // Erased (not retired): gone without a trace, and held again as new.
   store.Erase("b");
   EXPECT_FALSE(store.Retired(b));
