@@ -81,6 +81,7 @@ class Verifier {
   StepMicrobatches ReadStepAgain(std::int64_t step, std::int64_t offset, std::int64_t line);
   void CheckGathered(std::int64_t step, StepMicrobatches& mbs);
   bool ResolveDocument(std::string_view uid, fastcheck::DocumentView& view);
+  std::uint32_t next_resolved_ = 0;  // the id after the last resolved: the likely next (UidInterner::Find)
   void Report() const;  // options_.progress
   [[noreturn]] void NoDocuments(std::int64_t step) const;
   AuditResult Result();
@@ -191,13 +192,25 @@ void Verifier::HoldDocument(const Source& s, const DocumentRecord& d) {
                      d.document.uid + "' was given before with other content (" + what +
                      "): one doc_uid names one document");
   };
-  if (const auto retired = pieces_.Retired(d.document.uid)) {
+  const std::uint32_t id = documents_.Id(d.document.uid);
+  if (const auto retired = documents_.Retired(id)) {
     // its pieces were all seen: a repeated record changes nothing, if it is the same document
     if (*retired != ContentFingerprint(d.document)) refuse("its tokens or supervised flags differ");
     return;
   }
-  switch (documents_.Put(d.document)) {  // copied: the reader keeps its storage
-    case DocumentStore::PutResult::kNew: ++documents_seen_; break;
+  switch (documents_.Put(id, d.document)) {  // copied: the reader keeps its storage
+    case DocumentStore::PutResult::kNew:
+      ++documents_seen_;
+      if (Streams()) {
+        // Validated once, as CheckCase's Effective would (its message is CheckCase's to give: a step naming
+        // the document is then checked whole), not on every step that names it.
+        try {
+          ValidateDocument(d.document, policy_, Delimiters::kIncluded);
+        } catch (const InputError&) {
+          documents_.MarkUnusable(id);
+        }
+      }
+      break;
     case DocumentStore::PutResult::kSame: break;
     case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(d.document));
   }
@@ -291,7 +304,7 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
       }
     }
   }
-  pieces_.Follow(step, mbs);
+  pieces_.Follow(step, mbs, documents_);
 
   PackRequest request;
   request.id = step;
@@ -360,16 +373,12 @@ bool Verifier::Streams() const {
   return sources_.size() == 1 && opener_.reopen && !options_.oracle && !options_.decoder && !summary_;
 }
 
-// A streamed step's document: validated as CheckCase's Effective would (its message is CheckCase's to give:
-// the step is then checked whole), then viewed where the store holds it, unpacked by no one.
+// A streamed step's document, viewed where the store holds it, unpacked by no one; none when Effective
+// refuses it (HoldDocument validated it: the step is then checked whole, and CheckCase gives the message).
 bool Verifier::ResolveDocument(std::string_view uid, fastcheck::DocumentView& view) {
-  if (!documents_.Expand(uid, expanded_)) return false;
-  try {
-    Effective(expanded_, policy_, Delimiters::kIncluded);
-  } catch (const InputError&) {
-    return false;
-  }
-  return documents_.View(uid, view);
+  const std::uint32_t id = documents_.uids().Find(uid, next_resolved_);
+  next_resolved_ = id + 1;
+  return documents_.View(id, view);
 }
 
 // One step of the single source, streamed: each micro-batch checked by the fast verifier as it is read, then
@@ -419,7 +428,7 @@ void Verifier::StreamStep(std::int64_t step) {
       for (const auto& span : row.doc_spans) summary.tokens += span.length;
     }
     if (streamable_) {
-      pieces_.Follow(step, m, s.reader->path());
+      pieces_.Follow(step, m, s.reader->path(), documents_);
       fast_.Add(mb);
     }
     if (holding) {
@@ -448,15 +457,13 @@ void Verifier::StreamStep(std::int64_t step) {
     summary.token_mean = v->token_mean;
     summary.notes = v->notes;
     steps_.push_back(std::move(summary));
-    std::vector<std::string> uids;
-    for (const auto& d : step_documents_.docs) uids.emplace_back(d.uid);
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
-    pieces_.RetireFinished(uids, documents_, policy_);
+    pieces_.RetireFinished(documents_, policy_);
     for (auto& [h, file] : held) Recycle(std::move(h));
     return;
   }
   StepMicrobatches mbs = holding ? std::move(held) : ReadStepAgain(step, first_offset, first_line);
-  pieces_.Unfollow(step, mbs);
+  pieces_.Unfollow(step, mbs, documents_);
   CheckGathered(step, mbs);
 }
 
@@ -526,7 +533,7 @@ void Verifier::NoDocuments(std::int64_t step) const {
 // A step whose micro-batches are all at hand: checked whole (CheckStep), its finished documents let go.
 void Verifier::CheckGathered(std::int64_t step, StepMicrobatches& mbs) {
   CheckStep(step, mbs);
-  pieces_.RetireFinished(mbs, documents_, policy_);
+  pieces_.RetireFinished(documents_, policy_);
   for (auto& [m, file] : mbs) Recycle(std::move(m));
 }
 

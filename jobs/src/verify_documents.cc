@@ -46,15 +46,70 @@ std::uint64_t ContentFingerprint(const Document& document) {
   return Mix(h);
 }
 
-DocumentStore::Held DocumentStore::Pack(const Document& document) {
+std::uint32_t UidInterner::Hash(std::string_view uid) {
+  return static_cast<std::uint32_t>(Mix(std::hash<std::string_view>{}(uid)));
+}
+
+std::size_t UidInterner::Probe(std::string_view uid, std::uint32_t tag) const {
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
+    const Entry& e = table_[i];
+    if (e.id == kNone || (e.tag == tag && uids_[e.id] == uid)) return i;
+  }
+}
+
+std::uint32_t UidInterner::Find(std::string_view uid) const {
+  if (table_.empty()) return kNone;
+  return table_[Probe(uid, Hash(uid))].id;
+}
+
+std::uint32_t UidInterner::Intern(std::string_view uid) {
+  // Half full at most: a new uid's probe stays short. (Ids stop at 2^32 - 1, so the table stays within what
+  // a 32-bit tag places.)
+  if ((uids_.size() + 1) * 2 > table_.size()) Grow();
+  const std::uint32_t tag = Hash(uid);
+  Entry& e = table_[Probe(uid, tag)];
+  if (e.id != kNone) return e.id;
+  if (uids_.size() >= kNone) throw InputError("more than 2^32 - 1 doc_uids: more than verify follows in one audit");
+  e.tag = tag;
+  e.id = static_cast<std::uint32_t>(uids_.size());
+  uids_.push_back(Keep(uid));
+  return e.id;
+}
+
+void UidInterner::Grow() {
+  std::vector<Entry> old(std::max<std::size_t>(64, table_.size() * 2));
+  old.swap(table_);
+  const std::size_t mask = table_.size() - 1;
+  for (const Entry& e : old) {
+    if (e.id == kNone) continue;
+    std::size_t i = e.tag & mask;
+    while (table_[i].id != kNone) i = (i + 1) & mask;
+    table_[i] = e;
+  }
+}
+
+std::string_view UidInterner::Keep(std::string_view uid) {
+  if (uid.size() > block_left_) {
+    const std::size_t size = std::max<std::size_t>(std::size_t{64} << 10, uid.size());
+    blocks_.push_back(std::make_unique<char[]>(size));
+    block_next_ = blocks_.back().get();
+    block_left_ = size;
+  }
+  char* at = block_next_;
+  if (!uid.empty()) std::memcpy(at, uid.data(), uid.size());
+  block_next_ += uid.size();
+  block_left_ -= uid.size();
+  return {at, uid.size()};
+}
+
+void DocumentStore::Pack(const Document& document, Slot& h) {
   const auto& tokens = document.tokens;
   const auto& supervised = document.supervised;
   if (tokens.size() > std::numeric_limits<std::uint32_t>::max()) {
     throw InputError("document '" + document.uid + "': " + std::to_string(tokens.size()) +
                      " tokens, more than verify holds in one document (2^32 - 1)");
   }
-  Held h;
-  h.fingerprint = ContentFingerprint(document);
   h.size = static_cast<std::uint32_t>(tokens.size());
   h.wide = !FitsInt32(tokens);
   const bool flags = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 0 || s == 1; });
@@ -81,17 +136,27 @@ DocumentStore::Held DocumentStore::Pack(const Document& document) {
   } else if (h.supervised == Supervised::kInts) {
     std::memcpy(rest, supervised.data(), supervised.size() * sizeof(int));
   }
-  return h;
 }
 
-DocumentStore::PutResult DocumentStore::Put(const Document& document) {
-  auto it = held_.find(document.uid);
-  if (it != held_.end()) {
-    return it->second.fingerprint == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& document) {
+  if (live_.size() <= id) {
+    const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);
+    live_.resize(size, UidInterner::kNone);
+    fingerprints_.resize(size);
   }
-  Held packed = Pack(document);
-  tokens_held_ += packed.size;
-  held_.emplace(document.uid, std::move(packed));
+  if (Held(id)) return fingerprints_[id] == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+  std::uint32_t slot = static_cast<std::uint32_t>(slots_.size());
+  if (free_slots_.empty()) {
+    slots_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = Slot{};
+  }
+  Pack(document, slots_[slot]);
+  fingerprints_[id] = ContentFingerprint(document);
+  live_[id] = slot;
+  tokens_held_ += slots_[slot].size;
   return PutResult::kNew;
 }
 
@@ -118,20 +183,15 @@ std::string DocumentStore::Difference(const Document& document) const {
 }
 
 std::uint64_t DocumentStore::Fingerprint(std::string_view uid) const {
-  auto it = held_.find(uid);
-  return it == held_.end() ? 0 : it->second.fingerprint;
-}
-
-std::int64_t DocumentStore::Size(std::string_view uid) const {
-  auto it = held_.find(uid);
-  return it == held_.end() ? -1 : static_cast<std::int64_t>(it->second.size);
+  const std::uint32_t id = uids_.Find(uid);
+  return Held(id) ? fingerprints_[id] : 0;
 }
 
 bool DocumentStore::Expand(std::string_view uid, Document& out) const {
-  auto it = held_.find(uid);
-  if (it == held_.end()) return false;
-  const Held& h = it->second;
-  out.uid = it->first;
+  const std::uint32_t id = uids_.Find(uid);
+  if (!Held(id)) return false;
+  const Slot& h = slots_[live_[id]];
+  out.uid.assign(uids_.Uid(id));
   out.tokens.resize(h.size);
   if (h.wide) {
     std::memcpy(out.tokens.data(), h.data.get(), h.size * sizeof(Token));
@@ -155,12 +215,12 @@ bool DocumentStore::Expand(std::string_view uid, Document& out) const {
   return true;
 }
 
-bool DocumentStore::View(std::string_view uid, fastcheck::DocumentView& view) const {
-  auto it = held_.find(uid);
-  if (it == held_.end() || it->second.supervised == Supervised::kInts) return false;
-  const Held& h = it->second;
+bool DocumentStore::View(std::uint32_t id, fastcheck::DocumentView& view) const {
+  if (!Held(id)) return false;
+  const Slot& h = slots_[live_[id]];
+  if (h.supervised == Supervised::kInts || !h.usable) return false;
   view = {};
-  view.uid = it->first;
+  view.uid = uids_.Uid(id);
   view.size = h.size;
   if (h.wide) view.wide = reinterpret_cast<const Token*>(h.data.get());
   else view.narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
@@ -168,11 +228,28 @@ bool DocumentStore::View(std::string_view uid, fastcheck::DocumentView& view) co
   return true;
 }
 
-void DocumentStore::Erase(const std::string& uid) {
-  auto it = held_.find(uid);
-  if (it == held_.end()) return;
-  tokens_held_ -= it->second.size;
-  held_.erase(it);
+void DocumentStore::Erase(std::string_view uid) {
+  const std::uint32_t id = uids_.Find(uid);
+  if (!Held(id)) return;
+  Retire(id);
+  live_[id] = UidInterner::kNone;
+}
+
+void DocumentStore::Retire(std::uint32_t id) {
+  if (!Held(id)) return;
+  Slot& slot = slots_[live_[id]];
+  tokens_held_ -= slot.size;
+  slot.data.reset();
+  free_slots_.push_back(live_[id]);
+  live_[id] = kRetired;
+}
+
+std::vector<std::uint32_t> DocumentStore::HeldInUidOrder() const {
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t id = 0; id < live_.size(); ++id)
+    if (Held(id)) ids.push_back(id);
+  std::sort(ids.begin(), ids.end(), [this](std::uint32_t a, std::uint32_t b) { return uids_.Uid(a) < uids_.Uid(b); });
+  return ids;
 }
 
 }  // namespace packoracle::jobs::verify_internal

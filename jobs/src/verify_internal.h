@@ -35,22 +35,17 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 // checked across steps: a document's pieces must tile its tokens exactly once.
 class DocumentPieces {
  public:
-  void Follow(std::int64_t step, const StepMicrobatches& mbs);
-  void Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file);
+  // Each span's document by its id in `documents` (given there when the uid has none yet).
+  void Follow(std::int64_t step, const StepMicrobatches& mbs, DocumentStore& documents);
+  void Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file, DocumentStore& documents);
   // Forgets the pieces of `step` (the last followed) of the documents these micro-batches name: a streamed
   // step that did not pass is followed again, from its records read again, in CheckStep's order.
-  void Unfollow(std::int64_t step, const StepMicrobatches& mbs);
-  // Documents of this step whose pieces now tile them exactly, with no gap or overlap, are done: their tiling
-  // is final (any later piece is a repeat, which the step that carries it reports: its document is no longer
-  // known), so they are forgotten, from `documents` too. This keeps verify's memory to the documents still
-  // in flight.
-  void RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents, const Policy& policy);
-  void RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents, const Policy& policy);
-  // A retired document's content fingerprint (ContentFingerprint), nullopt when it is not retired.
-  std::optional<std::uint64_t> Retired(const std::string& uid) const {
-    auto it = retired_.find(uid);
-    return it == retired_.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
-  }
+  void Unfollow(std::int64_t step, const StepMicrobatches& mbs, const DocumentStore& documents);
+  // Documents followed since the last call whose pieces now tile them exactly, with no gap or overlap, are
+  // done: their tiling is final (any later piece is a repeat, which the step that carries it reports: its
+  // document is no longer known), so they are forgotten and retired from `documents`. This keeps verify's
+  // memory to the documents still in flight.
+  void RetireFinished(DocumentStore& documents, const Policy& policy);
   // At the end of the dump: the coverage findings of every document still followed.
   // row_length: L as given (0: the longest row of the dump), which a truncated document fills.
   void CheckTiling(const DocumentStore& documents, const Policy& policy, bool partial, std::int64_t row_length,
@@ -59,17 +54,29 @@ class DocumentPieces {
  private:
   struct Piece {
     std::int64_t offset, length;
-    Where where;
+    std::int64_t line, step, micro_step, rank;  // where: as Where, its file an index into files_
     std::int64_t row, slot;
+    std::uint32_t file;
   };
-  static AuditViolation TilingViolation(const std::string& uid, std::int64_t size, const std::vector<Piece>& list,
-                                        const TilingFinding& finding);
-  void RetireIfTiled(const std::string& uid, DocumentStore& documents, const Policy& policy);
-  std::map<std::string, std::vector<Piece>> pieces_;
+  Where At(const Piece& p) const { return {files_[p.file], p.line, p.step, p.micro_step, p.rank}; }
+  AuditViolation TilingViolation(const std::string& uid, std::int64_t size, const std::vector<Piece>& list,
+                                 const TilingFinding& finding) const;
+  void RetireIfTiled(std::uint32_t id, DocumentStore& documents, const Policy& policy);
+  // The pieces of document `id` (null: none followed), and a list for them (taken from the lists let go).
+  std::vector<Piece>* Pieces(std::uint32_t id) {
+    return id < list_of_.size() && list_of_[id] != UidInterner::kNone ? &lists_[list_of_[id]] : nullptr;
+  }
+  std::vector<Piece>& NewList(std::uint32_t id);
+  void Release(std::uint32_t id);
+  // Per id, a list index only (4 bytes: it grows with every document of the dump); the lists themselves are
+  // those of the documents in flight, each reused once its document is let go (no allocation per document).
+  std::vector<std::uint32_t> list_of_;      // by uid id (DocumentStore::Id): its list in lists_, kNone: none
+  std::vector<std::vector<Piece>> lists_;   // never empty while in use
+  std::vector<std::uint32_t> free_lists_;
+  std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
+  std::vector<std::string> files_;          // the pieces' files (a few)
+  std::uint32_t next_id_ = 0;               // the id after the last span's: the likely next (UidInterner::Find)
   std::int64_t longest_row_ = 0;  // the longest row followed: L when verify is not given it
-  // documents whose pieces tiled them: uid -> content fingerprint (small), so a later record of the uid is
-  // still compared with what was checked
-  std::unordered_map<std::string, std::uint64_t> retired_;
 };
 
 // The first 32 slots of a violation's row (its flat index among the step's rows): inputs, documents, the

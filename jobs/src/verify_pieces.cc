@@ -12,29 +12,38 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
           v.expected, v.actual, std::move(drawing)};
 }
 
-void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs) {
-  for (const auto& [m, file] : mbs) Follow(step, m, file);
+void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs, DocumentStore& documents) {
+  for (const auto& [m, file] : mbs) Follow(step, m, file, documents);
 }
 
-void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file) {
+void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file,
+                            DocumentStore& documents) {
+  auto f = std::find(files_.rbegin(), files_.rend(), file);  // the last one, almost always
+  const auto file_index = static_cast<std::uint32_t>(f == files_.rend() ? files_.size() : files_.rend() - f - 1);
+  if (f == files_.rend()) files_.push_back(file);
   for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
     longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(m.microbatch.rows[r].input_ids.size()));
     for (const auto& span : m.microbatch.rows[r].doc_spans) {
-      pieces_[span.doc_uid].push_back(
-          {span.doc_offset, span.length, {file, m.line, step, m.microbatch.micro_step, m.microbatch.rank},
-           static_cast<std::int64_t>(r), span.start});
+      const std::uint32_t id = documents.Id(span.doc_uid, next_id_);
+      next_id_ = id + 1;
+      std::vector<Piece>* list = Pieces(id);
+      if (!list) list = &NewList(id);
+      list->push_back({span.doc_offset, span.length, m.line, step, m.microbatch.micro_step, m.microbatch.rank,
+                       static_cast<std::int64_t>(r), span.start, file_index});
+      followed_.push_back(id);
     }
   }
 }
 
-void DocumentPieces::Unfollow(std::int64_t step, const StepMicrobatches& mbs) {
+void DocumentPieces::Unfollow(std::int64_t step, const StepMicrobatches& mbs, const DocumentStore& documents) {
   for (const auto& [m, file] : mbs) {
     for (const auto& row : m.microbatch.rows) {
       for (const auto& span : row.doc_spans) {
-        auto list = pieces_.find(span.doc_uid);
-        if (list == pieces_.end()) continue;
-        while (!list->second.empty() && list->second.back().where.step == step) list->second.pop_back();
-        if (list->second.empty()) pieces_.erase(list);
+        const std::uint32_t id = documents.uids().Find(span.doc_uid);
+        std::vector<Piece>* list = Pieces(id);
+        if (!list) continue;
+        while (!list->empty() && list->back().step == step) list->pop_back();
+        if (list->empty()) Release(id);
       }
     }
   }
@@ -53,7 +62,7 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
   std::vector<std::string> stream_ends;  // documents missing only their last token under next_in_stream
   // A document record whose document is in no row was dropped (unless the dump stops mid-run).
   documents.ForEach([&](const std::string& uid, std::int64_t size) {
-    if (pieces_.count(uid)) return;
+    if (Pieces(documents.uids().Find(uid))) return;
     const DocumentTiling tiling = TileDocument(size, {}, policy, context);
     if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
     if (tiling.findings.empty()) return;
@@ -63,8 +72,16 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
                  ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
     findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
   });
-  for (auto& [uid, list] : pieces_) {
-    const std::int64_t size = documents.Size(uid);
+  std::vector<std::uint32_t> followed;  // in uid order, as the findings go
+  for (std::uint32_t id = 0; id < list_of_.size(); ++id)
+    if (Pieces(id)) followed.push_back(id);
+  const UidInterner& uids = documents.uids();
+  std::sort(followed.begin(), followed.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return uids.Uid(a) < uids.Uid(b); });
+  for (const std::uint32_t id : followed) {
+    const std::string uid(uids.Uid(id));
+    auto& list = *Pieces(id);
+    const std::int64_t size = documents.Size(id);
     if (size < 0) continue;  // reported by the step's coverage check
     std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
     std::vector<TilingPiece> walk;
@@ -89,7 +106,7 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
 
 // One tiling finding of a document's pieces (sorted by offset) in verify's words, at the piece it was found.
 AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int64_t size,
-                                               const std::vector<Piece>& list, const TilingFinding& f) {
+                                               const std::vector<Piece>& list, const TilingFinding& f) const {
   Violation v;
   v.invariant = Invariant::kCoverage;
   const std::string tokens = "document '" + uid + "': tokens [" + std::to_string(f.begin) + ", " +
@@ -105,30 +122,23 @@ AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int6
     v.actual = "token " + std::to_string(f.piece_offset);
   }
   const Piece& at = list[*f.piece];  // a document with pieces: every finding names one
-  return Finding(at.where, at.row, f.fault == TilingFault::kMissingTail ? -1 : at.slot, v, "");
+  return Finding(At(at), at.row, f.fault == TilingFault::kMissingTail ? -1 : at.slot, v, "");
 }
 
-void DocumentPieces::RetireFinished(const StepMicrobatches& mbs, DocumentStore& documents, const Policy& policy) {
-  for (const auto& [m, file] : mbs)
-    for (const auto& row : m.microbatch.rows)
-      for (const auto& span : row.doc_spans) RetireIfTiled(span.doc_uid, documents, policy);
+void DocumentPieces::RetireFinished(DocumentStore& documents, const Policy& policy) {
+  for (const std::uint32_t id : followed_) RetireIfTiled(id, documents, policy);
+  followed_.clear();
 }
 
-void DocumentPieces::RetireFinished(const std::vector<std::string>& uids, DocumentStore& documents,
-                                    const Policy& policy) {
-  for (const auto& uid : uids) RetireIfTiled(uid, documents, policy);
-}
-
-void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& documents, const Policy& policy) {
+void DocumentPieces::RetireIfTiled(std::uint32_t id, DocumentStore& documents, const Policy& policy) {
   // Tiled: its inputs (InputTokens: under shift: document all but the last token) each in one piece.
-  const std::int64_t stored = documents.Size(uid);
+  const std::int64_t stored = documents.Size(id);
   const std::int64_t size = stored < 0 ? stored : InputTokens(policy, stored);
-  auto list = pieces_.find(uid);
-  if (size < 0 || list == pieces_.end()) return;
+  if (size < 0 || !Pieces(id)) return;
+  auto& pieces = *Pieces(id);
   std::int64_t covered = 0;
-  for (const Piece& p : list->second) covered += p.length;
+  for (const Piece& p : pieces) covered += p.length;
   if (covered != size) return;  // cheap test first; the sort below only when it may be complete
-  auto& pieces = list->second;
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
   std::int64_t next = 0;
   bool exact = true;
@@ -137,9 +147,27 @@ void DocumentPieces::RetireIfTiled(const std::string& uid, DocumentStore& docume
     next = p.offset + p.length;
   }
   if (!exact) return;  // left for CheckTiling at the end, which reports it
-  retired_.emplace(uid, documents.Fingerprint(uid));
-  pieces_.erase(list);
-  documents.Erase(uid);
+  Release(id);
+  documents.Retire(id);
+}
+
+std::vector<DocumentPieces::Piece>& DocumentPieces::NewList(std::uint32_t id) {
+  if (list_of_.size() <= id) list_of_.resize(std::size_t{id} + 1, UidInterner::kNone);
+  if (free_lists_.empty()) {
+    list_of_[id] = static_cast<std::uint32_t>(lists_.size());
+    return lists_.emplace_back();
+  }
+  list_of_[id] = free_lists_.back();
+  free_lists_.pop_back();
+  return lists_[list_of_[id]];
+}
+
+void DocumentPieces::Release(std::uint32_t id) {
+  std::vector<Piece>& list = lists_[list_of_[id]];
+  list.clear();
+  if (list.capacity() > 16) std::vector<Piece>().swap(list);  // a long document's: not kept for a short one
+  free_lists_.push_back(list_of_[id]);
+  list_of_[id] = UidInterner::kNone;
 }
 
 }  // namespace packoracle::jobs::verify_internal

@@ -105,5 +105,103 @@ TEST(DocumentStore, ARepeatedUidMustRepeatItsContentAndErasedOnesAreGone) {
   EXPECT_EQ(store.tokens_held(), 2);
 }
 
+TEST(UidInterner, GivesEachUidOneDenseIdForGood) {
+  UidInterner uids;
+  EXPECT_EQ(uids.Find("b"), UidInterner::kNone);
+  EXPECT_EQ(uids.Intern("b"), 0u);
+  EXPECT_EQ(uids.Intern("a"), 1u);
+  EXPECT_EQ(uids.Intern("b"), 0u);  // again: the same id, no new one
+  EXPECT_EQ(uids.size(), 2u);
+  EXPECT_EQ(uids.Find("a"), 1u);
+  EXPECT_EQ(uids.Find("c"), UidInterner::kNone);
+  EXPECT_EQ(uids.Find(""), UidInterner::kNone);
+  EXPECT_EQ(uids.Intern(""), 2u);  // the empty uid is a uid like any other
+  // The interner keeps its own copy: the caller's buffer may change after.
+  std::string buffer = "a-long-uid-beyond-the-small-string-buffer";
+  const std::uint32_t id = uids.Intern(buffer);
+  buffer[0] = 'X';
+  EXPECT_EQ(uids.Uid(id), "a-long-uid-beyond-the-small-string-buffer");
+  EXPECT_EQ(uids.Find(buffer), UidInterner::kNone);
+  // Many uids (the table rehashes many times): every id dense and stable, every uid found again.
+  for (int k = 0; k < 20000; ++k) EXPECT_EQ(uids.Intern("d" + std::to_string(k)), 4u + static_cast<std::uint32_t>(k));
+  for (int k = 0; k < 20000; k += 97) {
+    EXPECT_EQ(uids.Find("d" + std::to_string(k)), 4u + static_cast<std::uint32_t>(k));
+    EXPECT_EQ(uids.Uid(4u + static_cast<std::uint32_t>(k)), "d" + std::to_string(k));
+  }
+  EXPECT_EQ(uids.Uid(0), "b");
+  EXPECT_EQ(uids.Uid(1), "a");
+}
+
+// Retired: the tokens go, the fingerprint stays for a later record of the uid; held documents are unaffected.
+TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
+  DocumentStore store;
+  const std::uint32_t a = store.Id("a"), b = store.Id("b"), c = store.Id("c");
+  EXPECT_EQ(store.Put(a, Doc("a", {1, 2, 3}, {})), DocumentStore::PutResult::kNew);
+  EXPECT_EQ(store.Put(b, Doc("b", {4, 5}, {1, 0})), DocumentStore::PutResult::kNew);
+  EXPECT_FALSE(store.Retired(a));
+  EXPECT_FALSE(store.Retired(c));  // an id with no document yet
+  EXPECT_FALSE(store.Held(c));
+  store.Retire(a);
+  ASSERT_TRUE(store.Retired(a));
+  EXPECT_EQ(*store.Retired(a), ContentFingerprint(Doc("a", {1, 2, 3}, {})));
+  EXPECT_FALSE(store.Held(a));
+  EXPECT_EQ(store.Size(a), -1);
+  EXPECT_EQ(store.Fingerprint("a"), 0u);
+  fastcheck::DocumentView view;
+  EXPECT_FALSE(store.View(a, view));
+  EXPECT_EQ(store.tokens_held(), 2);
+  EXPECT_EQ(store.Size(b), 2);
+  ASSERT_TRUE(store.View(b, view));
+  EXPECT_EQ(view.uid, "b");
+  EXPECT_EQ(view.supervised(1), 0);
+  std::vector<std::string> held;
+  store.ForEach([&](const std::string& uid, std::int64_t) { held.push_back(uid); });
+  EXPECT_EQ(held, std::vector<std::string>{"b"});
+  // Unusable (Effective refuses it): the fast verifier does not see it; it is still held, for CheckCase.
+  store.MarkUnusable(b);
+  EXPECT_FALSE(store.View(b, view));
+  EXPECT_FALSE(store.View("b", view));
+  Document out;
+  EXPECT_TRUE(store.Expand("b", out));
+  EXPECT_EQ(out.tokens, (std::vector<Token>{4, 5}));
+  // A new document takes the retired one's storage: it is itself, whole, usable; the retired stays retired.
+  EXPECT_EQ(store.Put(c, Doc("c", {7, 8, 9, 10}, {0, 0, 1, 1})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(c, view));
+  EXPECT_EQ(view.uid, "c");
+  ASSERT_EQ(view.size, 4);
+  for (std::int64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(view.token(k), 7 + k);
+    EXPECT_EQ(view.supervised(k), k < 2 ? 0 : 1);
+  }
+  EXPECT_EQ(store.Fingerprint("c"), ContentFingerprint(Doc("c", {7, 8, 9, 10}, {0, 0, 1, 1})));
+  ASSERT_TRUE(store.Retired(a));
+  EXPECT_EQ(*store.Retired(a), ContentFingerprint(Doc("a", {1, 2, 3}, {})));
+  EXPECT_FALSE(store.View(b, view));  // still unusable
+  EXPECT_EQ(store.tokens_held(), 6);
+  // A shorter one after a longer one let go (whose storage a store may reuse): nothing of the longer is read.
+  const std::uint32_t p = store.Id("p"), q = store.Id("q");
+  store.Put(p, Doc("p", {3, 3, 3, 3, 3, 3}, {1, 1, 0, 1, 1, 1}));
+  store.Retire(p);
+  EXPECT_EQ(store.Put(q, Doc("q", {5, 6}, {0, 1})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(q, view));
+  ASSERT_EQ(view.size, 2);
+  EXPECT_EQ(view.token(0), 5);
+  EXPECT_EQ(view.token(1), 6);
+  EXPECT_EQ(view.supervised(0), 0);
+  EXPECT_EQ(view.supervised(1), 1);
+  EXPECT_TRUE(store.Expand("q", out));
+  EXPECT_EQ(out.supervised, (std::vector<int>{0, 1}));
+  store.Retire(q);
+  // Erased (not retired): gone without a trace, and held again as new.
+  store.Erase("b");
+  EXPECT_FALSE(store.Retired(b));
+  EXPECT_EQ(store.Put(b, Doc("b", {1}, {})), DocumentStore::PutResult::kNew);
+  ASSERT_TRUE(store.View(b, view));  // a new document: usable
+  EXPECT_EQ(view.size, 1);
+  held.clear();
+  store.ForEach([&](const std::string& uid, std::int64_t size) { held.push_back(uid + ":" + std::to_string(size)); });
+  EXPECT_EQ(held, (std::vector<std::string>{"b:1", "c:4"}));
+}
+
 }  // namespace
 }  // namespace packoracle::jobs::verify_internal

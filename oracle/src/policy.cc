@@ -461,7 +461,7 @@ void ValidatePolicy(const Policy& policy) {
   throw InputError(message);
 }
 
-EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters) {
+void ValidateDocument(const Document& document, const Policy& policy, Delimiters delimiters) {
   const bool included = delimiters == Delimiters::kIncluded;
   const auto n = document.tokens.size();
   if (!document.supervised.empty() && document.supervised.size() != n) {
@@ -495,6 +495,12 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
                        std::to_string(*policy.bos_id) + ", which under boundary_source: bos_opens starts a new document there");
     }
   }
+}
+
+EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters) {
+  ValidateDocument(document, policy, delimiters);
+  const bool included = delimiters == Delimiters::kIncluded;
+  const auto n = document.tokens.size();
   EffectiveDocument out;
   out.uid = document.uid;
   // The document and at most two delimiters, copied whole: in-process checks make every document effective
