@@ -224,7 +224,9 @@ TEST_P(PackerAgreement, FastVerifierAgreesWithCheckCase) {
   // The clean-row path (step_clean_row.cc) must really be what agreed on the correct packer's rows; the
   // buggy packers' wrong rows are the generic passes' (both are held to CheckCase above).
   RecordProperty("clean_rows", std::to_string(tally.clean_rows) + " of " + std::to_string(tally.rows));
-  if (bundled.id == "REF-reference") EXPECT_GE(tally.clean_rows * 2, tally.rows) << tally.clean_rows << " of " << tally.rows;
+  if (bundled.id == "REF-reference") {
+    EXPECT_GE(tally.clean_rows * 2, tally.rows) << tally.clean_rows << " of " << tally.rows;
+  }
 }
 
 std::vector<BundledCandidate> Packers() {

@@ -96,7 +96,9 @@ struct RunPlan {
 
 RunPlan PlanRun(const VerifyOptions& options) {
   if (options.profile) NamedProfile(*options.profile);  // an unknown name is an input error before any case
-  RunPlan plan{options.seed, 0, options.cases};
+  RunPlan plan;
+  plan.seed = options.seed;
+  plan.last_case = options.cases;
   if (!options.reproduce) return plan;
   const auto r = ReproduceString::Parse(*options.reproduce);
   plan.replay_profile = &NamedProfile(r.profile);
