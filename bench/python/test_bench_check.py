@@ -12,6 +12,8 @@ group "check" (one micro-batch checked, whole call):
 
 group "binding" (the pieces of check_batch that are conversion, not checking):
   resolve_policy       packoracle._policy.resolve("reference") (the C++ resolves it)
+  core_documents       packoracle._documents.core_documents(documents, policy): what check_batch does with them
+                       ({uid: tokens} read by the core in one call, _core.plain_documents)
   canonical_documents  packoracle.canonical_documents(documents) ({uid: list} → [{"doc_uid", "tokens": array}])
   effective_documents  packoracle._core.effective_documents(docs, policy) (C++: delimiters, back to numpy)
   canonical_microbatch packoracle._batch.canonical_microbatch(batch, ...) (tensors → numpy row views)
@@ -33,6 +35,7 @@ from workload import make_workload
 
 packoracle = pytest.importorskip("packoracle")
 from packoracle import _batch, _core  # noqa: E402
+from packoracle._documents import core_documents  # noqa: E402
 from packoracle._policy import resolve  # noqa: E402
 
 try:
@@ -125,6 +128,15 @@ def test_canonical_documents(benchmark, w):
     _name(benchmark, w, "canonical_documents")
     assert len(packoracle.canonical_documents(w.documents)) == len(w.documents)
     benchmark(packoracle.canonical_documents, w.documents)
+
+
+def test_core_documents(benchmark, w):
+    _need("plain_documents")
+    benchmark.group = "binding"
+    _name(benchmark, w, "core_documents")
+    policy = resolve(POLICY)
+    assert isinstance(core_documents(w.documents, policy), _core.Documents), "the core's reader gave up"
+    benchmark(core_documents, w.documents, policy)
 
 
 def test_effective_documents(benchmark, w):
