@@ -6,7 +6,7 @@ call: python/binding/batch.cc), pinned to canonical_microbatch, the public readi
 - where canonical_microbatch (or the audit's reading of its dict) refuses a batch, the core's reader gives up
   (None), so that the Python reader names the problem as before;
 - the common forms (torch int64 rows × slots, a flattened row, HF's flash-attention kwargs, int32 and bool
-  arrays) are read by the core, and check_batch's report is the same either way.
+  arrays) are read by the core, and check_batch's report (text, JSON, drawings) is the same either way.
 """
 
 import numpy as np
@@ -189,6 +189,7 @@ def test_check_batch_reports_the_same_through_either_reader(monkeypatch):
     slow = packoracle.check_batch(batch, docs, "reference")
     assert not fast.ok and [(v.invariant, v.row, v.slot) for v in fast.violations] == [("positions", 0, 4)]
     assert fast.text == slow.text and fast.to_json() == slow.to_json()
+    assert fast.svg(0) == slow.svg(0) and fast.svg(1) == slow.svg(1)  # the drawing reads the view again
 
 
 def test_read_batch_gives_the_view_and_falls_back_to_the_dict():
