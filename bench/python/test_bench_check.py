@@ -76,22 +76,17 @@ def _name(benchmark, w, name):
     benchmark.name = f"{name}[docs={kind}]"
 
 
+@pytest.mark.parametrize("reader", ["core", "python"])
 @pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
-def test_check_batch(benchmark, w, spans):
+def test_check_batch(benchmark, w, spans, reader, monkeypatch):
     _need("audit_records")
+    name = f"check_batch_{'spans' if spans else 'derived'}"
+    if reader == "python":  # the core's batch reader turned off: every batch through canonical_microbatch
+        _need("batch_view")
+        monkeypatch.setattr(_core, "batch_view", lambda *args: None)
+        name += "_python_reader"
     benchmark.group = "check"
-    _name(benchmark, w, f"check_batch_{'spans' if spans else 'derived'}")
-    report = _check_batch(w, spans)
-    assert report.ok, str(report)
-    assert report.to_json()["totals"]["valid_targets"] == w.valid_targets
-    benchmark(_check_batch, w, spans)
-
-@pytest.mark.parametrize("spans", [True, False], ids=["spans", "derived"])
-def test_check_batch_python_reader(benchmark, w, spans, monkeypatch):
-    _need("batch_view")
-    monkeypatch.setattr(_core, "batch_view", lambda *args: None)  # every batch through canonical_microbatch
-    benchmark.group = "check"
-    _name(benchmark, w, f"check_batch_{'spans' if spans else 'derived'}_python_reader")
+    _name(benchmark, w, name)
     report = _check_batch(w, spans)
     assert report.ok, str(report)
     assert report.to_json()["totals"]["valid_targets"] == w.valid_targets

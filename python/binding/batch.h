@@ -24,7 +24,8 @@ namespace packoracle::python {
 namespace nb = nanobind;
 
 struct BatchView {
-  // The fields the view holds, by their canonical names (packoracle._batch: PER_TOKEN, PER_ROW_LISTS).
+  // The fields the view holds, by their canonical names (packoracle._batch: PER_TOKEN, PER_ROW_LISTS): the
+  // per-token fields first, then the per-row lists from kCuSeqlens on (ShapesAgree relies on the order).
   enum Field { kInputIds, kLabels, kPositionIds, kDocIds, kAttentionMask, kCuSeqlens, kSeqLens, kFields };
   // Views of the caller's arrays (a torch tensor through DLPack, kept alive by the view): per-token fields
   // rows × slots or one flattened row, per-row lists one row or rows × k.

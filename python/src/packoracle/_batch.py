@@ -159,20 +159,26 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
     a dict of CPU integer tensors or arrays in the fields canonical_microbatch knows, read in one call; views of
     the caller's arrays whose rows the audit reads once), or canonical_microbatch's dict for every other batch,
     which then names whatever is wrong. python/tests/test_batch_view.py pins the two readings."""
+    view = None
     if type(batch) is dict:
-        try:
-            given = _producer(producer, where)
-        except TypeError:
-            given = None  # canonical_microbatch raises it, after whatever else it finds first
-        else:
-            derivation, uids = (None, []) if spans is None else spans.core_reader()
-            view = _core.batch_view(batch, list(ignore), sorted(_args.signed_ids(policy)),
-                                    sorted(_args.signed_ids(policy, labels=True)), policy.get("ignore_index"),
-                                    derivation, uids, step, micro_step, rank, given)
-            if view is not None:
-                return view
+        view = _core_view(batch, where, spans, step, micro_step, rank, producer, ignore, policy)
+    if view is not None:
+        return view
     return canonical_microbatch(batch, where=where, spans=spans, step=step, micro_step=micro_step, rank=rank,
                                 producer=producer, ignore=ignore, policy=policy)
+
+
+def _core_view(batch: dict, where: str, spans: Optional["SpanMatcher"], step: int, micro_step: int, rank: int,
+               producer: Optional[Mapping], ignore: Sequence[str], policy: dict) -> Any:
+    """`_core.batch_view` of the batch, None where the core leaves it to canonical_microbatch."""
+    try:
+        given = _producer(producer, where)
+    except TypeError:
+        return None  # canonical_microbatch raises it, after whatever else it finds first
+    derivation, uids = (None, []) if spans is None else spans.core_reader()
+    return _core.batch_view(batch, list(ignore), sorted(_args.signed_ids(policy)),
+                            sorted(_args.signed_ids(policy, labels=True)), policy.get("ignore_index"), derivation,
+                            uids, step, micro_step, rank, given)
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
