@@ -20,6 +20,21 @@ namespace {
 inline std::uint64_t IsZero(std::uint64_t x) { return ((x - 1) & ~x) >> 63; }
 inline std::uint64_t Differs(std::int64_t a, std::int64_t b) { return static_cast<std::uint64_t>(a ^ b); }
 
+// ReusedDocId (oracle/segments.h) on a row whose doc_ids per_slot found constant within each span and changing
+// at each span's start: the row's segments (runs of one id >= 0) are then one per span whose id is >= 0, plus
+// the runs in the padding [real_end, n). Their first ids are gathered (a few per row, instead of a map probe
+// per slot over the row) and any id found twice is a reuse. True: some id names two segments.
+bool ReusesDocId(const std::int64_t* ids, std::int64_t n, std::int64_t real_end, const std::vector<DocSpan>& spans) {
+  thread_local std::vector<std::int64_t> firsts;
+  firsts.clear();
+  for (const DocSpan& span : spans)
+    if (ids[span.start] >= 0) firsts.push_back(ids[span.start]);
+  for (std::int64_t i = real_end; i < n; ++i)
+    if (ids[i] >= 0 && (i == 0 || ids[i - 1] != ids[i])) firsts.push_back(ids[i]);
+  std::sort(firsts.begin(), firsts.end());
+  return std::adjacent_find(firsts.begin(), firsts.end()) != firsts.end();
+}
+
 // Calls f with the document's tokens as a typed pointer (int64 or int32), so the loops are monomorphic.
 template <class F>
 auto WithTokens(const DocumentView& doc, F&& f) {
@@ -117,7 +132,8 @@ bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t 
       std::uint64_t inside = 0;
       for (std::int64_t i = 1; i < real_end; ++i) inside |= Differs(ids[i], ids[i - 1]);
       if (inside != 0) return false;
-    } else if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) || ReusedDocId(*row.doc_ids)) {
+    } else if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) ||
+               ReusesDocId(ids, static_cast<std::int64_t>(row.doc_ids->size()), real_end, spans)) {
       return false;
     }
   }

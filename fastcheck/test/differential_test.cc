@@ -326,6 +326,43 @@ TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows
   EXPECT_GT(tally.mergeable, 0) << "the reference's sequential rows never broke efficiency: no_mergeable_rows";
 }
 
+// One id naming two segments of a row (ReusedDocId) while every encoding still reads per slot: a span's
+// doc_ids all set to the id of another span of its row, or the padding's to one of them. The clean-row path
+// finds it from the spans' first ids (ReusesDocId), the generic path with the oracle's ReusedDocId.
+void ReuseDocId(PackResult& out, std::size_t pick, std::size_t other, bool padding) {
+  std::vector<CandidateRow*> rows;
+  for (auto& mb : out.microbatches)
+    for (auto& row : mb.rows)
+      if (row.doc_ids && row.doc_spans.size() >= (padding ? 1u : 2u)) rows.push_back(&row);
+  if (rows.empty()) return;
+  CandidateRow& row = *rows[pick % rows.size()];
+  auto& ids = *row.doc_ids;
+  const auto n = static_cast<std::int64_t>(ids.size());
+  const DocSpan& source = row.doc_spans[other % row.doc_spans.size()];
+  if (source.start < 0 || source.start >= n) return;
+  const std::int64_t id = ids[static_cast<std::size_t>(source.start)];
+  const DocSpan& last = row.doc_spans.back();
+  const DocSpan& target = row.doc_spans[(other + 1 + pick % (row.doc_spans.size() - (padding ? 0 : 1))) % row.doc_spans.size()];
+  const std::int64_t from = padding ? last.start + last.length : target.start;
+  const std::int64_t to = padding ? n : target.start + target.length;
+  for (std::int64_t i = std::max<std::int64_t>(0, from); i < std::min(to, n); ++i) ids[static_cast<std::size_t>(i)] = id;
+}
+
+TEST(ReusedDocIdAgreement, FastVerifierAgreesWithCheckCaseWhereAnIdNamesTwoSegments) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  EXPECT_TRUE(rc::check("a doc id reused in a row", [&] {
+    const PackRequest request = *RequestFor({});
+    PackResult out = PackCatching(reference, request);
+    const auto picks = *rc::gen::container<std::vector<std::size_t>>(4, rc::gen::inRange<std::size_t>(0, 1000));
+    const bool padding = *rc::gen::arbitrary<bool>();
+    for (std::size_t k = 0; k + 1 < picks.size(); k += 2) ReuseDocId(out, picks[k], picks[k + 1], padding);
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+}
+
 // shift: document in every case (MixedPolicy draws it in one mixed policy of four): the reference's rows, and
 // the same corrupted, under mixed policies shifted per document, so that both paths of the fast verifier
 // (the clean row and the generic passes) meet rule 5 and the inputs' counts of every document.

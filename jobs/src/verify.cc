@@ -367,10 +367,13 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
   for (const auto& [invariant, n] : result.not_kept) not_kept_[invariant] += n;
 }
 
-// Streaming needs one source (rank files are merged whole, step by step) that can be read again, and the fast
-// verifier (--oracle, --decoder and --summary check every step whole through CheckCase).
+// Streaming needs one source (rank files are merged whole, step by step) and the fast verifier (--oracle,
+// --decoder and --summary check every step whole through CheckCase). A source that cannot be read again (the
+// records check_batch and check_step build in memory) has its steps held whole as they stream, so a step
+// that fails is checked from what was held; its documents are still validated once and viewed where the store
+// holds them, not copied out and made effective on every step.
 bool Verifier::Streams() const {
-  return sources_.size() == 1 && opener_.reopen && !options_.oracle && !options_.decoder && !summary_;
+  return sources_.size() == 1 && !options_.oracle && !options_.decoder && !summary_;
 }
 
 // A streamed step's document, viewed where the store holds it, unpacked by no one; none when Effective
@@ -433,7 +436,7 @@ void Verifier::StreamStep(std::int64_t step) {
     }
     if (holding) {
       held.push_back({std::move(m), s.reader->path()});
-      if (held_bytes > options_.hold_step_bytes && first_offset >= 0) {  // too large: read again if it fails
+      if (held_bytes > options_.hold_step_bytes && first_offset >= 0 && opener_.reopen) {  // read again if it fails
         holding = false;
         for (auto& [h, file] : held) Recycle(std::move(h));
         held.clear();
@@ -458,7 +461,9 @@ void Verifier::StreamStep(std::int64_t step) {
     summary.notes = v->notes;
     steps_.push_back(std::move(summary));
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
-    pieces_.RetireFinished(documents_, policy_);
+    // Retiring keeps each finished document's fingerprint for a later record of its uid; after the last step
+    // none can come (CheckTiling finds a whole tiling clean), so the one step check_batch audits skips it.
+    if (s.next) pieces_.RetireFinished(documents_, policy_);
     for (auto& [h, file] : held) Recycle(std::move(h));
     return;
   }

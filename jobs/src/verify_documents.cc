@@ -29,21 +29,28 @@ std::uint64_t Mix(std::uint64_t x) {
 
 // Each token hashed on its own (its value, its supervision flag and its index: one multiply) and the hashes
 // summed: no chain from one token to the next. A chained hash (two dependent Mix per token) was the largest
-// symbol of check_batch under perf, 12% on 60,000 tokens (bench/README.md, "A fifth pair").
-std::uint64_t ContentFingerprint(const Document& document) {
-  const std::size_t n = document.tokens.size();
-  const Token* tokens = document.tokens.data();
-  const int* supervised = document.supervised.empty() ? nullptr : document.supervised.data();
+// symbol of check_batch under perf, 12% on 60,000 tokens (bench/README.md, "A fifth pair"). One loop for a
+// Document and for a held slot (token(k), flag(k): its forms read back as Expand would give them).
+template <class TokenAt, class FlagAt>
+std::uint64_t HashContent(std::size_t n, TokenAt token, FlagAt flag) {
   constexpr std::uint64_t kIndex = 0x9e3779b97f4a7c15ULL, kFlag = 0xa0761d6478bd642fULL, kMul = 0xd6e8feb86659fd93ULL;
   std::uint64_t h = Mix(n + kIndex), index = 0;
   for (std::size_t k = 0; k < n; ++k) {
     index += kIndex;  // k + 1 times kIndex: every position its own key
-    const std::uint64_t flag = supervised ? static_cast<std::uint64_t>(static_cast<std::int64_t>(supervised[k])) : 1;
-    std::uint64_t x = (static_cast<std::uint64_t>(tokens[k]) ^ index) + flag * kFlag;
+    const std::uint64_t f = static_cast<std::uint64_t>(static_cast<std::int64_t>(flag(k)));
+    std::uint64_t x = (static_cast<std::uint64_t>(static_cast<std::int64_t>(token(k))) ^ index) + f * kFlag;
     x = (x ^ (x >> 32)) * kMul;
     h += x ^ (x >> 29);
   }
   return Mix(h);
+}
+
+std::uint64_t ContentFingerprint(const Document& document) {
+  const Token* tokens = document.tokens.data();
+  const int* supervised = document.supervised.empty() ? nullptr : document.supervised.data();
+  return HashContent(
+      document.tokens.size(), [&](std::size_t k) { return tokens[k]; },
+      [&](std::size_t k) { return supervised ? supervised[k] : 1; });
 }
 
 std::uint32_t UidInterner::Hash(std::string_view uid) {
@@ -144,7 +151,7 @@ DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& do
     live_.resize(size, UidInterner::kNone);
     fingerprints_.resize(size);
   }
-  if (Held(id)) return fingerprints_[id] == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+  if (Held(id)) return HeldFingerprint(id) == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
   std::uint32_t slot = static_cast<std::uint32_t>(slots_.size());
   if (free_slots_.empty()) {
     slots_.emplace_back();
@@ -153,8 +160,7 @@ DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& do
     free_slots_.pop_back();
     slots_[slot] = Slot{};
   }
-  Pack(document, slots_[slot]);
-  fingerprints_[id] = ContentFingerprint(document);
+  Pack(document, slots_[slot]);  // its fingerprint waits until it is compared or retired (HeldFingerprint)
   live_[id] = slot;
   tokens_held_ += slots_[slot].size;
   return PutResult::kNew;
@@ -182,9 +188,32 @@ std::string DocumentStore::Difference(const Document& document) const {
   return "";
 }
 
-std::uint64_t DocumentStore::Fingerprint(std::string_view uid) const {
+std::uint64_t DocumentStore::Fingerprint(std::string_view uid) {
   const std::uint32_t id = uids_.Find(uid);
-  return Held(id) ? fingerprints_[id] : 0;
+  return Held(id) ? HeldFingerprint(id) : 0;
+}
+
+// Computed from the packed slot the first time it is asked for: a document checked once and never seen again
+// before the audit ends (check_batch's) is never fingerprinted.
+std::uint64_t DocumentStore::HeldFingerprint(std::uint32_t id) {
+  Slot& h = slots_[live_[id]];
+  if (h.fingerprinted) return fingerprints_[id];
+  const std::uint64_t* rest = h.data.get() + (h.wide ? h.size : Words(std::size_t{h.size} * 4));
+  const auto* wide = reinterpret_cast<const Token*>(h.data.get());
+  const auto* narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
+  const auto* ints = reinterpret_cast<const int*>(rest);
+  auto fingerprint = [&](auto token) {
+    switch (h.supervised) {
+      case Supervised::kBits:
+        return HashContent(h.size, token, [&](std::size_t k) { return static_cast<int>((rest[k / 64] >> (k % 64)) & 1); });
+      case Supervised::kInts: return HashContent(h.size, token, [&](std::size_t k) { return ints[k]; });
+      default: return HashContent(h.size, token, [](std::size_t) { return 1; });  // absent or all ones
+    }
+  };
+  fingerprints_[id] = h.wide ? fingerprint([&](std::size_t k) { return wide[k]; })
+                             : fingerprint([&](std::size_t k) { return narrow[k]; });
+  h.fingerprinted = true;
+  return fingerprints_[id];
 }
 
 bool DocumentStore::Expand(std::string_view uid, Document& out) const {
@@ -237,6 +266,7 @@ void DocumentStore::Erase(std::string_view uid) {
 
 void DocumentStore::Retire(std::uint32_t id) {
   if (!Held(id)) return;
+  HeldFingerprint(id);  // kept for Retired
   Slot& slot = slots_[live_[id]];
   tokens_held_ -= slot.size;
   slot.data.reset();

@@ -88,7 +88,7 @@ class DocumentStore {
   // What differs between `document` and the held document of its uid ("" when nothing does, or not held).
   std::string Difference(const Document& document) const;
   // The held document's content fingerprint (ContentFingerprint); 0 when it is not held.
-  std::uint64_t Fingerprint(std::string_view uid) const;
+  std::uint64_t Fingerprint(std::string_view uid);
   bool Contains(std::string_view uid) const { return Held(uids_.Find(uid)); }
   bool Held(std::uint32_t id) const { return id < live_.size() && live_[id] < kRetired; }
   // The held document's token count; -1 when it is not held.
@@ -125,15 +125,17 @@ class DocumentStore {
     std::uint32_t size = 0;                 // tokens
     bool wide = false;                      // tokens as int64 (else int32)
     bool usable = true;                     // not marked unusable
+    bool fingerprinted = false;             // fingerprints_[id] holds its ContentFingerprint
     Supervised supervised = Supervised::kAbsent;
   };
   static void Pack(const Document& document, Slot& slot);
+  std::uint64_t HeldFingerprint(std::uint32_t id);
   std::vector<std::uint32_t> HeldInUidOrder() const;
   // What is kept per id is small (12 bytes), since it grows with every document of the dump; a held
   // document's Slot is in slots_, reused once it is let go.
   static constexpr std::uint32_t kRetired = UidInterner::kNone - 1;
   UidInterner uids_;
-  std::vector<std::uint64_t> fingerprints_;  // by id: ContentFingerprint of the held or retired document
+  std::vector<std::uint64_t> fingerprints_;  // by id: ContentFingerprint of the retired (or fingerprinted held) one
   std::vector<std::uint32_t> live_;          // by id: its slot in slots_; kRetired; kNone: never held (or erased)
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_slots_;
