@@ -149,6 +149,22 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
   return bad != 0;
 }
 
+// The same for the common policies' fields: no negative id allowed (input_ids: the values' bits ORed, the sign
+// bit set exactly when one is negative), or one (labels: the ignore index). Fewer operations per value than
+// the four compares: the scan reads the field from memory at about the speed memory gives it.
+[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const std::int64_t* values, std::size_t n) {
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(values[k]);
+  return (bits >> 63) != 0;
+}
+
+[[gnu::target_clones("avx2", "default")]] bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
+                                                              std::int64_t allowed) {
+  std::int64_t bad = 0;
+  for (std::size_t k = 0; k < n; ++k) bad |= (values[k] < 0) & (values[k] != allowed);
+  return bad != 0;
+}
+
 // Every negative value of a signed field is one `allowed` has (packoracle._args.non_negative_ids). A policy
 // declares at most four negative ids (pad, eos, bos, the ignore index), padded here with 0, which no negative
 // value equals.
@@ -165,7 +181,10 @@ bool IdsAllowed(const Array& a, std::int64_t rows, const std::vector<std::int64_
       ReadRow(a, r, copy);
       values = copy.data();
     }
-    if (AnyOutside(values, row.n, four)) return false;
+    const bool outside = allowed.empty()      ? AnyNegative(values, row.n)
+                         : allowed.size() == 1 ? AnyOutsideOne(values, row.n, allowed[0])
+                                               : AnyOutside(values, row.n, four);
+    if (outside) return false;
   }
   return true;
 }

@@ -154,9 +154,11 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       default: return false;
     }
   }
-  Token low = 0;
-  for (const Token t : out) low = std::min(low, t);  // one pass, no branch: the common answer is none
-  if (low >= 0) return true;
+  // The values' bits ORed: the sign bit is set exactly when one is negative. One pass with no compare, which
+  // SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar, 12% of this call).
+  std::uint64_t bits = 0;
+  for (const Token t : out) bits |= static_cast<std::uint64_t>(t);
+  if ((bits >> 63) == 0) return true;  // the common answer: none negative
   for (const Token t : out)
     if (t < 0 && !allowed.count(t)) return false;
   return true;
