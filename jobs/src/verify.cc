@@ -73,7 +73,7 @@ class Verifier {
   std::optional<Policy> RequiredPolicy() const;
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
-  void HoldDocument(const Source& s, const DocumentRecord& d);
+  void HoldDocument(const std::string& path, std::int64_t line, const Document& document, bool borrow);
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
   bool Streams() const;
   void StreamStep(std::int64_t step);
@@ -186,33 +186,34 @@ void Verifier::Recycle(MicrobatchRecord&& m) {
 // A document record: held until its pieces tile it. A repeated doc_uid must repeat the content (a
 // multi-rank dump writes a document on each rank that packs a piece of it); two documents under one uid
 // make the dump unusable, since which of them a piece belongs to cannot be told.
-void Verifier::HoldDocument(const Source& s, const DocumentRecord& d) {
+// `borrow`: the caller's document (VerifyOptions::documents), viewed where it is; else copied (the reader
+// keeps its storage).
+void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Document& document, bool borrow) {
   const auto refuse = [&](const std::string& what) {
-    throw InputError(s.reader->path() + ":" + std::to_string(d.line) + ": document record: doc_uid '" +
-                     d.document.uid + "' was given before with other content (" + what +
-                     "): one doc_uid names one document");
+    throw InputError(path + ":" + std::to_string(line) + ": document record: doc_uid '" + document.uid +
+                     "' was given before with other content (" + what + "): one doc_uid names one document");
   };
-  const std::uint32_t id = documents_.Id(d.document.uid);
+  const std::uint32_t id = documents_.Id(document.uid);
   if (const auto retired = documents_.Retired(id)) {
     // its pieces were all seen: a repeated record changes nothing, if it is the same document
-    if (*retired != ContentFingerprint(d.document)) refuse("its tokens or supervised flags differ");
+    if (*retired != ContentFingerprint(document)) refuse("its tokens or supervised flags differ");
     return;
   }
-  switch (documents_.Put(id, d.document)) {  // copied: the reader keeps its storage
+  switch (borrow ? documents_.Borrow(id, document) : documents_.Put(id, document)) {
     case DocumentStore::PutResult::kNew:
       ++documents_seen_;
       if (Streams()) {
         // Validated once, as CheckCase's Effective would (its message is CheckCase's to give: a step naming
         // the document is then checked whole), not on every step that names it.
         try {
-          ValidateDocument(d.document, policy_, Delimiters::kIncluded);
+          ValidateDocument(document, policy_, Delimiters::kIncluded);
         } catch (const InputError&) {
           documents_.MarkUnusable(id);
         }
       }
       break;
     case DocumentStore::PutResult::kSame: break;
-    case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(d.document));
+    case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(document));
   }
 }
 
@@ -232,7 +233,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      HoldDocument(s, *d);
+      HoldDocument(s.reader->path(), d->line, d->document, false);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       s.next = std::move(*m);
       s.next_offset = s.reader->record_offset();
@@ -490,6 +491,12 @@ StepMicrobatches Verifier::ReadStepAgain(std::int64_t step, std::int64_t offset,
 
 AuditResult Verifier::Run() {
   Open();
+  if (options_.documents) {  // as document records right after the first source's header, not copied
+    for (const Document& d : *options_.documents) {
+      ++records_;
+      HoldDocument(FirstSource(), 0, d, true);
+    }
+  }
   for (auto& s : sources_) Advance(s);
   for (;;) {
     std::optional<std::int64_t> step;

@@ -146,6 +146,14 @@ void DocumentStore::Pack(const Document& document, Slot& h) {
 }
 
 DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& document) {
+  return Hold(id, document, false);
+}
+
+DocumentStore::PutResult DocumentStore::Borrow(std::uint32_t id, const Document& document) {
+  return Hold(id, document, true);
+}
+
+DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document& document, bool borrow) {
   if (live_.size() <= id) {
     const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);
     live_.resize(size, UidInterner::kNone);
@@ -160,7 +168,19 @@ DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& do
     free_slots_.pop_back();
     slots_[slot] = Slot{};
   }
-  Pack(document, slots_[slot]);  // its fingerprint waits until it is compared or retired (HeldFingerprint)
+  if (borrow) {
+    Slot& h = slots_[slot];
+    h.borrowed = &document;
+    h.size = static_cast<std::uint32_t>(document.tokens.size());
+    h.wide = true;
+    // Its flags are read where they are; only kInts is read of a borrowed slot's form: as Pack marks it, a
+    // flag neither 0 nor 1, which Effective refuses (View: false).
+    const auto& flags = document.supervised;
+    const bool flags_ok = std::all_of(flags.begin(), flags.end(), [](int f) { return f == 0 || f == 1; });
+    h.supervised = flags_ok ? Supervised::kAbsent : Supervised::kInts;
+  } else {
+    Pack(document, slots_[slot]);  // its fingerprint waits until it is compared or retired (HeldFingerprint)
+  }
   live_[id] = slot;
   tokens_held_ += slots_[slot].size;
   return PutResult::kNew;
@@ -198,6 +218,11 @@ std::uint64_t DocumentStore::Fingerprint(std::string_view uid) {
 std::uint64_t DocumentStore::HeldFingerprint(std::uint32_t id) {
   Slot& h = slots_[live_[id]];
   if (h.fingerprinted) return fingerprints_[id];
+  if (h.borrowed) {
+    fingerprints_[id] = ContentFingerprint(*h.borrowed);
+    h.fingerprinted = true;
+    return fingerprints_[id];
+  }
   const std::uint64_t* rest = h.data.get() + (h.wide ? h.size : Words(std::size_t{h.size} * 4));
   const auto* wide = reinterpret_cast<const Token*>(h.data.get());
   const auto* narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
@@ -221,6 +246,11 @@ bool DocumentStore::Expand(std::string_view uid, Document& out) const {
   if (!Held(id)) return false;
   const Slot& h = slots_[live_[id]];
   out.uid.assign(uids_.Uid(id));
+  if (h.borrowed) {
+    out.tokens = h.borrowed->tokens;
+    out.supervised = h.borrowed->supervised;
+    return true;
+  }
   out.tokens.resize(h.size);
   if (h.wide) {
     std::memcpy(out.tokens.data(), h.data.get(), h.size * sizeof(Token));
@@ -251,6 +281,11 @@ bool DocumentStore::View(std::uint32_t id, fastcheck::DocumentView& view) const 
   view = {};
   view.uid = uids_.Uid(id);
   view.size = h.size;
+  if (h.borrowed) {  // its flags as given (none: all ones); validated when held (MarkUnusable otherwise)
+    view.wide = h.borrowed->tokens.data();
+    if (!h.borrowed->supervised.empty()) view.ints = h.borrowed->supervised.data();
+    return true;
+  }
   if (h.wide) view.wide = reinterpret_cast<const Token*>(h.data.get());
   else view.narrow = reinterpret_cast<const std::int32_t*>(h.data.get());
   if (h.supervised == Supervised::kBits) view.bits = h.data.get() + (h.wide ? h.size : Words(std::size_t{h.size} * 4));
@@ -270,6 +305,7 @@ void DocumentStore::Retire(std::uint32_t id) {
   Slot& slot = slots_[live_[id]];
   tokens_held_ -= slot.size;
   slot.data.reset();
+  slot.borrowed = nullptr;
   free_slots_.push_back(live_[id]);
   live_[id] = kRetired;
 }

@@ -78,6 +78,9 @@ class DocumentStore {
   enum class PutResult { kNew, kSame, kDiffers };
   PutResult Put(const Document& document) { return Put(Id(document.uid), document); }
   PutResult Put(std::uint32_t id, const Document& document);
+  // Put without the copy: the store views `document`, which the caller keeps alive and unchanged for the
+  // store's life (check_batch's documents, held by the caller for the one call that audits them).
+  PutResult Borrow(std::uint32_t id, const Document& document);
   // Marks a held document as one the fast verifier must not see (View: false), when Effective refuses it:
   // checked once, when it is put, not on every step that names it.
   void MarkUnusable(std::uint32_t id) { slots_[live_[id]].usable = false; }
@@ -126,9 +129,11 @@ class DocumentStore {
     bool wide = false;                      // tokens as int64 (else int32)
     bool usable = true;                     // not marked unusable
     bool fingerprinted = false;             // fingerprints_[id] holds its ContentFingerprint
+    const Document* borrowed = nullptr;     // Borrow: the caller's document (data is then empty)
     Supervised supervised = Supervised::kAbsent;
   };
   static void Pack(const Document& document, Slot& slot);
+  PutResult Hold(std::uint32_t id, const Document& document, bool borrow);
   std::uint64_t HeldFingerprint(std::uint32_t id);
   std::vector<std::uint32_t> HeldInUidOrder() const;
   // What is kept per id is small (12 bytes), since it grows with every document of the dump; a held

@@ -132,6 +132,52 @@ TEST(UidInterner, GivesEachUidOneDenseIdForGood) {
   EXPECT_EQ(uids.Uid(1), "a");
 }
 
+// Borrow: the document viewed where the caller holds it reads as the same document put (copied and packed):
+// the same view slot by slot, the same expansion, fingerprint and retirement; a flag neither 0 nor 1 is not
+// viewed, as a put one is not.
+TEST(DocumentStore, ABorrowedDocumentReadsAsAPutOne) {
+  std::vector<Token> tokens(130, 7);
+  std::vector<int> bits(130, 1);
+  for (std::size_t k = 0; k < bits.size(); k += 3) bits[k] = 0;
+  const std::vector<Document> documents = {
+      Doc("narrow", {1, 2, 3, std::numeric_limits<std::int32_t>::min()}, {}),
+      Doc("wide", {1, std::numeric_limits<std::int64_t>::max(), 4}, {}), Doc("all-ones", {1, 2, 3}, {1, 1, 1}),
+      Doc("bits", tokens, bits), Doc("not-flags", {1, 2, 3}, {1, 2, -1}), Doc("empty", {}, {})};
+  for (const Document& d : documents) {
+    SCOPED_TRACE(d.uid);
+    DocumentStore put, borrowed;
+    const std::uint32_t a = put.Id(d.uid), b = borrowed.Id(d.uid);
+    EXPECT_EQ(put.Put(a, d), DocumentStore::PutResult::kNew);
+    EXPECT_EQ(borrowed.Borrow(b, d), DocumentStore::PutResult::kNew);
+    EXPECT_EQ(borrowed.Borrow(b, d), DocumentStore::PutResult::kSame);
+    fastcheck::DocumentView want, got;
+    const bool viewed = put.View(a, want);
+    ASSERT_EQ(borrowed.View(b, got), viewed);
+    if (viewed) {
+      EXPECT_EQ(got.uid, want.uid);
+      ASSERT_EQ(got.size, want.size);
+      for (std::int64_t k = 0; k < want.size; ++k) {
+        EXPECT_EQ(got.token(k), want.token(k)) << k;
+        EXPECT_EQ(got.supervised(k), want.supervised(k)) << k;
+      }
+    }
+    Document expanded;
+    ASSERT_TRUE(borrowed.Expand(d.uid, expanded));
+    EXPECT_EQ(expanded.uid, d.uid);
+    EXPECT_EQ(expanded.tokens, d.tokens);
+    EXPECT_EQ(expanded.supervised, d.supervised);
+    EXPECT_EQ(borrowed.Size(b), put.Size(a));
+    EXPECT_EQ(borrowed.Fingerprint(d.uid), ContentFingerprint(d));
+    Document other = d;
+    other.tokens.push_back(5);
+    EXPECT_EQ(borrowed.Put(b, other), DocumentStore::PutResult::kDiffers);
+    borrowed.Retire(b);
+    ASSERT_TRUE(borrowed.Retired(b));
+    EXPECT_EQ(*borrowed.Retired(b), ContentFingerprint(d));
+    EXPECT_EQ(borrowed.tokens_held(), 0);
+  }
+}
+
 // Retired: the tokens go, the fingerprint stays for a later record of the uid; held documents are unaffected.
 TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
   DocumentStore store;

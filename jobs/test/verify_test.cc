@@ -65,24 +65,35 @@ std::string Outcome(const std::function<AuditResult()>& audit) {
   }
 }
 
-// A file's steps are streamed (checked row by row as read, then let go) and a step that fails is read again
-// from the file for its report; a reader's steps (VerifyReaders) are held whole. Both must give the same
-// audit, byte for byte, on every dump of the repository, broken ones included, whether failing steps are read
-// again (hold_step_bytes 0) or reported from the micro-batches held.
-TEST(StreamedSteps, ReportAsStepsHeldWholeOnEveryDumpOfTheRepository) {
+std::vector<std::string> RepositoryDumps() {
   std::vector<std::string> paths;
   for (const char* dir : {"/examples/dumps", "/fuzz/corpus/packed_batch"})
     for (const auto& entry : std::filesystem::directory_iterator(std::string(PACKORACLE_SOURCE_DIR) + dir))
       if (entry.path().extension() == ".jsonl") paths.push_back(entry.path().string());
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// A file's steps are streamed (checked row by row as read, then let go) and a step that fails is read again
+// from the file for its report; a reader that cannot be read again (VerifyReaders) streams its steps and
+// holds them. Both must give the audit of every step checked whole by CheckCase (VerifyReaders under
+// `oracle`), byte for byte, on every dump of the repository, broken ones included, whether failing steps are
+// read again (hold_step_bytes 0) or reported from the micro-batches held.
+TEST(StreamedSteps, ReportAsStepsHeldWholeOnEveryDumpOfTheRepository) {
+  const std::vector<std::string> paths = RepositoryDumps();
   ASSERT_GT(paths.size(), 20u);
   int failing = 0;
   for (const auto& path : paths) {
     SCOPED_TRACE(path);
-    const std::string held = Outcome([&] {
+    auto from_reader = [&](bool oracle) {
       std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
       sources.push_back(std::make_unique<fastcheck::FastBatchReader>(path));
-      return VerifyReaders(std::move(sources), VerifyOptions{});
-    });
+      VerifyOptions options;
+      options.oracle = oracle;
+      return VerifyReaders(std::move(sources), options);
+    };
+    const std::string held = Outcome([&] { return from_reader(true); });
+    EXPECT_EQ(Outcome([&] { return from_reader(false); }), held) << "a reader's steps streamed";
     for (const std::int64_t hold : {std::int64_t{0}, std::int64_t{16} << 20}) {
       VerifyOptions options;
       options.files = {path};
@@ -92,6 +103,44 @@ TEST(StreamedSteps, ReportAsStepsHeldWholeOnEveryDumpOfTheRepository) {
     failing += held.back() == '1' ? 1 : 0;
   }
   EXPECT_GT(failing, 5);  // steps that fail, and are read again for their report
+}
+
+// VerifyOptions::documents (check_batch's documents, viewed where the caller holds them) audits as the same
+// documents given as records right after the header: on every dump of the repository whose documents all
+// come before its first micro-batch, and that verify does not refuse as input.
+TEST(VerifyReaders, BorrowedDocumentsAuditAsDocumentRecords) {
+  int compared = 0, failing = 0;
+  for (const auto& path : RepositoryDumps()) {
+    SCOPED_TRACE(path);
+    std::vector<PackedBatchRecord> records;
+    try {
+      records = ReadAll(path);
+    } catch (const InputError&) {
+      continue;  // not a dump the reader takes
+    }
+    std::vector<PackedBatchRecord> rest;
+    std::vector<Document> documents;
+    bool documents_first = true, microbatch_seen = false;
+    for (auto& record : records) {
+      if (auto* d = std::get_if<DocumentRecord>(&record)) {
+        documents_first = documents_first && !microbatch_seen;
+        documents.push_back(std::move(d->document));
+        continue;
+      }
+      microbatch_seen = microbatch_seen || std::holds_alternative<MicrobatchRecord>(record);
+      rest.push_back(std::move(record));
+    }
+    if (!documents_first) continue;
+    const std::string as_records = Outcome([&] { return VerifyInMemory(ReadAll(path), path); });
+    if (as_records.rfind("error:", 0) == 0) continue;  // the message names a record's line
+    VerifyOptions options;
+    options.documents = &documents;
+    EXPECT_EQ(Outcome([&] { return VerifyInMemory(rest, path, options); }), as_records);
+    ++compared;
+    failing += as_records.back() == '1' ? 1 : 0;
+  }
+  EXPECT_GT(compared, 10);
+  EXPECT_GT(failing, 3);
 }
 
 TEST(VerifyReaders, NamesTheInMemorySourceAndTheRecordInEachViolation) {

@@ -34,9 +34,13 @@ constexpr std::size_t kSpareMicrobatches = 4;
 struct InMemory {
   std::string name;
   Policy policy;
-  std::vector<Document> documents;  // delimiters included (the effective documents)
+  // The documents, delimiters included (the effective documents): read or made effective here (`owned`), or
+  // the caller's `_core.Documents` as they are (`given`, alive for the call: the audit views them).
+  std::vector<Document> owned;
+  const std::vector<Document>* given = nullptr;
   std::vector<CandidateMicrobatch> microbatches;
   std::int64_t dp_world_size = 1;
+  const std::vector<Document>& documents() const { return given ? *given : owned; }
 };
 
 // `delimiters_included`: the documents already carry the policy's delimiters (as a dump's do); otherwise they
@@ -45,20 +49,20 @@ struct InMemory {
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
                       std::int64_t dp_world_size, bool delimiters_included,
                       std::vector<MicrobatchRecord>* spare = nullptr) {
-  InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, {}, dp_world_size};
+  InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, nullptr, {}, dp_world_size};
   std::vector<Document> read;
   const std::vector<Document>& given = DocumentsOf(documents, name + ": documents", read);
   // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
   if (!delimiters_included && AddsDelimiters(in.policy)) {
-    in.documents.reserve(given.size());
+    in.owned.reserve(given.size());
     for (const Document& d : given) {
       EffectiveDocument e = Effective(d, in.policy);
-      in.documents.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
+      in.owned.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }
   } else if (&given == &read) {
-    in.documents = std::move(read);
+    in.owned = std::move(read);
   } else {
-    in.documents = given;  // a DocumentSet stays its owner's (Report.svg reads it again)
+    in.given = &given;  // a DocumentSet stays its owner's (Report.svg reads it again): viewed, not copied
   }
   if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
   std::size_t k = 0;
@@ -76,17 +80,20 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
 }
 
 // The records a dumper would write: header, documents, micro-batches (line = index + 1 among the records).
-std::unique_ptr<fastcheck::RecordReader> Reader(InMemory in) {
+// `with_documents` false: the document records left out, for an audit that is handed the documents
+// themselves (VerifyOptions::documents); the micro-batches' lines are the same either way.
+std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_documents) {
   std::vector<PackedBatchRecord> records;
   HeaderRecord header;
   header.producer = {{"system", "python"}, {"component", in.name}};
   header.dp_world_size = in.dp_world_size;
   header.policy = in.policy;
   header.policy_json = PolicyToJson(in.policy);
-  records.reserve(1 + in.documents.size() + in.microbatches.size());
+  records.reserve(1 + in.documents().size() + in.microbatches.size());
   records.emplace_back(std::move(header));
-  for (auto& d : in.documents) records.emplace_back(DocumentRecord{std::move(d)});
-  std::int64_t line = static_cast<std::int64_t>(records.size());
+  if (with_documents)
+    for (const auto& d : in.documents()) records.emplace_back(DocumentRecord{d});
+  std::int64_t line = 1 + static_cast<std::int64_t>(in.documents().size());
   for (auto& mb : in.microbatches) records.emplace_back(MicrobatchRecord{std::move(mb), false, ++line});
   return std::make_unique<fastcheck::MemoryRecordReader>(std::move(records), in.name);
 }
@@ -176,8 +183,9 @@ void BindAudit(nb::module_& m) {
           shapes.push_back(std::move(shape));
         }
         std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
-        sources.push_back(Reader(std::move(in)));
+        sources.push_back(Reader(in, false));
         jobs::VerifyOptions options;
+        options.documents = &in.documents();  // viewed by the audit, not copied into records
         options.row_length = row_length;
         options.decoder = decoder;
         spare.clear();
@@ -214,7 +222,7 @@ void BindAudit(nb::module_& m) {
         jobs::DrawOptions options;
         options.row = row;
         options.step = step;
-        auto reader = Reader(std::move(in));
+        auto reader = Reader(in, true);
         return jobs::DrawReader(*reader, options).svg;
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),

@@ -59,6 +59,10 @@ struct VerifyOptions {
   // that audits again soon (check_batch on every training batch) to read its next rows into: no fresh pages
   // to fault in per call. Null: they are freed.
   std::vector<MicrobatchRecord>* spare_records = nullptr;
+  // Documents the caller holds, alive and unchanged until the audit returns: read as document records right
+  // after the first source's header (line 0, as records built in memory have), viewed where they are instead
+  // of copied (check_batch's documents, read once per call). Null: the sources' records alone.
+  const std::vector<Document>* documents = nullptr;
 };
 
 
