@@ -463,18 +463,31 @@ void ValidatePolicy(const Policy& policy) {
 
 namespace {
 
-// True when some flag is other than 0 or 1, or some token equals one of a, b, c: the values ValidateDocument's
-// loops refuse (or may refuse), found in one pass with no branch per element (it vectorises: the file is built
-// with GCC's dynamic cost model). Only a document where it finds one is walked element by element.
-bool MayRefuse(const Document& document, Token a, Token b, Token c) {
-  // 1 when x is 0, in integer operations (SSE2 has no 64-bit compare: `==` would stay scalar).
-  const auto is_zero = [](std::uint64_t x) { return ((x - 1) & ~x) >> 63; };
-  const auto bits = [](Token t) { return static_cast<std::uint64_t>(t); };
+// True when some token equals `id`, in one pass with no branch per token (the comparison in integer operations:
+// SSE2 has no 64-bit compare, and `==` would stay scalar). Cloned for AVX2 where GCC can.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+[[gnu::target_clones("avx2", "default")]]
+#endif
+bool AnyTokenIs(const Token* tokens, std::size_t n, Token id) {
   std::uint64_t hit = 0;
-  for (const int f : document.supervised) hit |= static_cast<std::uint32_t>(f) > 1u;
-  for (const Token t : document.tokens)
-    hit |= is_zero(bits(t) ^ bits(a)) | is_zero(bits(t) ^ bits(b)) | is_zero(bits(t) ^ bits(c));
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint64_t x = static_cast<std::uint64_t>(tokens[k]) ^ static_cast<std::uint64_t>(id);
+    hit |= ((x - 1) & ~x) >> 63;  // 1 exactly when x is 0
+  }
   return hit != 0;
+}
+
+// True when some flag is other than 0 or 1, or some token is one of `ids`: the values ValidateDocument's loops
+// refuse (or may refuse). Only a document where it finds one is walked element by element.
+bool MayRefuse(const Document& document, std::array<Token, 3> ids) {
+  std::uint64_t bad_flag = 0;
+  for (const int f : document.supervised) bad_flag |= static_cast<std::uint32_t>(f) > 1u;
+  if (bad_flag) return true;
+  std::sort(ids.begin(), ids.end());  // each distinct id once (a policy reads one, two or three)
+  const auto end = std::unique(ids.begin(), ids.end());
+  return std::any_of(ids.begin(), end, [&](Token id) {
+    return AnyTokenIs(document.tokens.data(), document.tokens.size(), id);
+  });
 }
 
 }  // namespace
@@ -490,7 +503,7 @@ void ValidateDocument(const Document& document, const Policy& policy, Delimiters
   // ignore_index): when none occurs and every flag is 0 or 1, they would find nothing.
   const Token eod = policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id ? *policy.eos_id : policy.ignore_index;
   const Token bos = policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id ? *policy.bos_id : policy.ignore_index;
-  if (!MayRefuse(document, policy.ignore_index, eod, bos)) return;
+  if (!MayRefuse(document, {policy.ignore_index, eod, bos})) return;
   for (std::size_t k = 0; k < document.supervised.size(); ++k) {
     if (document.supervised[k] != 0 && document.supervised[k] != 1) {
       throw InputError("document '" + document.uid + "': supervised[" + std::to_string(k) + "] is " +
