@@ -347,13 +347,16 @@ Policy ResolvedPolicy(nb::handle policy, const std::string& where) {
   }
   // The last policies read, by their JSON (a policy is a function of it): check_batch reads the same policy
   // three times a call (resolve, the spans, the audit), and the guard on every batch; resolving and
-  // validating one cost about 50 us each time. Only policies that were valid are kept.
-  thread_local std::vector<std::pair<nlohmann::json, Policy>> recent;
-  for (const auto& [json, resolved] : recent)
-    if (json == spec) return resolved;
+  // validating one cost about 50 us each time. Only policies that were valid are kept. Looked up by the JSON's
+  // text, not by json ==, which holds -1 and -1.0 equal: a key that refuses a float (pad_id) took -1.0 once -1
+  // had been read (python/tests/test_policy_cache.py).
+  thread_local std::vector<std::pair<std::string, Policy>> recent;
+  std::string text = spec.dump();
+  for (const auto& [known, resolved] : recent)
+    if (known == text) return resolved;
   Policy resolved = PolicyFromJson(spec, where);
   if (recent.size() >= 8) recent.erase(recent.begin());
-  recent.emplace_back(std::move(spec), resolved);
+  recent.emplace_back(std::move(text), resolved);
   return resolved;
 }
 

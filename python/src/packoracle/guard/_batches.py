@@ -105,7 +105,8 @@ class BatchGuard:
         else:
             checks = CHECKED_WITH_DOCUMENTS
         # check_batch without its argument checks: the guard's arguments are its defaults, its policy resolved once
-        ignore = _args.names(_not_read(fields), "check_batch", "ignore")  # check_batch's check of its ignore
+        not_read = _not_read(fields)  # checked as check_batch checks its ignore (none: nothing to check)
+        ignore = _args.names(not_read, "check_batch", "ignore") if not_read else ()
         report = checked_batch(fields, docs, self.policy, ignore=ignore)
         if not report.ok:
             self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
