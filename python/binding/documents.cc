@@ -46,8 +46,11 @@ bool IsMapping(nb::handle feature) {
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
 void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
-  const auto low = std::min_element(ids.begin(), ids.end());
-  if (low == ids.end() || *low >= 0) return;
+  // the least value by value, not min_element's iterator (whose every step waited on a load through the last
+  // one: 5 cycles a token, 15 us of a guarded 8,192-token batch)
+  Token low = 0;
+  for (const Token t : ids) low = std::min(low, t);
+  if (low >= 0) return;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 || allowed.count(ids[i])) continue;
     std::string allows = "this policy declares no negative id";
