@@ -283,7 +283,60 @@ nb::list IntList(const std::vector<Token>& values) {
 
 }  // namespace
 
-Policy PolicyFromPython(nb::handle policy, const std::string& where) {
+namespace {
+
+// A flat dict of plain values (exact str keys; None, bool, int of 64 bits, float or str values: a resolved
+// policy's form) as a string that holds each item's key, type and value, in order; nullopt for any other dict
+// (PolicyFromPython then reads it as before). Equal strings are dicts of the same keys holding values of the
+// same types and values, which ToJson reads alike (True and 1 are not the same here: ToJson tells them apart).
+std::optional<std::string> PlainPolicyKey(nb::handle policy) {
+  if (!PyDict_CheckExact(policy.ptr())) return std::nullopt;
+  std::string key;
+  key.reserve(640);
+  auto text = [&key](PyObject* s) {
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(s, &size);
+    if (!data) {
+      PyErr_Clear();
+      return false;
+    }
+    key.append(reinterpret_cast<const char*>(&size), sizeof size).append(data, static_cast<std::size_t>(size));
+    return true;
+  };
+  auto bytes = [&key](char tag, const auto& value) {
+    key.push_back(tag);
+    key.append(reinterpret_cast<const char*>(&value), sizeof value);
+  };
+  PyObject *k = nullptr, *v = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(policy.ptr(), &pos, &k, &v)) {
+    if (!PyUnicode_CheckExact(k) || !text(k)) return std::nullopt;
+    if (v == Py_None) {
+      key.push_back('N');
+    } else if (v == Py_True || v == Py_False) {
+      key.push_back(v == Py_True ? 'T' : 'F');
+    } else if (PyLong_CheckExact(v)) {
+      int overflow = 0;
+      const long long value = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow || (value == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return std::nullopt;
+      }
+      bytes('I', value);
+    } else if (PyFloat_CheckExact(v)) {
+      bytes('D', PyFloat_AS_DOUBLE(v));
+    } else if (PyUnicode_CheckExact(v)) {
+      key.push_back('S');
+      if (!text(v)) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return key;
+}
+
+// PolicyFromPython's reading: the JSON form of the policy, resolved and validated (the last valid ones kept).
+Policy ResolvedPolicy(nb::handle policy, const std::string& where) {
   nlohmann::json spec;
   if (nb::isinstance<nb::str>(policy)) {
     spec = nlohmann::json{{"preset", Utf8(policy, where, "preset")}};
@@ -294,13 +347,36 @@ Policy PolicyFromPython(nb::handle policy, const std::string& where) {
   }
   // The last policies read, by their JSON (a policy is a function of it): check_batch reads the same policy
   // three times a call (resolve, the spans, the audit), and the guard on every batch; resolving and
-  // validating one cost about 50 us each time. Only policies that were valid are kept.
-  thread_local std::vector<std::pair<nlohmann::json, Policy>> recent;
-  for (const auto& [json, resolved] : recent)
-    if (json == spec) return resolved;
+  // validating one cost about 50 us each time. Only policies that were valid are kept. Looked up by the JSON's
+  // text, not by json ==, which holds -1 and -1.0 equal: a key that refuses a float (pad_id) took -1.0 once -1
+  // had been read (python/tests/test_policy_cache.py).
+  thread_local std::vector<std::pair<std::string, Policy>> recent;
+  std::string text = spec.dump();
+  for (const auto& [known, resolved] : recent)
+    if (known == text) return resolved;
   Policy resolved = PolicyFromJson(spec, where);
   if (recent.size() >= 8) recent.erase(recent.begin());
-  recent.emplace_back(std::move(spec), resolved);
+  recent.emplace_back(std::move(text), resolved);
+  return resolved;
+}
+
+}  // namespace
+
+Policy PolicyFromPython(nb::handle policy, const std::string& where) {
+  // The last valid policies read from a plain dict, by PlainPolicyKey: a check reads the same resolved dict
+  // twice (the spans, the audit), and the guard on every batch; building its JSON to look it up cost about
+  // 80,000 instructions, its key about 5,000. A miss reads it as before.
+  thread_local std::vector<std::pair<std::string, Policy>> plain;
+  const std::optional<std::string> key = PlainPolicyKey(policy);
+  if (key) {
+    for (const auto& [known, resolved] : plain)
+      if (known == *key) return resolved;
+  }
+  Policy resolved = ResolvedPolicy(policy, where);
+  if (key) {
+    if (plain.size() >= 8) plain.erase(plain.begin());
+    plain.emplace_back(*key, resolved);
+  }
   return resolved;
 }
 

@@ -23,14 +23,19 @@ namespace {
 
 // A feature's field (None and absent alike: an empty object); a dict read directly, any other Mapping (a
 // BatchEncoding) through its get().
-nb::object Field(nb::handle feature, const char* key) {
+// `key`: an interned str (FieldKey), whose hash is kept: a str made from the name on every lookup cost more than
+// the lookup.
+nb::object Field(nb::handle feature, PyObject* key) {
   if (PyDict_Check(feature.ptr())) {
-    PyObject* v = PyDict_GetItemString(feature.ptr(), key);  // borrowed
+    PyObject* v = PyDict_GetItem(feature.ptr(), key);  // borrowed; errors suppressed, as PyDict_GetItemString's
     return v && v != Py_None ? nb::borrow(v) : nb::object();
   }
-  nb::object got = feature.attr("get")(key);
+  nb::object got = feature.attr("get")(nb::handle(key));
   return got.is_none() ? nb::object() : got;
 }
+
+// The field names, interned once and held for the interpreter's life (as IsMapping's Mapping).
+PyObject* FieldKey(const char* name) { return PyUnicode_InternFromString(name); }
 
 bool IsMapping(nb::handle feature) {
   if (PyDict_Check(feature.ptr())) return true;
@@ -41,8 +46,11 @@ bool IsMapping(nb::handle feature) {
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
 void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
-  const auto low = std::min_element(ids.begin(), ids.end());
-  if (low == ids.end() || *low >= 0) return;
+  // the least value by value, not min_element's iterator (whose every step waited on a load through the last
+  // one: 5 cycles a token, 15 us of a guarded 8,192-token batch)
+  Token low = 0;
+  for (const Token t : ids) low = std::min(low, t);
+  if (low >= 0) return;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 || allowed.count(ids[i])) continue;
     std::string allows = "this policy declares no negative id";
@@ -55,23 +63,68 @@ void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allow
   }
 }
 
+// An int of the interpreter's compact form (|v| < 2^30 on 3.11) read from its one digit, without a call: the
+// tokens of a feature are nearly all such ints, and a call per token cost as much as the rest of the check.
+inline bool CompactInt(PyObject* item, std::int64_t& out) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(item))) return false;
+  out = PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(item));
+#else
+  const Py_ssize_t size = Py_SIZE(item);
+  if (size < -1 || size > 1) return false;
+  out = size * static_cast<std::int64_t>(reinterpret_cast<PyLongObject*>(item)->ob_digit[0]);
+#endif
+  return true;
+}
+
+// A feature's field as IntegersFromPython reads it, with its common form (a list of ints, as a tokenizer gives
+// it) read in place here. Any entry that is not an int of 64 bits (a bool, a numpy integer, a float, 2^64)
+// sends the whole list to IntegersFromPython, which reads it or names the entry: the two readings are the
+// same wherever this one answers (python/tests/test_core_documents.py pins them).
+std::vector<std::int64_t> Integers(nb::handle value, const std::string& where, const char* field) {
+  if (PyList_CheckExact(value.ptr())) {
+    const Py_ssize_t n = PyList_GET_SIZE(value.ptr());
+    PyObject* const* items = reinterpret_cast<PyListObject*>(value.ptr())->ob_item;
+    std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+    Py_ssize_t k = 0;
+    for (; k < n; ++k) {
+      PyObject* item = items[k];
+      if (!PyLong_CheckExact(item)) break;
+      std::int64_t& v = out[static_cast<std::size_t>(k)];
+      if (CompactInt(item, v)) continue;
+      int overflow = 0;
+      const long long big = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (overflow || (big == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        break;
+      }
+      v = big;
+    }
+    if (k == n) return out;
+  }
+  return IntegersFromPython(value, where, field);
+}
+
 // One feature's documents: its input_ids whole, or cut by seq_lengths (a packed feature); a token is
 // supervised where its label is not ignore_index, and a document's first token always (its label says
 // nothing: no target is read there).
 void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const std::set<std::int64_t>& allowed,
                  std::vector<Document>& out) {
+  static PyObject* const input_ids_key = FieldKey("input_ids");
+  static PyObject* const labels_key = FieldKey("labels");
+  static PyObject* const seq_lengths_key = FieldKey("seq_lengths");
   const std::string where = "features[" + std::to_string(k) + "]";
-  nb::object input_ids = IsMapping(f) ? Field(f, "input_ids") : nb::object();
+  nb::object input_ids = IsMapping(f) ? Field(f, input_ids_key) : nb::object();
   if (!input_ids) {
     throw nb::type_error(("guard: feature " + std::to_string(k) +
                           " has no 'input_ids': the guard reads the documents from the features").c_str());
   }
-  std::vector<Token> ids = IntegersFromPython(input_ids, where, "input_ids");
+  std::vector<Token> ids = Integers(input_ids, where, "input_ids");
   TokenIds(ids, allowed, where);
   std::vector<int> supervised;  // empty: every token supervised (a feature without labels), no flags to carry
-  if (nb::object labels = Field(f, "labels")) {
+  if (nb::object labels = Field(f, labels_key)) {
     supervised.resize(ids.size());
-    const std::vector<std::int64_t> l = IntegersFromPython(labels, where, "labels");
+    const std::vector<std::int64_t> l = Integers(labels, where, "labels");
     if (l.size() != ids.size()) {
       throw InputError(where + ": field 'labels' has " + std::to_string(l.size()) + " entries, its input_ids has " +
                        std::to_string(ids.size()));
@@ -79,8 +132,8 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
     for (std::size_t i = 0; i < l.size(); ++i) supervised[i] = l[i] != ignore_index;
   }
   std::vector<std::int64_t> lengths{static_cast<std::int64_t>(ids.size())};
-  const nb::object seq = Field(f, "seq_lengths");
-  if (seq) lengths = IntegersFromPython(seq, where, "seq_lengths");
+  const nb::object seq = Field(f, seq_lengths_key);
+  if (seq) lengths = Integers(seq, where, "seq_lengths");
   std::int64_t sum = 0;
   for (std::size_t j = 0; j < lengths.size(); ++j) {
     if (lengths[j] < 0) {

@@ -3,6 +3,7 @@
 // and the guard).
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -43,10 +44,21 @@ void BindSpans(nb::module_& m) {
             const Policy p = PolicyFromPython(policy, "policy");
             std::vector<std::vector<Token>> docs;
             std::vector<Document> read;
-            for (const Document& d : DocumentsOf(documents, "documents", read)) {
-              EffectiveDocument e = Effective(d, p);
-              e.tokens.resize(static_cast<std::size_t>(InputTokens(p, e.size())));
-              docs.push_back(std::move(e.tokens));
+            // Where the policy adds no delimiter a document's effective tokens are its own (AddsDelimiters):
+            // checked as Effective checks them, and copied without its per-token supervision flags.
+            const bool adds = AddsDelimiters(p);
+            const std::vector<Document>& given = DocumentsOf(documents, "documents", read);
+            docs.reserve(given.size());
+            for (const Document& d : given) {
+              std::vector<Token> tokens;
+              if (adds) {
+                tokens = std::move(Effective(d, p).tokens);
+              } else {
+                ValidateDocument(d, p);
+                tokens = d.tokens;
+              }
+              tokens.resize(static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(tokens.size()))));
+              docs.push_back(std::move(tokens));
             }
             const std::optional<Token> pad = p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
             new (self) jobs::SpanDerivation(std::move(docs), p.overflow, pad);

@@ -136,3 +136,43 @@ def test_documents_from_features_name_the_feature():
         _core.documents_from_features([{"labels": [1]}], -100, ALLOWED)
     with pytest.raises(ValueError, match=r"features\[0\]: field 'input_ids' must be an array"):
         _core.documents_from_features([{"input_ids": "abc"}], -100, ALLOWED)
+
+
+# The core's reading of a feature's int lists in place (documents.cc, Integers) against the reading it stands in
+# for (IntegersFromPython, which a tuple still takes): the same documents, or the same error, whatever the ints.
+# Compact ints end at 2**30 (one digit on 3.11); the 64-bit bounds, bools, numpy ints and floats send the list
+# to the previous reading.
+WIDE = (st.integers(-(2**31), 2**31) | st.integers(-(2**64), 2**64)
+        | st.sampled_from([2**30 - 1, 2**30, -(2**30) + 1, -(2**30), 2**63 - 1, 2**63, -(2**63), -(2**63) - 1,
+                           -100, -1, 0, True, False, np.int64(7), np.int32(-100), 3.0]))
+
+
+def _reading(feats, allowed):
+    try:
+        docs = _core.documents_from_features(feats, -100, allowed).to_list()
+    except (TypeError, ValueError) as e:
+        return type(e).__name__, str(e)
+    return [(d["doc_uid"], d["tokens"].tolist(), d["supervised"].tolist()) for d in docs]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(WIDE, max_size=8), st.data())
+def test_lists_read_in_place_as_the_previous_reading_reads_them(tokens, data):
+    allowed = data.draw(st.sampled_from([ALLOWED, [-100, -1], [-(2**63)]]))
+    labels = data.draw(st.none() | st.lists(WIDE, min_size=len(tokens), max_size=len(tokens)))
+    lengths = data.draw(st.none() | st.lists(st.integers(-1, 4) | st.sampled_from([2**40, True]), max_size=3))
+    as_list, as_tuple = {"input_ids": list(tokens)}, {"input_ids": tuple(tokens)}
+    if labels is not None:
+        as_list["labels"], as_tuple["labels"] = list(labels), tuple(labels)
+    if lengths is not None:
+        as_list["seq_lengths"], as_tuple["seq_lengths"] = list(lengths), tuple(lengths)
+    assert _reading([as_list], allowed) == _reading([as_tuple], allowed)
+
+
+def test_lists_of_compact_and_wide_ints_are_read_whole():
+    """The path taken in practice (ints below 2**30) and the ints either side of each bound, read in place."""
+    ints = [0, 1, -1, 2**30 - 1, 2**30, -(2**30), 2**62, 2**63 - 1, -(2**63)]
+    docs = _core.documents_from_features([{"input_ids": ints}], -100, [-1, -(2**30), -(2**63)]).to_list()
+    assert docs[0]["tokens"].tolist() == ints
+    with pytest.raises(ValueError, match=r"features\[0\]: field 'input_ids\[1\]' is -3"):
+        _core.documents_from_features([{"input_ids": [2**40, -3]}], -100, ALLOWED)

@@ -16,6 +16,7 @@ import math
 import numbers
 import operator
 import os
+from collections import abc
 from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
@@ -141,7 +142,8 @@ def names(value: Any, where: str, name: str) -> tuple[str, ...]:
     """Field names: one str, or a sequence of str."""
     if isinstance(value, str):
         return (text(value, where, name),)
-    if not isinstance(value, Iterable) or isinstance(value, (bytes, dict)):
+    # collections.abc's Iterable, which typing's stands for: isinstance against typing's cost 5 us a call
+    if not isinstance(value, abc.Iterable) or isinstance(value, (bytes, dict)):
         raise TypeError(f"{where}: {name} must be a list of field names, got {value!r}")
     return tuple(text(v, where, f"{name}[{k}]") for k, v in enumerate(value))
 

@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
-from ._batch import Microbatches, read_batch
+from ._batch import Microbatches, SpanMatcher, read_batch
 from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
@@ -76,11 +76,22 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     if producer is not None and not isinstance(producer, Mapping):
         raise TypeError(f"{at}: producer must be a dict of totals (loss_sum, denominator, denominator_scope, loss) "
                         f"or None, got {type(producer).__name__}")
-    resolved = resolve(policy)
+    return checked_batch(batch, documents, resolve(policy), step=step, micro_step=micro_step, rank=rank,
+                         producer=producer, dp_world_size=dp_world_size, row_length=row_length, decoder=decoder,
+                         ignore=ignore)
+
+
+def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: dict, *, step: int = 0,
+                  micro_step: int = 0, rank: int = 0, producer: Optional[Mapping[str, Any]] = None,
+                  dp_world_size: int = 1, row_length: Optional[int] = None, decoder: bool = False,
+                  ignore: Sequence[str] = ()) -> Report:
+    """check_batch once its arguments are known valid (check_batch's own checks passed, or the guard's fixed
+    ones: its step, rank and flags are the defaults, its ignore a list of str): `resolved` a resolved policy
+    dict. The batch and the documents are checked here, as check_batch checks them; the guard calls this on
+    every batch rather than re-checking arguments it made itself."""
     docs = core_documents(documents, resolved)
-    reader = Microbatches(docs, resolved)
     # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are given.
-    spans = None if _has_spans(batch) else reader.matcher()
+    spans = None if _has_spans(batch) else SpanMatcher(docs, resolved)
     mb = read_batch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
                     producer=producer, ignore=ignore, policy=resolved)
     return _Records("batch", resolved, docs, [mb], dp_world_size, delimiters_included=False).audit(row_length, decoder)

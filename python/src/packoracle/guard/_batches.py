@@ -13,9 +13,9 @@ import numpy as np
 
 from .. import _args, _core
 from .._arrays import as_array
-from .._batch import Microbatches, canonical_fields
-from .._checks import check_batch
-from .._policy import Policy, PolicyLike, resolve
+from .._batch import KNOWN, Microbatches, canonical_fields
+from .._checks import checked_batch
+from .._policy import PolicyLike, resolve
 from ..report import Report
 from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
 
@@ -81,7 +81,6 @@ class BatchGuard:
         if not (callable(on_violation) or on_violation in ("raise", "log")):
             raise ValueError(f"guard: on_violation is 'raise', 'log' or a callable, got {on_violation!r}")
         self.policy = resolve(policy)
-        self._resolved = Policy(self.policy)  # check_batch takes it without resolving it again on every batch
         self.every, self.on_violation, self.ignore = every, on_violation, tuple(ignore)
         self.dump_dir = dump_dir if dump_dir is not None else os.environ.get("PACKORACLE_GUARD_DIR", "packoracle-guard")
         self.state = GuardState()
@@ -95,7 +94,9 @@ class BatchGuard:
             return None
         self.state.checked += 1
         docs = documents() if documents is not None else None
-        fields = {k: v for k, v in batch.items() if k not in self.ignore}
+        # the batch itself where nothing is left out (read, never changed); a dict, which the core reads in one call
+        fields = batch if not self.ignore and type(batch) is dict else \
+            {k: v for k, v in batch.items() if k not in self.ignore}
         checks: tuple[str, ...]
         if docs is None or not docs:
             docs, spans = documents_from_segments(canonical_fields(fields, "batch", _not_read(fields)), self.policy)
@@ -103,7 +104,10 @@ class BatchGuard:
             checks = CHECKED_WITHOUT_DOCUMENTS
         else:
             checks = CHECKED_WITH_DOCUMENTS
-        report = check_batch(fields, docs, self._resolved, ignore=_not_read(fields))
+        # check_batch without its argument checks: the guard's arguments are its defaults, its policy resolved once
+        not_read = _not_read(fields)  # checked as check_batch checks its ignore (none: nothing to check)
+        ignore = _args.names(not_read, "check_batch", "ignore") if not_read else ()
+        report = checked_batch(fields, docs, self.policy, ignore=ignore)
         if not report.ok:
             self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report
@@ -161,8 +165,6 @@ class BatchGuard:
 
 def _not_read(batch: Mapping[str, Any]) -> list[str]:
     """Fields of a training batch that are not packing encodings (the guard leaves them alone)."""
-    from .._batch import KNOWN
-
     return [k for k in batch if k not in KNOWN]
 
 
