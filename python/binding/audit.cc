@@ -1,7 +1,8 @@
 // packoracle._core.audit_records / verify_files / draw_*: the audits of `packoracle verify` and `packoracle
 // draw`. check_batch and check_step build a dump's records in memory (a header with the policy, the
-// documents, the micro-batches) and read them through fastcheck::MemoryRecordReader: the same code, verdicts
-// and text as a dump file.
+// micro-batches) and read them through fastcheck::MemoryRecordReader, the documents handed to the audit where
+// they are held (VerifyOptions::documents, read as the document records after the header): the same code,
+// verdicts and text as a dump file.
 #include <memory>
 #include <set>
 #include <optional>
@@ -89,7 +90,7 @@ std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_document
   header.dp_world_size = in.dp_world_size;
   header.policy = in.policy;
   header.policy_json = PolicyToJson(in.policy);
-  records.reserve(1 + in.documents().size() + in.microbatches.size());
+  records.reserve(1 + (with_documents ? in.documents().size() : 0) + in.microbatches.size());
   records.emplace_back(std::move(header));
   if (with_documents)
     for (const auto& d : in.documents()) records.emplace_back(DocumentRecord{d});
