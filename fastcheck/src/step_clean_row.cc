@@ -5,7 +5,9 @@
 // passes would: pieces, layout, sums) or "not sure"; anything not clean goes through CoverageRow, LayoutRow
 // and RowPass (step_check.cc, step_rows.cc), which find what is wrong as the oracle would, and the oracle
 // writes the report. The rules are the oracle's, restated per span; differential_test.cc pins the two paths
-// to CheckCase on generated rows of every size.
+// to CheckCase on generated rows of every size. The four row passes are also built for AVX2 (target_clones:
+// the loader picks the clone the machine runs; the default one is the SSE2 build): their share of check_batch's
+// samples fell from 14.7% to 9.9% under perf (bench/README.md, "A ninth pair").
 #include <algorithm>
 
 #include "packoracle/oracle/segments.h"
@@ -62,7 +64,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 }
 
 // CoverageRow's token comparisons: each span's slots hold its document's tokens, the rest the pad id.
-bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t real_end) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t real_end) const {
   const Token* ids = row.input_ids.data();
   std::uint64_t diff = 0;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
@@ -82,7 +84,7 @@ bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t re
 
 // SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's
 // first slot among the non-pad slots [0, real_end).
-bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t real_end) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t real_end) const {
   const auto& spans = row.doc_spans;
   // segment_encodings: rows: cu_seqlens, seq_lens and doc_ids name the row, one segment from slot 0 to the
   // padding (the tiled row's one run of tokens).
@@ -162,7 +164,7 @@ bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t 
 
 // PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span. `capped`:
 // the check read L (a capped padding position or a modulo split), for Finish to compare with the step's L.
-bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t real_end, bool& capped) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t real_end, bool& capped) const {
   const Policy& pol = policy();
   const auto& spans = row.doc_spans;
   const std::int64_t base = pol.position_base;
@@ -238,7 +240,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size
 
 // TargetsAndSums' comparisons on a tiled row: every slot's label (or the next slot's, labels aligned) is
 // the target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
-bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t real_end, std::int64_t& weighted) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t real_end, std::int64_t& weighted) const {
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const std::int64_t shift = aligned ? 1 : 0;
   const Token ignore = policy().ignore_index;
