@@ -323,7 +323,29 @@ TEST(CorruptedAgreement, FastVerifierAgreesWithCheckCaseOnCorruptedReferenceRows
   }));
   ExpectMostlyDecided(tally);
   EXPECT_GT(tally.violated, 0);
-  EXPECT_GT(tally.mergeable, 0) << "the reference's sequential rows never broke efficiency: no_mergeable_rows";
+  // Rows that could merge come by chance here (none in about one seed of six): EfficiencyAgreement below
+  // makes that comparison certain.
+}
+
+// Efficiency under no_mergeable_rows on rows made to break it: the reference's sequential rows of documents of
+// 5, 4, 3 and 3 tokens in rows of 8 are [5], [4, 3], [3], and rows 0 and 2 could merge (5 + 3 = 8). Both paths
+// must report it alike, in every mode BothModes runs (the promised policy's cases count the finding).
+TEST(EfficiencyAgreement, SequentialRowsThatCouldMergeAreAFindingOnBothPaths) {
+  PackRequest request;
+  request.row_length = 8;
+  request.micro_batch_rows = 3;
+  request.policy = FindPreset("reference").policy;
+  request.documents = MakeDocuments({{1, 2, 3, 4, 5}, {6, 7, 8, 9}, {10, 11, 12}, {13, 14, 15}});
+  for (const auto& d : request.documents)  // a loss per token (the reference preset adds no delimiter)
+    for (std::size_t k = 0; k < d.tokens.size(); ++k) request.target_losses[d.uid].push_back(0.5 + 0.25 * k);
+  Candidate reference = ReferenceCandidate();
+  const PackResult out = PackCatching(reference, request);
+  ASSERT_FALSE(out.fault || out.refusal) << out.fault.value_or("") << out.refusal.value_or("");
+  ASSERT_EQ(out.microbatches.size(), 1u);
+  ASSERT_EQ(out.microbatches[0].rows.size(), 3u);
+  Tally tally;
+  EXPECT_TRUE(rc::check("sequential rows that could merge", [&] { BothModes(request, out, tally); }));
+  EXPECT_GT(tally.mergeable, 0) << "no efficiency finding on rows that could merge";
 }
 
 // One id naming two segments of a row (ReusedDocId) while every encoding still reads per slot: a span's
