@@ -348,6 +348,9 @@ inline rc::Gen<Policy> MixedPolicy() {
     // shift: document (torchtitan's HuggingFaceTextDataset, NeMo's packed collate), drawn after every other pick
     // for the same reason, the keys it contradicts repaired.
     if (*rc::gen::inRange(0, 4) == 0) ShiftPerDocument(p);
+    // count_basis: unshifted_labels (HF Trainer before #46204: labels != ignore_index counted before the shift),
+    // drawn last for the same reason; it contradicts no key.
+    if (*rc::gen::inRange(0, 6) == 0) p.count_basis = CountBasis::kUnshiftedLabels;
     return p;
   });
 }
