@@ -18,7 +18,6 @@
 
 #include "bindings.h"
 #include "convert.h"
-#include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/fastcheck/memory_reader.h"
 #include "packoracle/jobs/draw.h"
@@ -88,8 +87,7 @@ std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_document
   HeaderRecord header;
   header.producer = {{"system", "python"}, {"component", in.name}};
   header.dp_world_size = in.dp_world_size;
-  header.policy = in.policy;
-  header.policy_json = PolicyToJson(in.policy);
+  header.policy = in.policy;  // policy_json ("as written") left null: nothing was written, and no audit reads it
   records.reserve(1 + (with_documents ? in.documents().size() : 0) + in.microbatches.size());
   records.emplace_back(std::move(header));
   if (with_documents)

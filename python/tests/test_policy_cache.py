@@ -4,9 +4,11 @@ answers. Dicts equal in Python but not in type (True and 1, 1 and 1.0) are not t
 reading, so a cache that confused them would answer the one for the other: each is read after the other, warm,
 and then cold (both caches emptied by other policies), and the answers must agree."""
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
-from packoracle import _core
+from packoracle import _core, presets
+from packoracle._policy import resolve
 
 KEYS = ["preset", "pad_id", "eos_id", "bos_id", "ignore_index", "loss_mask", "position_base", "overflow", "padding",
         "stream_stride", "truncate_to"]
@@ -59,3 +61,18 @@ def test_an_int_and_its_float_are_not_the_same_policy():
     for value, twin in ((True, 1), (1, True), (False, 0), (0, False), (2, 2.0)):
         _outcome({"preset": "reference", "pad_id": value})  # warm
         assert _outcome({"preset": "reference", "pad_id": twin}) == _cold({"preset": "reference", "pad_id": twin})
+
+
+def test_a_preset_name_resolves_as_the_core_resolves_it_on_every_call():
+    """resolve(name) holds each preset's keys after the first call: every later call must give a new dict equal
+    to the core's own reading, which a change to an earlier answer does not reach; an unknown name still
+    raises, every time."""
+    for name in presets():
+        first = resolve(name)
+        assert first == _core.resolve_policy({"preset": name})
+        first["pad_id"] = -12345
+        again = resolve(name)
+        assert again is not first and again == _core.resolve_policy({"preset": name})
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no-such-preset"):
+            resolve("no-such-preset")

@@ -64,10 +64,20 @@ class Policy(Mapping):
 PolicyLike = Union[str, Mapping[str, Any], Policy]
 
 
+# A preset name's resolved keys, read from the core once: a preset never changes within a process, and
+# check_batch resolves its policy on every call (7 us through the core, bench/README.md "A ninth pair").
+_RESOLVED_PRESETS: dict[str, dict[str, Any]] = {}
+
+
 def resolve(policy: PolicyLike) -> dict[str, Any]:
-    """Any accepted form of a policy as its resolved dict."""
+    """Any accepted form of a policy as its resolved dict (a new dict on every call: the caller may change it)."""
     if isinstance(policy, Policy):
         return policy.to_dict()
+    if type(policy) is str:
+        held = _RESOLVED_PRESETS.get(policy)
+        if held is None:  # an unknown name raises here, and is not held
+            held = _RESOLVED_PRESETS[policy] = Policy(policy).to_dict()
+        return dict(held)
     return Policy(policy).to_dict()
 
 
