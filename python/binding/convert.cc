@@ -448,12 +448,59 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   return t;
 }
 
+namespace {
+
+// A span dict in its common form, read without building its location or a key object per lookup: an exact
+// dict whose four keys hold an exact str of valid UTF-8 and three exact ints in the int64 range. False for
+// anything else, which the named reading below then reads (and refuses, naming the span and the field), so
+// the two agree on every value this one takes.
+bool PlainSpan(PyObject* span, DocSpan& out) {
+  static PyObject* const keys[4] = {PyUnicode_InternFromString("doc_uid"), PyUnicode_InternFromString("start"),
+                                    PyUnicode_InternFromString("length"), PyUnicode_InternFromString("doc_offset")};
+  if (!PyDict_CheckExact(span)) return false;
+  PyObject* values[4];
+  for (int k = 0; k < 4; ++k) {
+    values[k] = PyDict_GetItemWithError(span, keys[k]);  // borrowed; an exact str key hashes without Python code
+    if (!values[k]) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  if (!PyUnicode_CheckExact(values[0])) return false;
+  Py_ssize_t size = 0;
+  const char* uid = PyUnicode_AsUTF8AndSize(values[0], &size);
+  if (!uid) {
+    PyErr_Clear();
+    return false;
+  }
+  std::int64_t ints[3];
+  for (int k = 0; k < 3; ++k) {
+    if (!PyLong_CheckExact(values[k + 1])) return false;  // a bool is not exact: the named reading refuses it
+    int overflow = 0;
+    ints[k] = PyLong_AsLongLongAndOverflow(values[k + 1], &overflow);
+    if (overflow) return false;
+  }
+  out.doc_uid.assign(uid, static_cast<std::size_t>(size));
+  out.start = ints[0];
+  out.length = ints[1];
+  out.doc_offset = ints[2];
+  return true;
+}
+
+}  // namespace
+
 void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpan>& out) {
   if (!nb::isinstance<nb::list>(spans) && !nb::isinstance<nb::tuple>(spans)) {
     Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
   }
   std::size_t s = 0;
+  DocSpan plain;
   for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
+    if (PlainSpan(span.ptr(), plain)) {
+      out.push_back(plain);
+      ++s;
+      continue;
+    }
     const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
     if (nb::isinstance<nb::dict>(span)) {
       out.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"), Int(Required(span, "start", sat), sat, "start"),

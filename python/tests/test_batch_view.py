@@ -9,6 +9,8 @@ call: python/binding/batch.cc), pinned to canonical_microbatch, the public readi
   arrays) are read by the core, and check_batch's report (text, JSON, drawings) is the same either way.
 """
 
+import collections
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -69,12 +71,31 @@ def _form(draw, values, rows, slots):
     return array
 
 
+class _Str(str):
+    pass
+
+
+def _odd_span(draw, slots):
+    """A span dict whose values are of every kind the readers meet (the core reads the plain ones itself,
+    convert.cc PlainSpan, and leaves the rest to the reading that names them), now and then a key short or in
+    an OrderedDict."""
+    ints = st.sampled_from([0, 1, True, np.int64(0), 2**63, -1, None, 1.0, "0"])
+    span = {"doc_uid": draw(st.sampled_from(["a", "b", "\ud800", None, 3, _Str("a")])), "start": draw(ints),
+            "length": draw(st.sampled_from([min(slots, 2), True, np.int64(min(slots, 2)), None, 2**64])),
+            "doc_offset": draw(ints)}
+    if draw(st.integers(0, 5)) == 0:
+        del span[draw(st.sampled_from(sorted(span)))]
+    return collections.OrderedDict(span) if draw(st.integers(0, 5)) == 0 else span
+
+
 def _spans(draw, rows, slots):
     """doc_spans in the forms _spans_per_row reads, and some it refuses."""
     per_row = [[{"doc_uid": draw(st.sampled_from(["a", "b", "c"])), "start": 0, "length": min(slots, 2),
                  "doc_offset": 0}] for _ in range(rows)]
     form = draw(st.sampled_from(["rows", "rows", "rows", "flat", "flat", "tuples", "empty", "string", "short",
-                                 "bad_span"]))
+                                 "bad_span", "values", "values"]))
+    if form == "values":
+        return [[_odd_span(draw, slots)] for _ in range(rows)]
     if form == "flat":
         return per_row[0] if rows == 1 else per_row
     if form == "tuples":
@@ -199,3 +220,43 @@ def test_read_batch_gives_the_view_and_falls_back_to_the_dict():
     with pytest.raises(ValueError, match="field 'input_ids\\[0, 0\\]' is -5"):
         read_batch(dict(batch, input_ids=-5 * torch.ones_like(batch["input_ids"])), **kwargs)
     assert isinstance(read_batch(dict(batch, loss_mask=np.ones((2, 6))), **kwargs), dict)
+
+
+def _span_as_read(span):
+    """What the core's span reading must give for one span (convert.cc SpansFromPython): the four fields as
+    (str, int, int, int), or None where it must refuse: not a dict, a key missing or None, a doc_uid that is not
+    text (or not valid UTF-8), a number that is a bool, not an integer, or outside int64."""
+    if not isinstance(span, dict):
+        return None
+    values = [span.get(k) for k in ("doc_uid", "start", "length", "doc_offset")]
+    if any(v is None for v in values) or not isinstance(values[0], str):
+        return None
+    try:
+        values[0].encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    out = {"doc_uid": str(values[0])}
+    for key, v in zip(("start", "length", "doc_offset"), values[1:]):
+        if isinstance(v, bool) or not hasattr(v, "__index__") or not -2**63 <= v.__index__() < 2**63:
+            return None
+        out[key] = v.__index__()
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_span_is_read_exactly_or_refused_naming_it(data):
+    """The core reads a plain span dict without naming it (PlainSpan) and every other through the reading that
+    names the span and the field: on values of every kind the answer is the value itself or that error."""
+    span = _odd_span(data.draw, 2)
+    mb = {"step": 0, "micro_step": 0, "rank": 0, "producer": None,
+          "rows": [{"input_ids": [1, 2], "labels": [2, -100], "doc_spans": [span]}]}
+    want = _span_as_read(span)
+    try:
+        got = _core.read_microbatch(mb)["rows"][0]["doc_spans"]
+    except (ValueError, TypeError) as e:
+        assert want is None, f"refused {span!r}: {e}"
+        assert "doc_spans[0]" in str(e)
+        return
+    assert want is not None, f"read {span!r}, which must be refused, as {got!r}"
+    assert got == [want]
