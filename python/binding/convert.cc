@@ -88,6 +88,19 @@ T Narrow(std::int64_t v, const std::string& where, const std::string& at) {
 // a vector of T. Integer and bool dtypes are read in place; floats only where `numbers` (loss_mask).
 std::int64_t Int(nb::handle v, const std::string& where, const std::string& field);
 
+// A numpy array whose dtype is not in the machine's byte order, as a copy in it; an invalid object for
+// anything else.
+nb::object NativeByteOrder(nb::handle value) {
+  PyObject* dtype = PyObject_GetAttrString(value.ptr(), "dtype");
+  if (!dtype) {
+    PyErr_Clear();
+    return {};
+  }
+  nb::object type = nb::steal(dtype);
+  if (!nb::hasattr(type, "isnative") || !nb::hasattr(value, "astype") || nb::cast<bool>(type.attr("isnative"))) return {};
+  return value.attr("astype")(type.attr("newbyteorder")("="));
+}
+
 // `storage`: a vector whose capacity is reused (every element is overwritten).
 template <class T>
 std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::string& field, bool numbers = false,
@@ -135,6 +148,11 @@ std::vector<T> ReadArray(nb::handle value, const std::string& where, const std::
     return out;
   }
   if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value)) {
+    // numpy's other byte order, which nanobind does not import: read in the native one, as the Python reader
+    // does (packoracle._arrays._native)
+    if (nb::object native = NativeByteOrder(value); native.is_valid()) {
+      return ReadArray<T>(native, where, field, numbers, std::move(storage));
+    }
     Bad(where, field, "must be an array, a tensor or a list, got " + TypeName(value));
   }
   // A list or tuple's items read in place (an iterator's reference per item cost about as much as the rest).

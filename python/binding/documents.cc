@@ -4,9 +4,11 @@
 // than the collator itself (bench/README.md, "A fourth pair"). packoracle.guard.documents_from_features
 // states the same reading in Python (the public form, a list of dicts); a Hypothesis test pins the two.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -44,13 +46,19 @@ bool IsMapping(nb::handle feature) {
   return PyObject_IsInstance(feature.ptr(), mapping) == 1;
 }
 
+// Whether any of the ids is negative: their bits ORed, the sign bit set exactly when one is. One pass with no
+// compare, which SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar, and min_element's
+// iterator waited on a load through the last one: 5 cycles a token), and AVX2 twice as wide where the machine
+// has it. TokenIds and PlainTokens scan every document's tokens with it.
+[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const Token* ids, std::size_t n) {
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(ids[k]);
+  return (bits >> 63) != 0;
+}
+
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
 void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
-  // The values' bits ORed: the sign bit is set exactly when one is negative (as PlainTokens; min_element's
-  // iterator waited on a load through the last one: 5 cycles a token, 15 us of a guarded 8,192-token batch).
-  std::uint64_t bits = 0;
-  for (const Token t : ids) bits |= static_cast<std::uint64_t>(t);
-  if ((bits >> 63) == 0) return;
+  if (!AnyNegative(ids.data(), ids.size())) return;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 || allowed.count(ids[i])) continue;
     std::string allows = "this policy declares no negative id";
@@ -167,6 +175,40 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
   }
 }
 
+enum class Read { kDone, kOther };
+
+// A 1-D array of native int64 read through the buffer protocol: numpy's common form of a document, at a
+// fraction of the ndarray cast's cost per array (a dict of 60 arrays: bench/README.md, "A ninth pair").
+// kOther for anything else (another dtype or byte order, more dimensions, no buffer: a torch tensor), which
+// the ndarray cast below then reads or refuses.
+Read Int64Buffer(PyObject* value, std::vector<Token>& out) {
+  if (!PyObject_CheckBuffer(value)) return Read::kOther;
+  Py_buffer view;
+  if (PyObject_GetBuffer(value, &view, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    return Read::kOther;
+  }
+  const std::string_view format = view.format ? view.format : "B";
+  const bool int64 = view.ndim == 1 && view.itemsize == 8 &&
+                     (format == "l" || format == "q" || format == "<l" || format == "<q" || format == "=l" ||
+                      format == "=q" || format == "@l" || format == "@q");
+  if (int64) {
+    const auto n = static_cast<std::size_t>(view.shape[0]);
+    const Py_ssize_t stride = view.strides[0];
+    const char* base = static_cast<const char*>(view.buf);
+    if (stride == 8 && reinterpret_cast<std::uintptr_t>(base) % alignof(Token) == 0) {  // one copy, into storage
+      // not zeroed first (resize's fill was 13% of this call)
+      const auto* tokens = reinterpret_cast<const Token*>(base);
+      out.assign(tokens, tokens + n);
+    } else {
+      out.resize(n);
+      for (std::size_t k = 0; k < n; ++k) std::memcpy(&out[k], base + static_cast<Py_ssize_t>(k) * stride, 8);
+    }
+  }
+  PyBuffer_Release(&view);
+  return int64 ? Read::kDone : Read::kOther;
+}
+
 // A document's tokens in the common forms, read without Python: a list of ints, or a 1-D CPU array or tensor
 // of a signed integer dtype. False for anything else, and for a negative value `allowed` has not: the
 // caller then reads the documents in Python (canonical_documents), which names what is wrong.
@@ -185,7 +227,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       }
       out[static_cast<std::size_t>(k)] = v;
     }
-  } else {
+  } else if (Int64Buffer(value.ptr(), out) == Read::kOther) {  // numpy's int64 read there, anything else here
     nb::ndarray<nb::ro> array;
     if (!nb::try_cast(value, array, false) || array.device_type() != nb::device::cpu::value || array.ndim() != 1 ||
         array.dtype().code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) || array.dtype().lanes != 1) {
@@ -207,11 +249,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       default: return false;
     }
   }
-  // The values' bits ORed: the sign bit is set exactly when one is negative. One pass with no compare, which
-  // SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar, 12% of this call).
-  std::uint64_t bits = 0;
-  for (const Token t : out) bits |= static_cast<std::uint64_t>(t);
-  if ((bits >> 63) == 0) return true;  // the common answer: none negative
+  if (!AnyNegative(out.data(), out.size())) return true;  // the common answer: none negative
   for (const Token t : out)
     if (t < 0 && !allowed.count(t)) return false;
   return true;
