@@ -149,15 +149,9 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
   return bad != 0;
 }
 
-// The same for the common policies' fields: no negative id allowed (input_ids: the values' bits ORed, the sign
-// bit set exactly when one is negative), or one (labels: the ignore index). Fewer operations per value than
-// the four compares: the scan reads the field from memory at about the speed memory gives it.
-[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const std::int64_t* values, std::size_t n) {
-  std::uint64_t bits = 0;
-  for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(values[k]);
-  return (bits >> 63) != 0;
-}
-
+// The same for the common policies' fields: no negative id allowed (input_ids: AnyNegative, convert.h), or one
+// (labels: the ignore index). Fewer operations per value than the four compares: the scan reads the field
+// from memory at about the speed memory gives it.
 [[gnu::target_clones("avx2", "default")]] bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
                                                               std::int64_t allowed) {
   std::int64_t bad = 0;

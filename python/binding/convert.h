@@ -50,6 +50,10 @@ CandidateMicrobatch MicrobatchFromPython(nb::handle microbatch, const std::strin
 // One row of a micro-batch, as above; `spans_required` false lets doc_spans be absent (no spans).
 CandidateRow RowFromPython(nb::handle row, const std::string& where, bool spans_required = true, CandidateRow reuse = {});
 
+// Whether any of n ids is negative: their bits ORed, the sign bit set exactly when one is (documents.cc; the
+// readers of the batch's token fields and of the documents scan with it).
+bool AnyNegative(const std::int64_t* ids, std::size_t n);
+
 // A row's doc_spans: a list (or tuple) of {doc_uid, start, length, doc_offset} dicts or 4-tuples, appended
 // to `out`; InputError naming `at` and the span otherwise.
 void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpan>& out);

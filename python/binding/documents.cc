@@ -21,6 +21,16 @@
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
+
+// One pass with no compare, which SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar,
+// and min_element's iterator waited on a load through the last one: 5 cycles a token), and AVX2 twice as wide
+// where the machine has it (this file is built at -O3: python/CMakeLists.txt).
+[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const std::int64_t* ids, std::size_t n) {
+  std::uint64_t bits = 0;
+  for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(ids[k]);
+  return (bits >> 63) != 0;
+}
+
 namespace {
 
 // A feature's field (None and absent alike: an empty object); a dict read directly, any other Mapping (a
@@ -44,16 +54,6 @@ bool IsMapping(nb::handle feature) {
   // held for the interpreter's life (a static nb::object would be released after it has gone)
   static PyObject* mapping = nb::object(nb::module_::import_("collections.abc").attr("Mapping")).release().ptr();
   return PyObject_IsInstance(feature.ptr(), mapping) == 1;
-}
-
-// Whether any of the ids is negative: their bits ORed, the sign bit set exactly when one is. One pass with no
-// compare, which SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar, and min_element's
-// iterator waited on a load through the last one: 5 cycles a token), and AVX2 twice as wide where the machine
-// has it. TokenIds and PlainTokens scan every document's tokens with it.
-[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const Token* ids, std::size_t n) {
-  std::uint64_t bits = 0;
-  for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(ids[k]);
-  return (bits >> 63) != 0;
 }
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
@@ -175,38 +175,28 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
   }
 }
 
-enum class Read { kDone, kOther };
-
-// A 1-D array of native int64 read through the buffer protocol: numpy's common form of a document, at a
-// fraction of the ndarray cast's cost per array (a dict of 60 arrays: bench/README.md, "A ninth pair").
-// kOther for anything else (another dtype or byte order, more dimensions, no buffer: a torch tensor), which
-// the ndarray cast below then reads or refuses.
-Read Int64Buffer(PyObject* value, std::vector<Token>& out) {
-  if (!PyObject_CheckBuffer(value)) return Read::kOther;
+// A contiguous 1-D array of native int64 read through the buffer protocol: numpy's common form of a document,
+// at a fraction of the ndarray cast's cost per array (a dict of 60 arrays: bench/README.md, "A ninth pair"),
+// copied into storage not zeroed first (resize's fill was 13% of the call). False for anything else (another
+// dtype or byte order, strides, more dimensions, no buffer: a torch tensor), which the ndarray cast reads.
+bool ContiguousInt64(PyObject* value, std::vector<Token>& out) {
+  if (!PyObject_CheckBuffer(value)) return false;
   Py_buffer view;
   if (PyObject_GetBuffer(value, &view, PyBUF_RECORDS_RO) != 0) {
     PyErr_Clear();
-    return Read::kOther;
+    return false;
   }
   const std::string_view format = view.format ? view.format : "B";
-  const bool int64 = view.ndim == 1 && view.itemsize == 8 &&
-                     (format == "l" || format == "q" || format == "<l" || format == "<q" || format == "=l" ||
-                      format == "=q" || format == "@l" || format == "@q");
-  if (int64) {
-    const auto n = static_cast<std::size_t>(view.shape[0]);
-    const Py_ssize_t stride = view.strides[0];
-    const char* base = static_cast<const char*>(view.buf);
-    if (stride == 8 && reinterpret_cast<std::uintptr_t>(base) % alignof(Token) == 0) {  // one copy, into storage
-      // not zeroed first (resize's fill was 13% of this call)
-      const auto* tokens = reinterpret_cast<const Token*>(base);
-      out.assign(tokens, tokens + n);
-    } else {
-      out.resize(n);
-      for (std::size_t k = 0; k < n; ++k) std::memcpy(&out[k], base + static_cast<Py_ssize_t>(k) * stride, 8);
-    }
+  const bool read = view.ndim == 1 && view.itemsize == 8 && view.strides[0] == 8 &&
+                    reinterpret_cast<std::uintptr_t>(view.buf) % alignof(Token) == 0 &&
+                    (format == "l" || format == "q" || format == "=l" || format == "=q" || format == "@l" ||
+                     format == "@q");
+  if (read) {
+    const auto* tokens = static_cast<const Token*>(view.buf);
+    out.assign(tokens, tokens + view.shape[0]);
   }
   PyBuffer_Release(&view);
-  return int64 ? Read::kDone : Read::kOther;
+  return read;
 }
 
 // A document's tokens in the common forms, read without Python: a list of ints, or a 1-D CPU array or tensor
@@ -227,7 +217,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       }
       out[static_cast<std::size_t>(k)] = v;
     }
-  } else if (Int64Buffer(value.ptr(), out) == Read::kOther) {  // numpy's int64 read there, anything else here
+  } else if (!ContiguousInt64(value.ptr(), out)) {
     nb::ndarray<nb::ro> array;
     if (!nb::try_cast(value, array, false) || array.device_type() != nb::device::cpu::value || array.ndim() != 1 ||
         array.dtype().code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) || array.dtype().lanes != 1) {
