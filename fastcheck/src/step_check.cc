@@ -110,7 +110,7 @@ bool FastStepChecker::Impl::PolicyDemandsRefusal() const {
 }
 
 // Checker::CheckShape, the findings of one row that need no L (all of a row's findings are alike: a count).
-std::int32_t FastStepChecker::Impl::ShapeRow(const CandidateRow& row) const {
+std::int32_t FastStepChecker::Impl::ShapeRow(const RowView& row) const {
   std::int32_t found = 0;
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   auto same = [&](std::size_t size) { found += static_cast<std::int64_t>(size) != n ? 1 : 0; };
@@ -151,7 +151,7 @@ std::int32_t FastStepChecker::Impl::ShapeWithLength(std::int64_t n) const {
 
 // Checker::CheckCoverage, one row: spans against document tokens, then padding. Each valid span becomes a
 // piece of its document. False when the row has a finding.
-bool FastStepChecker::Impl::CoverageRow(const CandidateRow& row, std::int64_t R) {
+bool FastStepChecker::Impl::CoverageRow(const RowView& row, std::int64_t R) {
   const std::size_t before = coverage.size();
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   covered.assign(static_cast<std::size_t>(n), 0);
@@ -260,7 +260,7 @@ bool FastStepChecker::Impl::PiecesOverlap() {
   return false;
 }
 
-void FastStepChecker::Impl::FillSlots(const CandidateRow& row) {
+void FastStepChecker::Impl::FillSlots(const RowView& row) {
   const std::size_t n = row.input_ids.size();
   slot_doc.assign(n, -1);
   slot_offset.resize(n);
@@ -312,14 +312,14 @@ Pred FastStepChecker::Impl::PredictionAt(std::size_t i, std::size_t n) const {
   return {};  // next_in_doc: none; next_in_stream: RowEndWaitsForStream
 }
 
-void FastStepChecker::Impl::Add(const CandidateMicrobatch& mb) {
+void FastStepChecker::Impl::Add(const CandidateMicrobatch& mb, std::span<const RowView> rows) {
   if (defer) return;
   const std::size_t m = mbs.size();
-  Microbatch info{mb.micro_step, mb.rank, static_cast<std::int64_t>(mb.rows.size()), mb.producer};
+  Microbatch info{mb.micro_step, mb.rank, static_cast<std::int64_t>(rows.size()), mb.producer};
   if (info.producer) info.producer->gradient.reset();
   mbs.push_back(std::move(info));
   mb_loss.push_back(0.0);
-  for (const CandidateRow& row : mb.rows) {
+  for (const RowView& row : rows) {
     const auto R = static_cast<std::int64_t>(sums.size());
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
     sums.push_back({});
@@ -451,7 +451,16 @@ void StepInput::SetPacked(const PackResult& packed) {
 
 void FastStepChecker::Begin(const StepInput& input) { impl_->Begin(input); }
 
-void FastStepChecker::Add(const CandidateMicrobatch& microbatch) { impl_->Add(microbatch); }
+void FastStepChecker::Add(const CandidateMicrobatch& microbatch) {
+  auto& views = impl_->row_views;
+  views.clear();
+  for (const CandidateRow& row : microbatch.rows) views.push_back(RowView::Of(row));
+  impl_->Add(microbatch, views);
+}
+
+void FastStepChecker::Add(const CandidateMicrobatch& microbatch, std::span<const RowView> rows) {
+  impl_->Add(microbatch, rows);
+}
 
 const StepVerdict& FastStepChecker::Finish() {
   impl_->Finish();

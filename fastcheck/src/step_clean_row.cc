@@ -26,7 +26,7 @@ inline std::uint64_t Differs(std::int64_t a, std::int64_t b) { return static_cas
 // at each span's start: the row's segments (runs of one id >= 0) are then one per span whose id is >= 0, plus
 // the runs in the padding [real_end, n). Their first ids are gathered (a few per row, instead of a map probe
 // per slot over the row) and any id found twice is a reuse. True: some id names two segments.
-bool ReusesDocId(const std::int64_t* ids, std::int64_t n, std::int64_t real_end, const std::vector<DocSpan>& spans) {
+bool ReusesDocId(const std::int64_t* ids, std::int64_t n, std::int64_t real_end, std::span<const DocSpan> spans) {
   thread_local std::vector<std::int64_t> firsts;
   firsts.clear();
   for (const DocSpan& span : spans)
@@ -47,7 +47,7 @@ auto WithTokens(const DocumentView& doc, F&& f) {
 
 // The spans tile [0, real_end) in order from slot 0, each inside its row and document, every document known:
 // CoverageRow's span checks for this shape. Fills span_doc. False: not the common shape, or a finding.
-bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& real_end) {
+bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end) {
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   span_doc.clear();
   real_end = 0;
@@ -64,7 +64,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 }
 
 // CoverageRow's token comparisons: each span's slots hold its document's tokens, the rest the pad id.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensClean(const CandidateRow& row, std::int64_t real_end) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensClean(const RowView& row, std::int64_t real_end) const {
   const Token* ids = row.input_ids.data();
   std::uint64_t diff = 0;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
@@ -84,7 +84,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 
 // SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's
 // first slot among the non-pad slots [0, real_end).
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const CandidateRow& row, std::int64_t real_end) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end) const {
   const auto& spans = row.doc_spans;
   // segment_encodings: rows: cu_seqlens, seq_lens and doc_ids name the row, one segment from slot 0 to the
   // padding (the tiled row's one run of tokens).
@@ -164,7 +164,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 
 // PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span. `capped`:
 // the check read L (a capped padding position or a modulo split), for Finish to compare with the step's L.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const CandidateRow& row, std::int64_t real_end, bool& capped) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const RowView& row, std::int64_t real_end, bool& capped) const {
   const Policy& pol = policy();
   const auto& spans = row.doc_spans;
   const std::int64_t base = pol.position_base;
@@ -208,7 +208,7 @@ bool FastStepChecker::Impl::TileSpans(const CandidateRow& row, std::int64_t& rea
 // next token): the next span's first token at a document boundary, the document's last token (shift: document), the
 // row end's target, or none.
 // `waits`: a row-end target that is the next document of the stream (the generic pass keeps it for Finish).
-Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size_t p, bool& waits) const {
+Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p, bool& waits) const {
   const auto& spans = row.doc_spans;
   const DocSpan& span = spans[p];
   const std::int64_t d = span_doc[p], k = span.doc_offset + span.length - 1;
@@ -240,7 +240,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size
 
 // TargetsAndSums' comparisons on a tiled row: every slot's label (or the next slot's, labels aligned) is
 // the target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TargetsClean(const CandidateRow& row, std::int64_t real_end, std::int64_t& weighted) const {
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TargetsClean(const RowView& row, std::int64_t real_end, std::int64_t& weighted) const {
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const std::int64_t shift = aligned ? 1 : 0;
   const Token ignore = policy().ignore_index;
@@ -290,7 +290,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const CandidateRow& row, std::size
 
 // SegmentsRow's attention_mask part and AttentionRow on a tiled row whose encodings agree with the spans.
 // `visible`: padding the mask lets queries see (a note, not a finding).
-bool FastStepChecker::Impl::AttentionClean(const CandidateRow& row, std::int64_t real_end, bool& visible) const {
+bool FastStepChecker::Impl::AttentionClean(const RowView& row, std::int64_t real_end, bool& visible) const {
   const auto spans = static_cast<std::int64_t>(row.doc_spans.size());
   const Policy& pol = policy();
   visible = false;
@@ -316,7 +316,7 @@ bool FastStepChecker::Impl::AttentionClean(const CandidateRow& row, std::int64_t
 // The clean row's predictions into the sums, as TargetsAndSums and AddPrediction add them. With the losses
 // unknown every weighted target adds 1 (exact in doubles), so the counts go in at once; known losses are
 // added slot by slot in the generic pass's order, so the sums are the same doubles.
-void FastStepChecker::Impl::AddCleanSums(const CandidateRow& row, std::int64_t R, std::size_t m, std::int64_t weighted) {
+void FastStepChecker::Impl::AddCleanSums(const RowView& row, std::int64_t R, std::size_t m, std::int64_t weighted) {
   RowSums& s = sums[static_cast<std::size_t>(R)];
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const bool per_document = policy().denominator == Denominator::kSequenceMean;
@@ -356,7 +356,7 @@ void FastStepChecker::Impl::AddCleanSums(const CandidateRow& row, std::int64_t R
 // The whole clean-row path for row R of micro-batch m (shape passed, no coverage finding so far): true when
 // the row is clean, its effects on the step made; false with nothing changed but scratch and the documents
 // looked up, for the generic passes to take the row.
-bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const CandidateRow& row, std::int64_t R,
+bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R,
                                      std::size_t m) {
   if (row.loss_mask) return false;  // its values and weights: the generic pass
   std::int64_t real_end = 0, weighted = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "packoracle/fastcheck/step_check.h"
@@ -117,43 +118,44 @@ struct FastStepChecker::Impl {
   std::vector<std::uint8_t> covered;      // spans claiming the slot (saturating)
   std::vector<std::uint8_t> derived;      // segment starts derived from an encoding
   std::vector<std::int32_t> span_doc;     // per span of the row: its document, -1 unknown
+  std::vector<RowView> row_views;        // Add(CandidateMicrobatch): its rows as views
 
   void Begin(const StepInput& in);
-  void Add(const CandidateMicrobatch& mb);
+  void Add(const CandidateMicrobatch& mb, std::span<const RowView> rows);
   void Finish();
 
   std::int64_t RowLength() const { return given_row_length > 0 ? given_row_length : std::max<std::int64_t>(1, longest); }
   void EnsureDocument(std::int64_t d);
-  std::int32_t ShapeRow(const CandidateRow& row) const;  // the findings that do not need L
+  std::int32_t ShapeRow(const RowView& row) const;  // the findings that do not need L
   std::int32_t ShapeWithLength(std::int64_t n) const;   // those that do
-  bool CoverageRow(const CandidateRow& row, std::int64_t R);
+  bool CoverageRow(const RowView& row, std::int64_t R);
   void LayoutRow(const CandidateMicrobatch& mb, std::int64_t R);
-  void FillSlots(const CandidateRow& row);
+  void FillSlots(const RowView& row);
   Pred PredictionAt(std::size_t i, std::size_t n) const;
   bool RowEndWaitsForStream(std::size_t i, std::size_t n) const;
   // A real segment start (TrueSegmentStarts, padding excluded): a non-pad slot after padding or another piece.
   bool TrueStart(std::size_t i) const {
     return i == 0 || slot_doc[i - 1] < 0 || slot_piece[i - 1] != slot_piece[i];
   }
-  void MarkCuSeqlens(const std::vector<std::int64_t>& cu, std::size_t n);
-  void MarkSeqLens(const std::vector<std::int64_t>& lens, std::size_t n);
+  void MarkCuSeqlens(std::span<const std::int64_t> cu, std::size_t n);
+  void MarkSeqLens(std::span<const std::int64_t> lens, std::size_t n);
   void AddPrediction(const Pred& p, std::int64_t R, std::size_t m, std::int64_t input_doc);
   std::vector<std::int64_t> StepOrder() const;  // the step's documents in CheckCase's order
-  void RowPass(const CandidateRow& row, std::int64_t R, std::size_t m);
+  void RowPass(const RowView& row, std::int64_t R, std::size_t m);
   // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
-  bool CleanRow(const CandidateMicrobatch& mb, const CandidateRow& row, std::int64_t R, std::size_t m);
-  bool TileSpans(const CandidateRow& row, std::int64_t& used);
-  bool TokensClean(const CandidateRow& row, std::int64_t used) const;
-  bool SegmentsClean(const CandidateRow& row, std::int64_t used) const;
-  bool PositionsClean(const CandidateRow& row, std::int64_t used, bool& capped) const;
-  Pred SpanEndPrediction(const CandidateRow& row, std::size_t p, bool& waits) const;
-  bool TargetsClean(const CandidateRow& row, std::int64_t used, std::int64_t& weighted) const;
-  bool AttentionClean(const CandidateRow& row, std::int64_t used, bool& visible) const;
-  void AddCleanSums(const CandidateRow& row, std::int64_t R, std::size_t m, std::int64_t weighted);
-  void TargetsAndSums(const CandidateRow& row, std::int64_t R, std::size_t m);
-  void AttentionRow(const CandidateRow& row, std::int64_t R);
-  void SegmentsRow(const CandidateRow& row, std::int64_t R, std::int64_t truth_count);
-  void PositionsRow(const CandidateRow& row, std::int64_t R);
+  bool CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R, std::size_t m);
+  bool TileSpans(const RowView& row, std::int64_t& used);
+  bool TokensClean(const RowView& row, std::int64_t used) const;
+  bool SegmentsClean(const RowView& row, std::int64_t used) const;
+  bool PositionsClean(const RowView& row, std::int64_t used, bool& capped) const;
+  Pred SpanEndPrediction(const RowView& row, std::size_t p, bool& waits) const;
+  bool TargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted) const;
+  bool AttentionClean(const RowView& row, std::int64_t used, bool& visible) const;
+  void AddCleanSums(const RowView& row, std::int64_t R, std::size_t m, std::int64_t weighted);
+  void TargetsAndSums(const RowView& row, std::int64_t R, std::size_t m);
+  void AttentionRow(const RowView& row, std::int64_t R);
+  void SegmentsRow(const RowView& row, std::int64_t R, std::int64_t truth_count);
+  void PositionsRow(const RowView& row, std::int64_t R);
   void ReadWithLength(std::int64_t L, bool known) {
     if (!known) length_read = length_read == 0 ? L : std::min(length_read, L);
   }

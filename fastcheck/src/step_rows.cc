@@ -10,7 +10,7 @@ namespace packoracle::fastcheck {
 // CheckSegments, CheckPositions, CheckTargets and CheckBoundaryEncodingPresent on one row (their findings are
 // per row and sorted by invariant afterwards, so interleaving them keeps CheckCase's order), plus the sums
 // the totals need. The row passed shape and coverage.
-void FastStepChecker::Impl::RowPass(const CandidateRow& row, std::int64_t R, std::size_t m) {
+void FastStepChecker::Impl::RowPass(const RowView& row, std::int64_t R, std::size_t m) {
   const std::size_t n = row.input_ids.size();
   FillSlots(row);
   const auto* sd = slot_doc.data();
@@ -29,7 +29,7 @@ void FastStepChecker::Impl::RowPass(const CandidateRow& row, std::int64_t R, std
 }
 
 // Checker::CheckSegments on one row.
-void FastStepChecker::Impl::SegmentsRow(const CandidateRow& row, std::int64_t R, std::int64_t truth_count) {
+void FastStepChecker::Impl::SegmentsRow(const RowView& row, std::int64_t R, std::int64_t truth_count) {
   const std::size_t n = row.input_ids.size();
   const auto* sd = slot_doc.data();
   auto add = [&](std::int64_t slot = -1) { row_findings.push_back({Invariant::kSegments, R, slot}); };
@@ -60,7 +60,7 @@ void FastStepChecker::Impl::SegmentsRow(const CandidateRow& row, std::int64_t R,
   if (row.doc_ids) {
     const auto* ids = row.doc_ids->data();
     if (!agrees_named([&](std::size_t i) { return i == 0 || ids[i] != ids[i - 1]; })) add();
-    if (const auto reused = ReusedDocId(*row.doc_ids)) add(reused->second);  // one id, two segments (by equality)
+    if (const auto reused = ReusedDocId(row.doc_ids->data(), row.doc_ids->size())) add(reused->second);  // one id, two segments (by equality)
   }
   if (row.position_ids) {
     const auto* pos = row.position_ids->data();
@@ -101,13 +101,13 @@ void FastStepChecker::Impl::SegmentsRow(const CandidateRow& row, std::int64_t R,
   }
 }
 
-void FastStepChecker::Impl::MarkCuSeqlens(const std::vector<std::int64_t>& cu, std::size_t n) {
+void FastStepChecker::Impl::MarkCuSeqlens(std::span<const std::int64_t> cu, std::size_t n) {
   derived.assign(n, 0);
   for (std::size_t k = 0; k + 1 < cu.size(); ++k)
     if (cu[k + 1] > cu[k]) derived[static_cast<std::size_t>(cu[k])] = 1;
 }
 
-void FastStepChecker::Impl::MarkSeqLens(const std::vector<std::int64_t>& lens, std::size_t n) {
+void FastStepChecker::Impl::MarkSeqLens(std::span<const std::int64_t> lens, std::size_t n) {
   derived.assign(n, 0);
   std::int64_t at = 0;
   for (auto len : lens) {
@@ -118,7 +118,7 @@ void FastStepChecker::Impl::MarkSeqLens(const std::vector<std::int64_t>& lens, s
 
 // Checker::CheckPositions on one row. L, when it is the step's longest row, is known only at Finish: what a
 // position read with the rows so far is kept, for Finish to defer when the step's L differs.
-void FastStepChecker::Impl::PositionsRow(const CandidateRow& row, std::int64_t R) {
+void FastStepChecker::Impl::PositionsRow(const RowView& row, std::int64_t R) {
   const std::size_t n = row.input_ids.size();
   const auto* sd = slot_doc.data();
   const auto* sp = slot_piece.data();
@@ -172,7 +172,7 @@ void FastStepChecker::Impl::PositionsRow(const CandidateRow& row, std::int64_t R
 }
 
 // Checker::CheckTargets on one row, and the row's sums for the totals.
-void FastStepChecker::Impl::TargetsAndSums(const CandidateRow& row, std::int64_t R, std::size_t m) {
+void FastStepChecker::Impl::TargetsAndSums(const RowView& row, std::int64_t R, std::size_t m) {
   const std::size_t n = row.input_ids.size();
   const auto* sd = slot_doc.data();
   auto stop = [&](std::size_t i) { targets = Finding{Invariant::kTargets, R, static_cast<std::int64_t>(i)}; };
@@ -259,7 +259,7 @@ void FastStepChecker::Impl::ResolvePending() {
 }
 
 // Checker::CheckBoundaryEncodingPresent on one row: the boundary encoding the policy relies on.
-void FastStepChecker::Impl::AttentionRow(const CandidateRow& row, std::int64_t R) {
+void FastStepChecker::Impl::AttentionRow(const RowView& row, std::int64_t R) {
   const std::size_t n = row.input_ids.size();
   const auto* sd = slot_doc.data();
   const auto* sp = slot_piece.data();

@@ -150,4 +150,20 @@ void PackedBatchWriter::Document(const packoracle::Document& d) {
 
 void PackedBatchWriter::Microbatch(const CandidateMicrobatch& m) { out_ << MicrobatchToJson(m).dump() << "\n"; }
 
+std::span<const RowView> RowViews(const MicrobatchRecord& record, std::vector<RowView>& scratch) {
+  if (!record.views.empty()) return record.views;
+  scratch.clear();
+  for (const CandidateRow& row : record.microbatch.rows) scratch.push_back(RowView::Of(row));
+  return scratch;
+}
+
+void Materialize(MicrobatchRecord& record) {
+  if (record.views.empty()) return;
+  std::vector<CandidateRow> rows;  // copied before the storage the views may point into is let go
+  rows.reserve(record.views.size());
+  for (const RowView& view : record.views) rows.push_back(view.Copy());
+  record.microbatch.rows = std::move(rows);
+  record.views.clear();
+}
+
 }  // namespace packoracle

@@ -116,6 +116,7 @@ class Verifier {
   // step that cannot, or that fails, is read again and checked whole).
   fastcheck::StepDocuments step_documents_;
   bool streamable_ = true;
+  std::vector<RowView> row_views_;  // a streamed micro-batch's rows as views (RowViews), storage reused
 };
 
 // The policy options_ require instead of the declared one, if any.
@@ -177,6 +178,7 @@ std::int64_t RecordBytes(const MicrobatchRecord& m) {
 }
 
 void Verifier::Recycle(MicrobatchRecord&& m) {
+  m.views.clear();  // its maker's storage is not the spare record's
   const std::int64_t bytes = RecordBytes(m);
   if (spare_.size() >= 64 || spare_bytes_ + bytes > (std::int64_t{16} << 20)) return;
   spare_bytes_ += bytes;
@@ -235,6 +237,7 @@ void Verifier::Advance(Source& s) {
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
       HoldDocument(s.reader->path(), d->line, d->document, false);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
+      if (!Streams()) Materialize(*m);  // its steps are checked whole, from CandidateRows
       s.next = std::move(*m);
       s.next_offset = s.reader->record_offset();
       return;
@@ -419,12 +422,13 @@ void Verifier::StreamStep(std::int64_t step) {
   while (s.next && s.next->microbatch.step == step) {
     MicrobatchRecord m = std::move(*s.next);
     const auto& mb = m.microbatch;
+    const std::span<const RowView> rows = RowViews(m, row_views_);
     const std::pair<std::int64_t, std::int64_t> key{mb.micro_step, mb.rank};
     if (key < last) streamable_ = false;  // CheckStep's stable sort would reorder the step
     last = key;
     ++summary.microbatches;
     if (mb.producer && mb.producer->denominator) summary.reported_denominators.push_back(*mb.producer->denominator);
-    for (const auto& row : mb.rows) {
+    for (const auto& row : rows) {
       ++summary.rows;
       summary.slots += static_cast<std::int64_t>(row.input_ids.size());
       held_bytes += 48 * static_cast<std::int64_t>(row.input_ids.size());  // about: six arrays of 8 B
@@ -433,7 +437,7 @@ void Verifier::StreamStep(std::int64_t step) {
     }
     if (streamable_) {
       pieces_.Follow(step, m, s.reader->path(), documents_);
-      fast_.Add(mb);
+      fast_.Add(mb, rows);
     }
     if (holding) {
       held.push_back({std::move(m), s.reader->path()});
@@ -469,6 +473,7 @@ void Verifier::StreamStep(std::int64_t step) {
     return;
   }
   StepMicrobatches mbs = holding ? std::move(held) : ReadStepAgain(step, first_offset, first_line);
+  for (auto& [m, file] : mbs) Materialize(m);  // CheckStep reads CandidateRows
   pieces_.Unfollow(step, mbs, documents_);
   CheckGathered(step, mbs);
 }

@@ -73,6 +73,7 @@ class DocumentPieces {
   std::vector<std::uint32_t> list_of_;      // by uid id (DocumentStore::Id): its list in lists_, kNone: none
   std::vector<std::vector<Piece>> lists_;   // never empty while in use
   std::vector<std::uint32_t> free_lists_;
+  std::vector<RowView> rows_;                // Follow's views of a record's rows, storage reused
   std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
   std::vector<std::string> files_;          // the pieces' files (a few)
   std::uint32_t next_id_ = 0;               // the id after the last span's: the likely next (UidInterner::Find)

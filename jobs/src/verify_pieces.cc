@@ -21,9 +21,10 @@ void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const 
   auto f = std::find(files_.rbegin(), files_.rend(), file);  // the last one, almost always
   const auto file_index = static_cast<std::uint32_t>(f == files_.rend() ? files_.size() : files_.rend() - f - 1);
   if (f == files_.rend()) files_.push_back(file);
-  for (std::size_t r = 0; r < m.microbatch.rows.size(); ++r) {
-    longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(m.microbatch.rows[r].input_ids.size()));
-    for (const auto& span : m.microbatch.rows[r].doc_spans) {
+  const std::span<const RowView> rows = RowViews(m, rows_);  // the record's rows, or its views of them
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(rows[r].input_ids.size()));
+    for (const auto& span : rows[r].doc_spans) {
       const std::uint32_t id = documents.Id(span.doc_uid, next_id_);
       next_id_ = id + 1;
       std::vector<Piece>* list = Pieces(id);

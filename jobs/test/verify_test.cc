@@ -143,6 +143,42 @@ TEST(VerifyReaders, BorrowedDocumentsAuditAsDocumentRecords) {
   EXPECT_GT(failing, 3);
 }
 
+// MicrobatchRecord::views (check_batch's rows viewed in the training batch's own arrays) audit as the same rows
+// held by the records: on every dump of the repository, streamed (a failing step's views copied for its
+// report) and checked whole (`oracle`: the views copied as they are read), failing steps included.
+TEST(VerifyReaders, ViewedRowsAuditAsRowsOfTheirOwn) {
+  int compared = 0, failing = 0;
+  for (const auto& path : RepositoryDumps()) {
+    SCOPED_TRACE(path);
+    std::vector<PackedBatchRecord> records;
+    try {
+      records = ReadAll(path);
+    } catch (const InputError&) {
+      continue;  // not a dump the reader takes
+    }
+    for (const bool oracle : {false, true}) {
+      VerifyOptions options;
+      options.oracle = oracle;
+      const std::string as_rows = Outcome([&] { return VerifyInMemory(records, path, options); });
+      std::vector<std::vector<CandidateRow>> held;  // the rows where the views point: alive for the audit
+      held.reserve(records.size());
+      std::vector<PackedBatchRecord> viewed = records;
+      for (auto& record : viewed) {
+        auto* m = std::get_if<MicrobatchRecord>(&record);
+        if (!m) continue;
+        held.push_back(std::move(m->microbatch.rows));
+        m->microbatch.rows.clear();
+        for (const CandidateRow& row : held.back()) m->views.push_back(RowView::Of(row));
+      }
+      EXPECT_EQ(Outcome([&] { return VerifyInMemory(std::move(viewed), path, options); }), as_rows) << "oracle " << oracle;
+      ++compared;
+      failing += as_rows.back() == '1' ? 1 : 0;
+    }
+  }
+  EXPECT_GT(compared, 20);
+  EXPECT_GT(failing, 6);
+}
+
 TEST(VerifyReaders, NamesTheInMemorySourceAndTheRecordInEachViolation) {
   const AuditResult r = VerifyInMemory(ReadAll(kDumps + "megatron_training_copy_buggy.jsonl"), "my batch");
   ASSERT_FALSE(r.clean());

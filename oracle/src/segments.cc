@@ -99,8 +99,12 @@ SegmentStarts FromPositionStep(const std::vector<std::int64_t>& positions) {
 }
 
 std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::vector<std::int64_t>& doc_ids) {
+  return ReusedDocId(doc_ids.data(), doc_ids.size());
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::int64_t* doc_ids, std::size_t n) {
   std::map<std::int64_t, std::int64_t> first_slot;  // id → the slot where its segment starts
-  for (std::size_t i = 0; i < doc_ids.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t id = doc_ids[i];
     if (id < 0 || (i > 0 && doc_ids[i - 1] == id)) continue;  // padding, or the same segment going on
     const auto [it, fresh] = first_slot.emplace(id, static_cast<std::int64_t>(i));

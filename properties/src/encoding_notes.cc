@@ -15,6 +15,10 @@ const char* RequiredBoundaryField(BoundarySource source) {
 }
 
 bool HasRequiredBoundaryField(const CandidateRow& row, BoundarySource source) {
+  return HasRequiredBoundaryField(RowView::Of(row), source);
+}
+
+bool HasRequiredBoundaryField(const RowView& row, BoundarySource source) {
   switch (source) {
     case BoundarySource::kCuSeqlens: return row.cu_seqlens.has_value();
     case BoundarySource::kSeqLens: return row.seq_lens.has_value();

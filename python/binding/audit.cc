@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "batch.h"
 #include "convert.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/fastcheck/memory_reader.h"
@@ -38,17 +39,18 @@ struct InMemory {
   // the caller's `_core.Documents` as they are (`given`, alive for the call: the audit views them).
   std::vector<Document> owned;
   const std::vector<Document>* given = nullptr;
-  std::vector<CandidateMicrobatch> microbatches;
+  std::vector<MicrobatchRecord> microbatches;  // their lines are set by Reader
   std::int64_t dp_world_size = 1;
   const std::vector<Document>& documents() const { return given ? *given : owned; }
 };
 
 // `delimiters_included`: the documents already carry the policy's delimiters (as a dump's do); otherwise they
 // are the packer's input and get them here, as the packer adds them. `spare`: micro-batches done with, whose
-// rows' storage the new ones are read into.
+// rows' storage the new ones are read into. `view`: a micro-batch the core read (a BatchView) is viewed where
+// the caller's arrays hold it (MicrobatchRecord::views), for an audit within this call; else copied.
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
                       std::int64_t dp_world_size, bool delimiters_included,
-                      std::vector<MicrobatchRecord>* spare = nullptr) {
+                      std::vector<MicrobatchRecord>* spare = nullptr, bool view = false) {
   InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, nullptr, {}, dp_world_size};
   std::vector<Document> read;
   const std::vector<Document>& given = DocumentsOf(documents, name + ": documents", read);
@@ -68,12 +70,18 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
   std::size_t k = 0;
   for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
     const std::string where = name == "batch" ? name : name + ": microbatches[" + std::to_string(k) + "]";
-    CandidateMicrobatch reuse;
+    MicrobatchRecord record;
     if (spare && !spare->empty()) {
-      reuse = std::move(spare->back().microbatch);
+      record = std::move(spare->back());
       spare->pop_back();
     }
-    in.microbatches.push_back(MicrobatchFromPython(mb, where, std::move(reuse)));
+    record.views.clear();
+    if (view && nb::isinstance<BatchView>(mb)) {
+      nb::cast<const BatchView&>(mb).View(where, record);
+    } else {
+      record.microbatch = MicrobatchFromPython(mb, where, std::move(record.microbatch));
+    }
+    in.microbatches.push_back(std::move(record));
     ++k;
   }
   return in;
@@ -93,7 +101,10 @@ std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_document
   if (with_documents)
     for (const auto& d : in.documents()) records.emplace_back(DocumentRecord{d});
   std::int64_t line = 1 + static_cast<std::int64_t>(in.documents().size());
-  for (auto& mb : in.microbatches) records.emplace_back(MicrobatchRecord{std::move(mb), false, ++line});
+  for (auto& mb : in.microbatches) {
+    mb.line = ++line;
+    records.emplace_back(std::move(mb));
+  }
   return std::make_unique<fastcheck::MemoryRecordReader>(std::move(records), in.name);
 }
 
@@ -173,12 +184,14 @@ void BindAudit(nb::module_& m) {
         // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its
         // rows into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
         thread_local std::vector<MicrobatchRecord> spare;
-        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare);
+        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare,
+                                   /*view=*/true);
         // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
         std::vector<CandidateMicrobatch> shapes;
-        for (const auto& mb : in.microbatches) {
+        for (const auto& record : in.microbatches) {
+          const auto& mb = record.microbatch;
           CandidateMicrobatch shape{mb.step, mb.micro_step, mb.rank, {}, std::nullopt};
-          shape.rows.resize(mb.rows.size());
+          shape.rows.resize(record.views.empty() ? mb.rows.size() : record.views.size());
           shapes.push_back(std::move(shape));
         }
         std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;

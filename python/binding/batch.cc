@@ -305,6 +305,25 @@ void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::strin
   }
 }
 
+// Row r of `a` as int64s: viewed where the array holds them so (int64, contiguous, aligned: the common training
+// batch), else read into `storage` at their own width.
+std::span<const std::int64_t> RowSpan(const Array& a, std::int64_t r, std::vector<std::int64_t>& storage) {
+  const RowOf row(a, r);
+  if (static_cast<Code>(a.dtype().code) == Code::Int && a.dtype().bits == 64 && (row.stride == 8 || row.n <= 1) &&
+      reinterpret_cast<std::uintptr_t>(row.base) % alignof(std::int64_t) == 0) {
+    return {reinterpret_cast<const std::int64_t*>(row.base), row.n};
+  }
+  ReadRow(a, r, storage);
+  return storage;
+}
+
+std::optional<std::span<const std::int64_t>> OptionalSpan(const std::optional<Array>& a, std::int64_t r,
+                                                          std::optional<std::vector<std::int64_t>>& storage) {
+  if (!a) return std::nullopt;
+  if (!storage) storage.emplace();
+  return RowSpan(*a, a->ndim() == 2 ? r : 0, *storage);
+}
+
 template <class T>
 void ReadOptional(const std::optional<Array>& a, std::int64_t r, std::optional<std::vector<T>>& out) {
   if (!a) {
@@ -339,6 +358,31 @@ CandidateMicrobatch BatchView::Read(const std::string& where, CandidateMicrobatc
   }
   if (producer.is_valid() && !producer.is_none()) mb.producer = ProducerFromPython(producer, where + ": producer");
   return mb;
+}
+
+void BatchView::View(const std::string& where, MicrobatchRecord& record) const {
+  CandidateMicrobatch& mb = record.microbatch;
+  mb.step = step;
+  mb.micro_step = micro_step;
+  mb.rank = rank;
+  mb.rows.resize(static_cast<std::size_t>(rows));  // storage for the fields not viewed in place
+  record.views.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    CandidateRow& storage = mb.rows[k];
+    RowView& row = record.views[k];
+    row.input_ids = RowSpan(*fields[kInputIds], r, storage.input_ids);
+    row.labels = RowSpan(*fields[kLabels], r, storage.labels);
+    row.loss_mask.reset();
+    row.position_ids = OptionalSpan(fields[kPositionIds], r, storage.position_ids);
+    row.doc_ids = OptionalSpan(fields[kDocIds], r, storage.doc_ids);
+    row.attention_mask = OptionalSpan(fields[kAttentionMask], r, storage.attention_mask);
+    row.cu_seqlens = OptionalSpan(fields[kCuSeqlens], r, storage.cu_seqlens);
+    row.seq_lens = OptionalSpan(fields[kSeqLens], r, storage.seq_lens);
+    row.doc_spans = spans[k];
+  }
+  mb.producer.reset();
+  if (producer.is_valid() && !producer.is_none()) mb.producer = ProducerFromPython(producer, where + ": producer");
 }
 
 void BindBatch(nb::module_& m) {

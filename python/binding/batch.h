@@ -17,6 +17,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include "packoracle/interchange/packed_batch.h"
 #include "packoracle/properties/candidate.h"
 
 namespace packoracle::python {
@@ -38,6 +39,10 @@ struct BatchView {
   // The micro-batch, its rows read into `reuse`'s storage: what MicrobatchFromPython gives for the
   // canonical micro-batch of the same batch (the producer read as it reads it, errors named at `where`).
   CandidateMicrobatch Read(const std::string& where, CandidateMicrobatch reuse) const;
+  // The same micro-batch as `record`'s views (MicrobatchRecord::views): each row's int64 fields viewed where
+  // the caller's arrays hold them, the others read into the record's rows (their storage reused). The views
+  // are valid while this view and the record are.
+  void View(const std::string& where, MicrobatchRecord& record) const;
 };
 
 }  // namespace packoracle::python

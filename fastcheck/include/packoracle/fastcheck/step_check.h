@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -147,6 +148,9 @@ class FastStepChecker {
   const StepVerdict& Check(const StepInput& input);
   void Begin(const StepInput& input);
   void Add(const CandidateMicrobatch& microbatch);
+  // The same with the micro-batch's rows viewed where the caller holds them (its `rows` are not read): the
+  // views need not outlive the call.
+  void Add(const CandidateMicrobatch& microbatch, std::span<const RowView> rows);
   const StepVerdict& Finish();
 
  private:

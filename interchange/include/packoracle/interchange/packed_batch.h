@@ -14,8 +14,10 @@
 #include <fstream>
 #include <istream>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -41,7 +43,18 @@ struct MicrobatchRecord {
   CandidateMicrobatch microbatch;
   bool flattened = false;
   std::int64_t line = 0;  // where it was read, for reports
+  // Not empty: the rows, viewed where the record's maker holds them (check_batch: the training batch's own
+  // arrays, for the length of the call), in place of microbatch.rows, which then only lends storage the views
+  // may point into. verify checks a streamed step through them and copies them into microbatch.rows
+  // (Materialize) only where it needs CandidateRows: a step that fails, a step checked whole. Empty for a
+  // record read from a file.
+  std::vector<RowView> views;
 };
+
+// The record's rows as views: its `views`, or views of microbatch.rows built in `scratch`.
+std::span<const RowView> RowViews(const MicrobatchRecord& record, std::vector<RowView>& scratch);
+// A record's views copied into microbatch.rows of its own (views cleared); nothing for one without views.
+void Materialize(MicrobatchRecord& record);
 
 struct StepRecord {
   std::int64_t step = 0;

@@ -57,6 +57,8 @@ SegmentStarts FromDocIds(const std::vector<std::int64_t>& doc_ids);
 // different id, as {slot of its first segment, slot where it comes back}; nullopt when every id names one
 // segment (-1, padding, may repeat: padding is never a target).
 std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::vector<std::int64_t>& doc_ids);
+// The same over n ids where a caller views them (the fast verifier's rows).
+std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::int64_t* doc_ids, std::size_t n);
 
 // Megatron / torchtitan: the token after an EOD starts a segment (the EOD closes its document).
 SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id);

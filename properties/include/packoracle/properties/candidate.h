@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -71,6 +72,41 @@ struct CandidateRow {
   std::optional<std::vector<std::int64_t>> attention_mask;  // 2-D per token 0/1 (HF padded)
   std::vector<DocSpan> doc_spans;                           // required
   bool operator==(const CandidateRow&) const = default;
+};
+
+// One row viewed where its holder keeps it: the same fields as CandidateRow, as spans. The fast verifier reads
+// rows through it, so that a caller holding a batch in its own arrays (check_batch: the training batch's
+// tensors) is checked where the batch lies, not copied into CandidateRows first; a row is copied (Copy) only
+// for the oracle's report of a step that fails. The views are valid while the holder's storage is.
+struct RowView {
+  std::span<const Token> input_ids;
+  std::span<const Token> labels;
+  std::optional<std::span<const double>> loss_mask;
+  std::optional<std::span<const std::int64_t>> position_ids;
+  std::optional<std::span<const std::int64_t>> cu_seqlens;
+  std::optional<std::span<const std::int64_t>> seq_lens;
+  std::optional<std::span<const std::int64_t>> doc_ids;
+  std::optional<std::span<const std::int64_t>> attention_mask;
+  std::span<const DocSpan> doc_spans;
+
+  static RowView Of(const CandidateRow& row) {
+    auto view = [](const auto& field) {
+      using Span = std::span<const typename std::decay_t<decltype(*field)>::value_type>;
+      return field ? std::optional<Span>(Span(*field)) : std::nullopt;
+    };
+    return {row.input_ids, row.labels,     view(row.loss_mask), view(row.position_ids), view(row.cu_seqlens),
+            view(row.seq_lens), view(row.doc_ids), view(row.attention_mask), row.doc_spans};
+  }
+  // The row as a CandidateRow of its own (what the oracle reads).
+  CandidateRow Copy() const {
+    auto copy = [](const auto& field) {
+      using Vector = std::vector<typename std::decay_t<decltype(*field)>::value_type>;
+      return field ? std::optional<Vector>(Vector(field->begin(), field->end())) : std::nullopt;
+    };
+    return {{input_ids.begin(), input_ids.end()}, {labels.begin(), labels.end()}, copy(loss_mask),
+            copy(position_ids), copy(cu_seqlens), copy(seq_lens), copy(doc_ids), copy(attention_mask),
+            {doc_spans.begin(), doc_spans.end()}};
+  }
 };
 
 // What the producer computed for one micro-batch (DESIGN §5 `producer`): any non-empty subset of loss_sum,

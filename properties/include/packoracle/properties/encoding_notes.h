@@ -50,6 +50,7 @@ const char* RequiredBoundaryField(BoundarySource source);
 
 // Whether the row carries the field RequiredBoundaryField names (true when the source needs none).
 bool HasRequiredBoundaryField(const CandidateRow& row, BoundarySource source);
+bool HasRequiredBoundaryField(const RowView& row, BoundarySource source);
 
 // The note for rows that lack `field` (RequiredBoundaryField) where that changes no context set.
 std::string MissingBoundaryEncodingNote(const std::string& field);
