@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -74,6 +75,19 @@ std::vector<std::string> RepositoryDumps() {
   return paths;
 }
 
+// The repository's dumps the reader takes, each with its records.
+std::vector<std::pair<std::string, std::vector<PackedBatchRecord>>> ReadableDumps() {
+  std::vector<std::pair<std::string, std::vector<PackedBatchRecord>>> dumps;
+  for (const auto& path : RepositoryDumps()) {
+    try {
+      dumps.emplace_back(path, ReadAll(path));
+    } catch (const InputError&) {
+      continue;  // not a dump the reader takes
+    }
+  }
+  return dumps;
+}
+
 // A file's steps are streamed (checked row by row as read, then let go) and a step that fails is read again
 // from the file for its report; a reader that cannot be read again (VerifyReaders) streams its steps and
 // holds them. Both must give the audit of every step checked whole by CheckCase (VerifyReaders under
@@ -110,14 +124,8 @@ TEST(StreamedSteps, ReportAsStepsHeldWholeOnEveryDumpOfTheRepository) {
 // come before its first micro-batch, and that verify does not refuse as input.
 TEST(VerifyReaders, BorrowedDocumentsAuditAsDocumentRecords) {
   int compared = 0, failing = 0;
-  for (const auto& path : RepositoryDumps()) {
+  for (auto& [path, records] : ReadableDumps()) {
     SCOPED_TRACE(path);
-    std::vector<PackedBatchRecord> records;
-    try {
-      records = ReadAll(path);
-    } catch (const InputError&) {
-      continue;  // not a dump the reader takes
-    }
     std::vector<PackedBatchRecord> rest;
     std::vector<Document> documents;
     bool documents_first = true, microbatch_seen = false;
@@ -148,14 +156,8 @@ TEST(VerifyReaders, BorrowedDocumentsAuditAsDocumentRecords) {
 // report) and checked whole (`oracle`: the views copied as they are read), failing steps included.
 TEST(VerifyReaders, ViewedRowsAuditAsRowsOfTheirOwn) {
   int compared = 0, failing = 0;
-  for (const auto& path : RepositoryDumps()) {
+  for (const auto& [path, records] : ReadableDumps()) {
     SCOPED_TRACE(path);
-    std::vector<PackedBatchRecord> records;
-    try {
-      records = ReadAll(path);
-    } catch (const InputError&) {
-      continue;  // not a dump the reader takes
-    }
     for (const bool oracle : {false, true}) {
       VerifyOptions options;
       options.oracle = oracle;
