@@ -280,6 +280,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   summary.declared_objective = v.declared_objective;
   summary.token_mean = v.token_mean;
   summary.notes = v.notes;
+  summary.clean_rows = v.clean_rows;
   steps_.push_back(summary);
   return true;
 }
@@ -464,6 +465,7 @@ void Verifier::StreamStep(std::int64_t step) {
     summary.declared_objective = v->declared_objective;
     summary.token_mean = v->token_mean;
     summary.notes = v->notes;
+    summary.clean_rows = v->clean_rows;
     steps_.push_back(std::move(summary));
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
     // Retiring keeps each finished document's fingerprint for a later record of its uid; after the last step

@@ -166,6 +166,26 @@ Audit MakeAudit(jobs::AuditResult result, int max_violations, const std::vector<
   return a;
 }
 
+// check_batch's id scans, deferred to the audit (BatchView::ids_deferred). A clean audit whose every row the
+// clean-row path took has compared every input id with a document's token or the pad id, and every label with
+// a target or the ignore index, but the first label of a row under aligned labels (no prediction reads it): the
+// documents were read with the same allowed ids, so only those first labels need a look. Anything else scans
+// the rows. False: a value the policy does not allow is there (the batch is canonical_microbatch's to read,
+// which names it). `result`: null when the audit threw.
+bool DeferredIdsAllowed(nb::handle microbatches, const jobs::AuditResult* result) {
+  bool proven = result && result->clean();
+  if (proven) {
+    for (const auto& s : result->steps) proven = proven && s.clean_rows == s.rows;
+  }
+  for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
+    if (!nb::isinstance<BatchView>(mb)) continue;
+    const auto& view = nb::cast<const BatchView&>(mb);
+    if (!view.ids_deferred) continue;
+    if (!(proven ? view.FirstLabelsAllowed() : view.IdsAllowed())) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void BindAudit(nb::module_& m) {
@@ -180,7 +200,7 @@ void BindAudit(nb::module_& m) {
   m.def(
       "audit_records",
       [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
-         std::int64_t row_length, bool decoder, bool delimiters_included) {
+         std::int64_t row_length, bool decoder, bool delimiters_included) -> nb::object {
         // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its
         // rows into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
         thread_local std::vector<MicrobatchRecord> spare;
@@ -202,13 +222,21 @@ void BindAudit(nb::module_& m) {
         options.decoder = decoder;
         spare.clear();
         options.spare_records = &spare;
-        jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
+        jobs::AuditResult result;
+        try {
+          result = jobs::VerifyReaders(std::move(sources), options);
+        } catch (const InputError&) {
+          if (!DeferredIdsAllowed(microbatches, nullptr)) return nb::none();
+          throw;
+        }
         if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
-        return MakeAudit(std::move(result), options.max_violations, &shapes);
+        if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
+        return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
       nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),
-      "check_batch / check_step: records built in memory, audited as a dump.");
+      "check_batch / check_step: records built in memory, audited as a dump. None where a batch read with "
+      "defer_ids (batch_view) holds an id the policy does not allow: canonical_microbatch's to read.");
   m.def(
       "verify_files",
       [](std::vector<std::string> files, nb::handle required, std::int64_t row_length, bool partial, bool decoder,

@@ -360,6 +360,28 @@ CandidateMicrobatch BatchView::Read(const std::string& where, CandidateMicrobatc
   return mb;
 }
 
+bool BatchView::IdsAllowed() const {
+  return python::IdsAllowed(*fields[kInputIds], rows, input_ids_allowed) &&
+         python::IdsAllowed(*fields[kLabels], rows, labels_allowed);
+}
+
+bool BatchView::Deferrable() const {
+  for (int f : {kInputIds, kLabels}) {
+    const auto dt = fields[f]->dtype();
+    if (static_cast<Code>(dt.code) != Code::Int || dt.bits != 64) return false;
+  }
+  return true;
+}
+
+bool BatchView::FirstLabelsAllowed() const {
+  const Array& labels = *fields[kLabels];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t first = *reinterpret_cast<const std::int64_t*>(RowOf(labels, r).base);  // int64: Deferrable
+    if (first < 0 && std::find(labels_allowed.begin(), labels_allowed.end(), first) == labels_allowed.end()) return false;
+  }
+  return true;
+}
+
 void BatchView::View(const std::string& where, MicrobatchRecord& record) const {
   CandidateMicrobatch& mb = record.microbatch;
   mb.step = step;
@@ -397,15 +419,15 @@ void BindBatch(nb::module_& m) {
       [](nb::handle batch, const std::vector<std::string>& ignore, const std::vector<std::int64_t>& input_ids_allowed,
          const std::vector<std::int64_t>& labels_allowed, std::optional<std::int64_t> ignore_index, nb::handle derivation,
          const std::vector<std::string>& uids, std::int64_t step, std::int64_t micro_step, std::int64_t rank,
-         nb::handle producer) -> nb::object {
+         nb::handle producer, bool defer_ids) -> nb::object {
         if (!PyDict_CheckExact(batch.ptr())) return nb::none();
         BatchView view;
         nb::handle given;
         if (!ReadFields(batch, ignore, view, given) || !ShapesAgree(view)) return nb::none();
-        if (!IdsAllowed(*view.fields[BatchView::kInputIds], view.rows, input_ids_allowed) ||
-            !IdsAllowed(*view.fields[BatchView::kLabels], view.rows, labels_allowed)) {
-          return nb::none();
-        }
+        view.input_ids_allowed = input_ids_allowed;
+        view.labels_allowed = labels_allowed;
+        view.ids_deferred = defer_ids && view.Deferrable();
+        if (!view.ids_deferred && !view.IdsAllowed()) return nb::none();
         if (given) {
           if (!GivenSpans(given, view)) return nb::none();
         } else if (derivation.is_none()) {
@@ -421,11 +443,13 @@ void BindBatch(nb::module_& m) {
       },
       nb::arg("batch"), nb::arg("ignore"), nb::arg("input_ids_allowed"), nb::arg("labels_allowed"),
       nb::arg("ignore_index").none(), nb::arg("derivation").none(), nb::arg("uids"), nb::arg("step"),
-      nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(),
+      nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(), nb::arg("defer_ids") = false,
       "packoracle._batch.canonical_microbatch's common case in one call: a BatchView of `batch`, or None for any "
       "batch it does not take (canonical_microbatch then reads it). input_ids_allowed / labels_allowed: the "
       "negative values each may hold (packoracle._args.signed_ids); derivation, uids: a SpanDerivation and its "
-      "documents' uids, for a batch without doc_spans; producer: as canonical_microbatch converts it.");
+      "documents' uids, for a batch without doc_spans; producer: as canonical_microbatch converts it. defer_ids: "
+      "those values are not scanned here but by audit_records, and only where its audit does not prove them "
+      "(audit_records then answers None for a batch with another negative value: canonical_microbatch's to read).");
   m.def(
       "read_microbatch", [](nb::handle microbatch) { return MicrobatchToPython(MicrobatchFromPython(microbatch, "batch")); },
       nb::arg("microbatch"), "A canonical micro-batch as the audit reads it, back as a dict (for tests).");

@@ -35,6 +35,18 @@ struct BatchView {
   std::vector<std::vector<DocSpan>> spans;  // per row: given (doc_spans), or derived from the documents
   std::int64_t step = 0, micro_step = 0, rank = 0;
   nb::object producer;  // as canonical_microbatch's `producer` (a dict of numbers, or None): read by Read
+  // The negative values input_ids and labels may hold (packoracle._args.signed_ids). `ids_deferred`: not yet
+  // scanned for others (batch_view's defer_ids): the audit proves them or scans (IdsAllowed).
+  std::vector<std::int64_t> input_ids_allowed, labels_allowed;
+  bool ids_deferred = false;
+  // Every negative value of input_ids and labels is one the policy allows (else canonical_microbatch refuses
+  // the batch, naming the field and the index).
+  bool IdsAllowed() const;
+  // Whether the audit can leave the scan out: input_ids and labels both int64 rows (a scan of any other width
+  // reads them at that width anyway).
+  bool Deferrable() const;
+  // The first label of each row allowed: the one slot the clean-row path does not read under aligned labels.
+  bool FirstLabelsAllowed() const;
 
   // The micro-batch, its rows read into `reuse`'s storage: what MicrobatchFromPython gives for the
   // canonical micro-batch of the same batch (the producer read as it reads it, errors named at `where`).

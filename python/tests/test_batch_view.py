@@ -239,6 +239,39 @@ def test_check_batch_reports_the_same_through_either_reader_on_generated_batches
     assert core == python
 
 
+def _clean_batches():
+    """Clean batches (checked below) of both label alignments, spans given and derived, with their documents."""
+    name, batch = next(_common_batches())
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    yield "reference, spans given", "reference", batch, docs
+    yield "reference, spans derived", "reference", {k: v for k, v in batch.items() if k != "doc_spans"}, docs
+    cu = torch.tensor([0, 3, 5])
+    yield "hf-flatten, aligned labels", "hf-flatten", {
+        "input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "labels": torch.tensor([[-100, 6, 7, -100, 9]]),
+        "position_ids": torch.tensor([[0, 1, 2, 0, 1]]), "cu_seq_lens_q": cu, "cu_seq_lens_k": cu}, {
+        "a": [5, 6, 7], "b": [8, 9]}
+
+
+@pytest.mark.parametrize("name,policy,batch,docs", list(_clean_batches()), ids=[c[0] for c in _clean_batches()])
+def test_an_id_the_policy_does_not_allow_is_named_in_any_slot_of_a_clean_batch(name, policy, batch, docs):
+    """check_batch leaves the scan for ids the policy does not allow to the audit, which proves a clean batch's
+    instead (a row the clean-row path takes holds its documents' tokens and the pad id, and targets and the
+    ignore index, but for a row's first label under aligned labels): one such id in any slot of input_ids or
+    labels is named as the Python reader names it, and the batch without it is clean."""
+    assert packoracle.check_batch(batch, docs, policy).ok
+    for field in ("input_ids", "labels"):
+        for r, i in np.ndindex(*batch[field].shape):
+            bad = dict(batch, **{field: batch[field].clone()})
+            bad[field][r, i] = -7
+            with pytest.raises(ValueError) as core:
+                packoracle.check_batch(bad, docs, policy)
+            with unittest.mock.patch.object(_core, "batch_view", lambda *args: None):
+                with pytest.raises(ValueError) as python:
+                    packoracle.check_batch(bad, docs, policy)
+            assert str(core.value) == str(python.value), f"{field}[{r}, {i}]"
+            assert "-7" in str(core.value)
+
+
 def test_read_batch_gives_the_view_and_falls_back_to_the_dict():
     name, batch = next(_common_batches())
     kwargs = dict(where="batch", spans=None, step=0, micro_step=0, rank=0, producer=None, ignore=(), policy=POLICY)

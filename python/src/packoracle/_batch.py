@@ -154,14 +154,19 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
 
 
 def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMatcher"], step: int, micro_step: int,
-               rank: int, producer: Optional[Mapping], ignore: Sequence[str], policy: dict) -> Any:
+               rank: int, producer: Optional[Mapping], ignore: Sequence[str], policy: dict,
+               defer_ids: bool = False) -> Any:
     """One batch dict as the core audits it: the core's own reading of it (`_core.batch_view`: the common form,
     a dict of CPU integer tensors or arrays in the fields canonical_microbatch knows, read in one call; views of
     the caller's arrays whose rows the audit reads once), or canonical_microbatch's dict for every other batch,
-    which then names whatever is wrong. python/tests/test_batch_view.py pins the two readings."""
+    which then names whatever is wrong. python/tests/test_batch_view.py pins the two readings.
+
+    ``defer_ids``: the core's reading leaves its scan of input_ids and labels for ids the policy does not allow
+    to the audit, which skips it where the audit proves them (a clean batch); `_core.audit_records` then answers
+    None for a batch that holds one, and the caller reads the batch again with canonical_microbatch."""
     view = None
     if type(batch) is dict:
-        view = _core_view(batch, where, spans, step, micro_step, rank, producer, ignore, policy)
+        view = _core_view(batch, where, spans, step, micro_step, rank, producer, ignore, policy, defer_ids)
     if view is not None:
         return view
     return canonical_microbatch(batch, where=where, spans=spans, step=step, micro_step=micro_step, rank=rank,
@@ -169,7 +174,7 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
 
 
 def _core_view(batch: dict, where: str, spans: Optional["SpanMatcher"], step: int, micro_step: int, rank: int,
-               producer: Optional[Mapping], ignore: Sequence[str], policy: dict) -> Any:
+               producer: Optional[Mapping], ignore: Sequence[str], policy: dict, defer_ids: bool) -> Any:
     """`_core.batch_view` of the batch, None where the core leaves it to canonical_microbatch."""
     try:
         given = _producer(producer, where)
@@ -178,7 +183,7 @@ def _core_view(batch: dict, where: str, spans: Optional["SpanMatcher"], step: in
     derivation, uids = (None, []) if spans is None else spans.core_reader()
     return _core.batch_view(batch, list(ignore), sorted(_args.signed_ids(policy)),
                             sorted(_args.signed_ids(policy, labels=True)), policy.get("ignore_index"), derivation,
-                            uids, step, micro_step, rank, given)
+                            uids, step, micro_step, rank, given, defer_ids)
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:

@@ -30,10 +30,18 @@ class _Records:
         self.microbatches, self.dp_world_size = microbatches, dp_world_size
         self.delimiters_included = delimiters_included  # documents as placed (effective), or as given
 
-    def audit(self, row_length: Optional[int], decoder: bool) -> Report:
+    def audit_deferred(self, row_length: Optional[int], decoder: bool) -> Optional[Report]:
+        """The report; None where a batch read with defer_ids holds an id the policy does not allow."""
         audit = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
                                     row_length or 0, decoder, self.delimiters_included)
-        return report_from_core(audit, self.svg)
+        return None if audit is None else report_from_core(audit, self.svg)
+
+    def audit(self, row_length: Optional[int], decoder: bool) -> Report:
+        """The report of micro-batches whose ids were all scanned when read (no defer_ids)."""
+        report = self.audit_deferred(row_length, decoder)
+        if report is None:
+            raise RuntimeError("packoracle: an audit of micro-batches read without defer_ids answered None")
+        return report
 
     def svg(self, row: int, step: Optional[int]) -> str:
         return _core.draw_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
@@ -90,11 +98,22 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
     dict. The batch and the documents are checked here, as check_batch checks them; the guard calls this on
     every batch rather than re-checking arguments it made itself."""
     docs = core_documents(documents, resolved)
-    # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are given.
-    spans = None if _has_spans(batch) else SpanMatcher(docs, resolved)
-    mb = read_batch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
-                    producer=producer, ignore=ignore, policy=resolved)
-    return _Records("batch", resolved, docs, [mb], dp_world_size, delimiters_included=False).audit(row_length, decoder)
+
+    def read(defer_ids: bool) -> Any:
+        # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are
+        # given, by a SpanMatcher of the reading's own (it keeps the rows it matched).
+        spans = None if _has_spans(batch) else SpanMatcher(docs, resolved)
+        return read_batch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
+                          producer=producer, ignore=ignore, policy=resolved, defer_ids=defer_ids)
+
+    # The ids are scanned by the audit, and only where it does not prove them; a batch holding one the policy
+    # does not allow is read again as before (canonical_microbatch names it).
+    report = _Records("batch", resolved, docs, [read(True)], dp_world_size,
+                      delimiters_included=False).audit_deferred(row_length, decoder)
+    if report is not None:
+        return report
+    return _Records("batch", resolved, docs, [read(False)], dp_world_size, delimiters_included=False).audit(
+        row_length, decoder)
 
 
 def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any]], documents: DocumentsLike,

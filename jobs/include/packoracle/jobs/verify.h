@@ -91,6 +91,9 @@ struct StepSummary {
   // Checks the producers' totals did not allow in this step (a denominator alone checks the count, not the
   // loss): ProducerNotes, packoracle/properties/producer_totals.h.
   std::vector<std::string> notes;
+  // Rows the fast verifier's clean-row path took whole (StepVerdict::clean_rows; 0 for a step checked by
+  // CheckCase). Every row of a clean step taken so read only values a row of its documents can hold.
+  std::int64_t clean_rows = 0;
 };
 
 // One sentence of the steps' notes, with how many steps it applies to.
