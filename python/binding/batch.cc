@@ -130,6 +130,25 @@ void ReadRow(const Array& a, std::int64_t r, std::vector<std::int64_t>& out) {
   Visit(a, r, [&](std::size_t k, std::int64_t v) { out[k] = v; });
 }
 
+// Row r of `a` as int64s: viewed where the array holds them so (int64, contiguous, aligned: the common training
+// batch), else read into `storage` at their own width.
+std::span<const std::int64_t> RowSpan(const Array& a, std::int64_t r, std::vector<std::int64_t>& storage) {
+  const RowOf row(a, r);
+  if (static_cast<Code>(a.dtype().code) == Code::Int && a.dtype().bits == 64 && (row.stride == 8 || row.n <= 1) &&
+      reinterpret_cast<std::uintptr_t>(row.base) % alignof(std::int64_t) == 0) {
+    return {reinterpret_cast<const std::int64_t*>(row.base), row.n};
+  }
+  ReadRow(a, r, storage);
+  return storage;
+}
+
+std::optional<std::span<const std::int64_t>> OptionalSpan(const std::optional<Array>& a, std::int64_t r,
+                                                          std::optional<std::vector<std::int64_t>>& storage) {
+  if (!a) return std::nullopt;
+  if (!storage) storage.emplace();
+  return RowSpan(*a, a->ndim() == 2 ? r : 0, *storage);
+}
+
 // rows × slots of a per-token field (one flattened row: 1 × n), as packoracle._arrays.rows_of reads it.
 std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
   if (a.ndim() == 1) return {1, static_cast<std::int64_t>(a.shape(0))};
@@ -283,14 +302,14 @@ bool GivenSpans(nb::handle value, BatchView& view) {
 // that is not the ignore index, tell a run of pad ids from a document of them).
 void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::string>& uids,
                   std::optional<std::int64_t> ignore_index, BatchView& view) {
-  std::vector<std::int64_t> tokens, labels;
+  std::vector<std::int64_t> token_storage, label_storage;  // rows not viewed in place (RowSpan)
   std::vector<std::uint8_t> targets;
   view.spans.assign(static_cast<std::size_t>(view.rows), {});
   for (std::int64_t r = 0; r < view.rows; ++r) {
-    ReadRow(*view.fields[BatchView::kInputIds], r, tokens);
+    const std::span<const std::int64_t> tokens = RowSpan(*view.fields[BatchView::kInputIds], r, token_storage);
     std::span<const std::uint8_t> flags;
     if (ignore_index) {
-      ReadRow(*view.fields[BatchView::kLabels], r, labels);
+      const std::span<const std::int64_t> labels = RowSpan(*view.fields[BatchView::kLabels], r, label_storage);
       targets.resize(labels.size());
       for (std::size_t k = 0; k < labels.size(); ++k) targets[k] = labels[k] != *ignore_index;
       flags = targets;
@@ -303,25 +322,6 @@ void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::strin
       view.spans[static_cast<std::size_t>(r)].push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
     }
   }
-}
-
-// Row r of `a` as int64s: viewed where the array holds them so (int64, contiguous, aligned: the common training
-// batch), else read into `storage` at their own width.
-std::span<const std::int64_t> RowSpan(const Array& a, std::int64_t r, std::vector<std::int64_t>& storage) {
-  const RowOf row(a, r);
-  if (static_cast<Code>(a.dtype().code) == Code::Int && a.dtype().bits == 64 && (row.stride == 8 || row.n <= 1) &&
-      reinterpret_cast<std::uintptr_t>(row.base) % alignof(std::int64_t) == 0) {
-    return {reinterpret_cast<const std::int64_t*>(row.base), row.n};
-  }
-  ReadRow(a, r, storage);
-  return storage;
-}
-
-std::optional<std::span<const std::int64_t>> OptionalSpan(const std::optional<Array>& a, std::int64_t r,
-                                                          std::optional<std::vector<std::int64_t>>& storage) {
-  if (!a) return std::nullopt;
-  if (!storage) storage.emplace();
-  return RowSpan(*a, a->ndim() == 2 ? r : 0, *storage);
 }
 
 template <class T>
