@@ -173,6 +173,7 @@ Audit MakeAudit(jobs::AuditResult result, int max_violations, const std::vector<
 // the rows. False: a value the policy does not allow is there (the batch is canonical_microbatch's to read,
 // which names it). `result`: null when the audit threw.
 bool DeferredIdsAllowed(nb::handle microbatches, const jobs::AuditResult* result) {
+  if (!nb::isinstance<nb::list>(microbatches)) return true;  // refused as it is (ReadInMemory)
   bool proven = result && result->clean();
   if (proven) {
     for (const auto& s : result->steps) proven = proven && s.clean_rows == s.rows;
@@ -184,6 +185,35 @@ bool DeferredIdsAllowed(nb::handle microbatches, const jobs::AuditResult* result
     if (!(proven ? view.FirstLabelsAllowed() : view.IdsAllowed())) return false;
   }
   return true;
+}
+
+// audit_records: the records read (the core's batch views viewed, `spare` lending its storage) and audited;
+// None where a deferred id scan finds an id the policy does not allow.
+nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
+                         std::int64_t dp_world_size, std::int64_t row_length, bool decoder, bool delimiters_included,
+                         std::vector<MicrobatchRecord>& spare) {
+  InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare,
+                             /*view=*/true);
+  // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
+  std::vector<CandidateMicrobatch> shapes;
+  for (const auto& record : in.microbatches) {
+    const auto& mb = record.microbatch;
+    CandidateMicrobatch shape{mb.step, mb.micro_step, mb.rank, {}, std::nullopt};
+    shape.rows.resize(record.views.empty() ? mb.rows.size() : record.views.size());
+    shapes.push_back(std::move(shape));
+  }
+  std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
+  sources.push_back(Reader(in, false));
+  jobs::VerifyOptions options;
+  options.documents = &in.documents();  // viewed by the audit, not copied into records
+  options.row_length = row_length;
+  options.decoder = decoder;
+  spare.clear();
+  options.spare_records = &spare;
+  jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
+  if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
+  if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
+  return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
 }
 
 }  // namespace
@@ -204,34 +234,14 @@ void BindAudit(nb::module_& m) {
         // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its
         // rows into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
         thread_local std::vector<MicrobatchRecord> spare;
-        InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare,
-                                   /*view=*/true);
-        // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
-        std::vector<CandidateMicrobatch> shapes;
-        for (const auto& record : in.microbatches) {
-          const auto& mb = record.microbatch;
-          CandidateMicrobatch shape{mb.step, mb.micro_step, mb.rank, {}, std::nullopt};
-          shape.rows.resize(record.views.empty() ? mb.rows.size() : record.views.size());
-          shapes.push_back(std::move(shape));
-        }
-        std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
-        sources.push_back(Reader(in, false));
-        jobs::VerifyOptions options;
-        options.documents = &in.documents();  // viewed by the audit, not copied into records
-        options.row_length = row_length;
-        options.decoder = decoder;
-        spare.clear();
-        options.spare_records = &spare;
-        jobs::AuditResult result;
         try {
-          result = jobs::VerifyReaders(std::move(sources), options);
+          return AuditInMemory(name, policy, documents, microbatches, dp_world_size, row_length, decoder,
+                               delimiters_included, spare);
         } catch (const InputError&) {
+          // The Python reader may have stopped first at an id the policy does not allow: its reading says.
           if (!DeferredIdsAllowed(microbatches, nullptr)) return nb::none();
           throw;
         }
-        if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
-        if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
-        return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
       },
       nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
       nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),

@@ -272,6 +272,22 @@ def test_an_id_the_policy_does_not_allow_is_named_in_any_slot_of_a_clean_batch(n
             assert "-7" in str(core.value)
 
 
+@pytest.mark.parametrize("producer", [{"denominator": 3}, {"loss": "high"}], ids=["no scope", "not a number"])
+def test_an_id_the_policy_does_not_allow_is_named_before_what_the_core_refuses_later(producer):
+    """A batch whose id scan was left to the audit, and which the core refuses further on (here its producer
+    totals, which the Python reading passes on as given): the error is the Python reader's, as before."""
+    name, batch = next(_common_batches())
+    batch = dict(batch, input_ids=batch["input_ids"].clone())
+    batch["input_ids"][1, 1] = -7
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    with pytest.raises((ValueError, TypeError)) as core:
+        packoracle.check_batch(batch, docs, "reference", producer=producer)
+    with unittest.mock.patch.object(_core, "batch_view", lambda *args: None):
+        with pytest.raises((ValueError, TypeError)) as python:
+            packoracle.check_batch(batch, docs, "reference", producer=producer)
+    assert (type(core.value), str(core.value)) == (type(python.value), str(python.value))
+
+
 def test_read_batch_gives_the_view_and_falls_back_to_the_dict():
     name, batch = next(_common_batches())
     kwargs = dict(where="batch", spans=None, step=0, micro_step=0, rank=0, producer=None, ignore=(), policy=POLICY)
