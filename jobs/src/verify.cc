@@ -437,7 +437,7 @@ void Verifier::StreamStep(std::int64_t step) {
       for (const auto& span : row.doc_spans) summary.tokens += span.length;
     }
     if (streamable_) {
-      pieces_.Follow(step, m, s.reader->path(), documents_);
+      pieces_.Follow(step, m, rows, s.reader->path(), documents_);
       fast_.Add(mb, rows);
     }
     if (holding) {

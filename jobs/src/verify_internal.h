@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <optional>
 #include <unordered_map>
@@ -37,7 +38,9 @@ class DocumentPieces {
  public:
   // Each span's document by its id in `documents` (given there when the uid has none yet).
   void Follow(std::int64_t step, const StepMicrobatches& mbs, DocumentStore& documents);
-  void Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file, DocumentStore& documents);
+  // `rows`: the record's rows as views (RowViews), which its caller has already.
+  void Follow(std::int64_t step, const MicrobatchRecord& m, std::span<const RowView> rows, const std::string& file,
+              DocumentStore& documents);
   // Forgets the pieces of `step` (the last followed) of the documents these micro-batches name: a streamed
   // step that did not pass is followed again, from its records read again, in CheckStep's order.
   void Unfollow(std::int64_t step, const StepMicrobatches& mbs, const DocumentStore& documents);
@@ -73,7 +76,7 @@ class DocumentPieces {
   std::vector<std::uint32_t> list_of_;      // by uid id (DocumentStore::Id): its list in lists_, kNone: none
   std::vector<std::vector<Piece>> lists_;   // never empty while in use
   std::vector<std::uint32_t> free_lists_;
-  std::vector<RowView> rows_;                // Follow's views of a record's rows, storage reused
+  std::vector<RowView> rows_;                // the step Follow's views of a record's rows, storage reused
   std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
   std::vector<std::string> files_;          // the pieces' files (a few)
   std::uint32_t next_id_ = 0;               // the id after the last span's: the likely next (UidInterner::Find)

@@ -13,15 +13,14 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 }
 
 void DocumentPieces::Follow(std::int64_t step, const StepMicrobatches& mbs, DocumentStore& documents) {
-  for (const auto& [m, file] : mbs) Follow(step, m, file, documents);
+  for (const auto& [m, file] : mbs) Follow(step, m, RowViews(m, rows_), file, documents);
 }
 
-void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, const std::string& file,
-                            DocumentStore& documents) {
+void DocumentPieces::Follow(std::int64_t step, const MicrobatchRecord& m, std::span<const RowView> rows,
+                            const std::string& file, DocumentStore& documents) {
   auto f = std::find(files_.rbegin(), files_.rend(), file);  // the last one, almost always
   const auto file_index = static_cast<std::uint32_t>(f == files_.rend() ? files_.size() : files_.rend() - f - 1);
   if (f == files_.rend()) files_.push_back(file);
-  const std::span<const RowView> rows = RowViews(m, rows_);  // the record's rows, or its views of them
   for (std::size_t r = 0; r < rows.size(); ++r) {
     longest_row_ = std::max(longest_row_, static_cast<std::int64_t>(rows[r].input_ids.size()));
     for (const auto& span : rows[r].doc_spans) {

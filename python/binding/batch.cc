@@ -376,7 +376,8 @@ bool BatchView::Deferrable() const {
 bool BatchView::FirstLabelsAllowed() const {
   const Array& labels = *fields[kLabels];
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t first = *reinterpret_cast<const std::int64_t*>(RowOf(labels, r).base);  // int64: Deferrable
+    std::int64_t first = 0;  // int64 (Deferrable), maybe not aligned
+    std::memcpy(&first, RowOf(labels, r).base, sizeof first);
     if (first < 0 && std::find(labels_allowed.begin(), labels_allowed.end(), first) == labels_allowed.end()) return false;
   }
   return true;
