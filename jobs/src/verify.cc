@@ -73,7 +73,7 @@ class Verifier {
   std::optional<Policy> RequiredPolicy() const;
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
-  void HoldDocument(const std::string& path, std::int64_t line, const Document& document, bool borrow);
+  void HoldDocument(const std::string& path, std::int64_t line, const DocumentRef& document, const Document* owned);
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
   bool Streams() const;
   void StreamStep(std::int64_t step);
@@ -188,11 +188,12 @@ void Verifier::Recycle(MicrobatchRecord&& m) {
 // A document record: held until its pieces tile it. A repeated doc_uid must repeat the content (a
 // multi-rank dump writes a document on each rank that packs a piece of it); two documents under one uid
 // make the dump unusable, since which of them a piece belongs to cannot be told.
-// `borrow`: the caller's document (VerifyOptions::documents), viewed where it is; else copied (the reader
-// keeps its storage).
-void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Document& document, bool borrow) {
+// `owned`: a record's document, copied (the reader keeps its storage); null: the caller's (VerifyOptions::
+// documents), viewed where it is.
+void Verifier::HoldDocument(const std::string& path, std::int64_t line, const DocumentRef& document,
+                            const Document* owned) {
   const auto refuse = [&](const std::string& what) {
-    throw InputError(path + ":" + std::to_string(line) + ": document record: doc_uid '" + document.uid +
+    throw InputError(path + ":" + std::to_string(line) + ": document record: doc_uid '" + std::string(document.uid) +
                      "' was given before with other content (" + what + "): one doc_uid names one document");
   };
   const std::uint32_t id = documents_.Id(document.uid);
@@ -201,7 +202,7 @@ void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Do
     if (*retired != ContentFingerprint(document)) refuse("its tokens or supervised flags differ");
     return;
   }
-  switch (borrow ? documents_.Borrow(id, document) : documents_.Put(id, document)) {
+  switch (owned ? documents_.Put(id, *owned) : documents_.Borrow(id, document)) {
     case DocumentStore::PutResult::kNew:
       ++documents_seen_;
       if (Streams()) {
@@ -215,7 +216,7 @@ void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Do
       }
       break;
     case DocumentStore::PutResult::kSame: break;
-    case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(document));
+    case DocumentStore::PutResult::kDiffers: refuse(documents_.Difference(owned ? *owned : document.Copy()));
   }
 }
 
@@ -235,7 +236,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      HoldDocument(s.reader->path(), d->line, d->document, false);
+      HoldDocument(s.reader->path(), d->line, DocumentRef::Of(d->document), &d->document);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       if (!Streams()) Materialize(*m);  // its steps are checked whole, from CandidateRows
       s.next = std::move(*m);
@@ -499,9 +500,9 @@ StepMicrobatches Verifier::ReadStepAgain(std::int64_t step, std::int64_t offset,
 AuditResult Verifier::Run() {
   Open();
   if (options_.documents) {  // as document records right after the first source's header, not copied
-    for (const Document& d : *options_.documents) {
+    for (const DocumentRef& d : *options_.documents) {
       ++records_;
-      HoldDocument(FirstSource(), 0, d, true);
+      HoldDocument(FirstSource(), 0, d, nullptr);
     }
   }
   for (auto& s : sources_) Advance(s);

@@ -45,11 +45,11 @@ std::uint64_t HashContent(std::size_t n, TokenAt token, FlagAt flag) {
   return Mix(h);
 }
 
-std::uint64_t ContentFingerprint(const Document& document) {
-  const Token* tokens = document.tokens.data();
-  const int* supervised = document.supervised.empty() ? nullptr : document.supervised.data();
+std::uint64_t ContentFingerprint(const DocumentRef& document) {
+  const Token* tokens = document.tokens;
+  const int* supervised = document.supervised;
   return HashContent(
-      document.tokens.size(), [&](std::size_t k) { return tokens[k]; },
+      document.size, [&](std::size_t k) { return tokens[k]; },
       [&](std::size_t k) { return supervised ? supervised[k] : 1; });
 }
 
@@ -146,20 +146,21 @@ void DocumentStore::Pack(const Document& document, Slot& h) {
 }
 
 DocumentStore::PutResult DocumentStore::Put(std::uint32_t id, const Document& document) {
-  return Hold(id, document, false);
+  return Hold(id, &document, DocumentRef::Of(document));
 }
 
-DocumentStore::PutResult DocumentStore::Borrow(std::uint32_t id, const Document& document) {
-  return Hold(id, document, true);
+DocumentStore::PutResult DocumentStore::Borrow(std::uint32_t id, const DocumentRef& document) {
+  return Hold(id, nullptr, document);
 }
 
-DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document& document, bool borrow) {
+// `document` given: Put (packed into the slot); null: Borrow of `ref`.
+DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document* document, const DocumentRef& ref) {
   if (live_.size() <= id) {
     const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);
     live_.resize(size, UidInterner::kNone);
     fingerprints_.resize(size);
   }
-  if (Held(id)) return HeldFingerprint(id) == ContentFingerprint(document) ? PutResult::kSame : PutResult::kDiffers;
+  if (Held(id)) return HeldFingerprint(id) == ContentFingerprint(ref) ? PutResult::kSame : PutResult::kDiffers;
   std::uint32_t slot = static_cast<std::uint32_t>(slots_.size());
   if (free_slots_.empty()) {
     slots_.emplace_back();
@@ -168,18 +169,24 @@ DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document& d
     free_slots_.pop_back();
     slots_[slot] = Slot{};
   }
-  if (borrow) {
+  if (!document) {
     Slot& h = slots_[slot];
-    h.borrowed = &document;
-    h.size = static_cast<std::uint32_t>(document.tokens.size());
+    if (ref.size > std::numeric_limits<std::uint32_t>::max()) {
+      throw InputError("document '" + std::string(ref.uid) + "': " + std::to_string(ref.size) +
+                       " tokens, more than verify holds in one document (2^32 - 1)");
+    }
+    h.is_borrowed = true;
+    h.borrowed = ref;
+    h.size = static_cast<std::uint32_t>(ref.size);
     h.wide = true;
     // Its flags are read where they are; only kInts is read of a borrowed slot's form: as Pack marks it, a
     // flag neither 0 nor 1, which Effective refuses (View: false).
-    const auto& flags = document.supervised;
-    const bool flags_ok = std::all_of(flags.begin(), flags.end(), [](int f) { return f == 0 || f == 1; });
+    const int* flags = ref.supervised;
+    const bool flags_ok = std::all_of(flags, flags + (flags ? ref.supervised_size : 0),
+                                      [](int f) { return f == 0 || f == 1; });
     h.supervised = flags_ok ? Supervised::kAbsent : Supervised::kInts;
   } else {
-    Pack(document, slots_[slot]);  // its fingerprint waits until it is compared or retired (HeldFingerprint)
+    Pack(*document, slots_[slot]);  // its fingerprint waits until it is compared or retired (HeldFingerprint)
   }
   live_[id] = slot;
   tokens_held_ += slots_[slot].size;
@@ -218,8 +225,8 @@ std::uint64_t DocumentStore::Fingerprint(std::string_view uid) {
 std::uint64_t DocumentStore::HeldFingerprint(std::uint32_t id) {
   Slot& h = slots_[live_[id]];
   if (h.fingerprinted) return fingerprints_[id];
-  if (h.borrowed) {
-    fingerprints_[id] = ContentFingerprint(*h.borrowed);
+  if (h.is_borrowed) {
+    fingerprints_[id] = ContentFingerprint(h.borrowed);
     h.fingerprinted = true;
     return fingerprints_[id];
   }
@@ -246,9 +253,10 @@ bool DocumentStore::Expand(std::string_view uid, Document& out) const {
   if (!Held(id)) return false;
   const Slot& h = slots_[live_[id]];
   out.uid.assign(uids_.Uid(id));
-  if (h.borrowed) {
-    out.tokens = h.borrowed->tokens;
-    out.supervised = h.borrowed->supervised;
+  if (h.is_borrowed) {
+    out.tokens.assign(h.borrowed.tokens, h.borrowed.tokens + h.borrowed.size);
+    if (h.borrowed.supervised) out.supervised.assign(h.borrowed.supervised, h.borrowed.supervised + h.borrowed.supervised_size);
+    else out.supervised.clear();
     return true;
   }
   out.tokens.resize(h.size);
@@ -281,9 +289,9 @@ bool DocumentStore::View(std::uint32_t id, fastcheck::DocumentView& view) const 
   view = {};
   view.uid = uids_.Uid(id);
   view.size = h.size;
-  if (h.borrowed) {  // its flags as given (none: all ones); validated when held (MarkUnusable otherwise)
-    view.wide = h.borrowed->tokens.data();
-    if (!h.borrowed->supervised.empty()) view.ints = h.borrowed->supervised.data();
+  if (h.is_borrowed) {  // its flags as given (none: all ones); validated when held (MarkUnusable otherwise)
+    view.wide = h.borrowed.tokens;
+    view.ints = h.borrowed.supervised;
     return true;
   }
   if (h.wide) view.wide = reinterpret_cast<const Token*>(h.data.get());
@@ -305,7 +313,8 @@ void DocumentStore::Retire(std::uint32_t id) {
   Slot& slot = slots_[live_[id]];
   tokens_held_ -= slot.size;
   slot.data.reset();
-  slot.borrowed = nullptr;
+  slot.is_borrowed = false;
+  slot.borrowed = {};
   free_slots_.push_back(live_[id]);
   live_[id] = kRetired;
 }

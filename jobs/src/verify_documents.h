@@ -21,7 +21,8 @@ namespace packoracle::jobs::verify_internal {
 
 // A 64-bit fingerprint of a document's content: its tokens and its supervised flags, absent flags read as
 // all ones (as Effective reads them). Two records of one doc_uid must agree on it.
-std::uint64_t ContentFingerprint(const Document& document);
+std::uint64_t ContentFingerprint(const DocumentRef& document);
+inline std::uint64_t ContentFingerprint(const Document& document) { return ContentFingerprint(DocumentRef::Of(document)); }
 
 // Every uid an audit meets, given a dense id (0, 1, 2, ...) the first time, so that what verify keeps per
 // document lives in flat arrays indexed by id: one hash look-up where a record or span names a uid, none
@@ -78,9 +79,9 @@ class DocumentStore {
   enum class PutResult { kNew, kSame, kDiffers };
   PutResult Put(const Document& document) { return Put(Id(document.uid), document); }
   PutResult Put(std::uint32_t id, const Document& document);
-  // Put without the copy: the store views `document`, which the caller keeps alive and unchanged for the
-  // store's life (check_batch's documents, held by the caller for the one call that audits them).
-  PutResult Borrow(std::uint32_t id, const Document& document);
+  // Put without the copy: the store views `document` where it lies, which the caller keeps alive and unchanged
+  // for the store's life (check_batch's documents: the caller's arrays, for the one call that audits them).
+  PutResult Borrow(std::uint32_t id, const DocumentRef& document);
   // Marks a held document as one the fast verifier must not see (View: false), when Effective refuses it:
   // checked once, when it is put, not on every step that names it.
   void MarkUnusable(std::uint32_t id) { slots_[live_[id]].usable = false; }
@@ -129,11 +130,12 @@ class DocumentStore {
     bool wide = false;                      // tokens as int64 (else int32)
     bool usable = true;                     // not marked unusable
     bool fingerprinted = false;             // fingerprints_[id] holds its ContentFingerprint
-    const Document* borrowed = nullptr;     // Borrow: the caller's document (data is then empty)
+    bool is_borrowed = false;               // Borrow: `borrowed` views the caller's document (data is then empty)
+    DocumentRef borrowed;
     Supervised supervised = Supervised::kAbsent;
   };
   static void Pack(const Document& document, Slot& slot);
-  PutResult Hold(std::uint32_t id, const Document& document, bool borrow);
+  PutResult Hold(std::uint32_t id, const Document* document, const DocumentRef& ref);
   std::uint64_t HeldFingerprint(std::uint32_t id);
   std::vector<std::uint32_t> HeldInUidOrder() const;
   // What is kept per id is small (12 bytes), since it grows with every document of the dump; a held

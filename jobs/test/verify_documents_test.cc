@@ -148,8 +148,8 @@ TEST(DocumentStore, ABorrowedDocumentReadsAsAPutOne) {
     DocumentStore put, borrowed;
     const std::uint32_t a = put.Id(d.uid), b = borrowed.Id(d.uid);
     EXPECT_EQ(put.Put(a, d), DocumentStore::PutResult::kNew);
-    EXPECT_EQ(borrowed.Borrow(b, d), DocumentStore::PutResult::kNew);
-    EXPECT_EQ(borrowed.Borrow(b, d), DocumentStore::PutResult::kSame);
+    EXPECT_EQ(borrowed.Borrow(b, DocumentRef::Of(d)), DocumentStore::PutResult::kNew);
+    EXPECT_EQ(borrowed.Borrow(b, DocumentRef::Of(d)), DocumentStore::PutResult::kSame);
     fastcheck::DocumentView want, got;
     const bool viewed = put.View(a, want);
     ASSERT_EQ(borrowed.View(b, got), viewed);

@@ -479,24 +479,27 @@ bool AnyTokenIs(const Token* tokens, std::size_t n, Token id) {
 
 // True when some flag is other than 0 or 1, or some token is one of `ids`: the values ValidateDocument's loops
 // refuse (or may refuse). Only a document where it finds one is walked element by element.
-bool MayRefuse(const Document& document, std::array<Token, 3> ids) {
+bool MayRefuse(const DocumentRef& document, std::array<Token, 3> ids) {
   std::uint64_t bad_flag = 0;
-  for (const int f : document.supervised) bad_flag |= static_cast<std::uint32_t>(f) > 1u;
+  for (std::size_t k = 0; k < document.supervised_size; ++k)
+    bad_flag |= static_cast<std::uint32_t>(document.supervised[k]) > 1u;
   if (bad_flag) return true;
   std::sort(ids.begin(), ids.end());  // each distinct id once (a policy reads one, two or three)
   const auto end = std::unique(ids.begin(), ids.end());
-  return std::any_of(ids.begin(), end, [&](Token id) {
-    return AnyTokenIs(document.tokens.data(), document.tokens.size(), id);
-  });
+  return std::any_of(ids.begin(), end, [&](Token id) { return AnyTokenIs(document.tokens, document.size, id); });
 }
 
 }  // namespace
 
 void ValidateDocument(const Document& document, const Policy& policy, Delimiters delimiters) {
+  ValidateDocument(DocumentRef::Of(document), policy, delimiters);
+}
+
+void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimiters delimiters) {
   const bool included = delimiters == Delimiters::kIncluded;
-  const auto n = document.tokens.size();
-  if (!document.supervised.empty() && document.supervised.size() != n) {
-    throw InputError("document '" + document.uid + "': supervised has " + std::to_string(document.supervised.size()) +
+  const std::size_t n = document.size;
+  if (document.supervised_size != 0 && document.supervised_size != n) {
+    throw InputError("document '" + std::string(document.uid) + "': supervised has " + std::to_string(document.supervised_size) +
                      " entries but tokens has " + std::to_string(n));
   }
   // The ids the loops below compare tokens with (an id the policy's boundary does not read stands in as
@@ -504,15 +507,16 @@ void ValidateDocument(const Document& document, const Policy& policy, Delimiters
   const Token eod = policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id ? *policy.eos_id : policy.ignore_index;
   const Token bos = policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id ? *policy.bos_id : policy.ignore_index;
   if (!MayRefuse(document, {policy.ignore_index, eod, bos})) return;
-  for (std::size_t k = 0; k < document.supervised.size(); ++k) {
+  const std::string uid(document.uid);
+  for (std::size_t k = 0; k < document.supervised_size; ++k) {
     if (document.supervised[k] != 0 && document.supervised[k] != 1) {
-      throw InputError("document '" + document.uid + "': supervised[" + std::to_string(k) + "] is " +
+      throw InputError("document '" + uid + "': supervised[" + std::to_string(k) + "] is " +
                        std::to_string(document.supervised[k]) + ", expected 0 or 1");
     }
   }
   for (std::size_t k = 0; k < n; ++k) {
     if (document.tokens[k] == policy.ignore_index) {
-      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is " +
+      throw InputError("document '" + uid + "': token " + std::to_string(k) + " is " +
                        std::to_string(policy.ignore_index) +
                        ", the policy's ignore_index: a label could not carry it as a target");
     }
@@ -522,23 +526,27 @@ void ValidateDocument(const Document& document, const Policy& policy, Delimiters
     const bool opening_bos = included && k == 0;     // and starts with its own BOS
     if (policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id && document.tokens[k] == *policy.eos_id &&
         !closing_eod) {
-      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the EOD id " +
+      throw InputError("document '" + uid + "': token " + std::to_string(k) + " is the EOD id " +
                        std::to_string(*policy.eos_id) + ", which under boundary_source: eod_closes ends the document there");
     }
     if (policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id && document.tokens[k] == *policy.bos_id &&
         !opening_bos) {
-      throw InputError("document '" + document.uid + "': token " + std::to_string(k) + " is the BOS id " +
+      throw InputError("document '" + uid + "': token " + std::to_string(k) + " is the BOS id " +
                        std::to_string(*policy.bos_id) + ", which under boundary_source: bos_opens starts a new document there");
     }
   }
 }
 
 EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters) {
+  return Effective(DocumentRef::Of(document), policy, delimiters);
+}
+
+EffectiveDocument Effective(const DocumentRef& document, const Policy& policy, Delimiters delimiters) {
   ValidateDocument(document, policy, delimiters);
   const bool included = delimiters == Delimiters::kIncluded;
-  const auto n = document.tokens.size();
+  const std::size_t n = document.size;
   EffectiveDocument out;
-  out.uid = document.uid;
+  out.uid = std::string(document.uid);
   // The document and at most two delimiters, copied whole: in-process checks make every document effective
   // on every call.
   out.tokens.reserve(n + 2);
@@ -547,11 +555,11 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
     out.tokens.push_back(*policy.bos_id);
     out.supervised.push_back(1);
   }
-  out.tokens.insert(out.tokens.end(), document.tokens.begin(), document.tokens.end());
-  if (document.supervised.empty()) {
+  out.tokens.insert(out.tokens.end(), document.tokens, document.tokens + n);
+  if (!document.supervised) {
     out.supervised.resize(out.supervised.size() + n, 1);
   } else {
-    out.supervised.insert(out.supervised.end(), document.supervised.begin(), document.supervised.end());
+    out.supervised.insert(out.supervised.end(), document.supervised, document.supervised + document.supervised_size);
   }
   if (policy.eos_id && !included) {
     out.tokens.push_back(*policy.eos_id);

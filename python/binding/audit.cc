@@ -36,12 +36,15 @@ struct InMemory {
   std::string name;
   Policy policy;
   // The documents, delimiters included (the effective documents): read or made effective here (`owned`), or
-  // the caller's `_core.Documents` as they are (`given`, alive for the call: the audit views them).
+  // the caller's `_core.Documents` as they are (`given`, alive for the call: the audit views them, and their
+  // arrays where they view them).
   std::vector<Document> owned;
-  const std::vector<Document>* given = nullptr;
+  std::vector<DocumentRef> owned_refs;
+  const DocumentSet* given = nullptr;
   std::vector<MicrobatchRecord> microbatches;  // their lines are set by Reader
   std::int64_t dp_world_size = 1;
-  const std::vector<Document>& documents() const { return given ? *given : owned; }
+  const std::vector<Document>& documents() const { return given ? given->documents() : owned; }
+  const std::vector<DocumentRef>& refs() const { return given ? given->refs() : owned_refs; }
 };
 
 // `delimiters_included`: the documents already carry the policy's delimiters (as a dump's do); otherwise they
@@ -51,21 +54,24 @@ struct InMemory {
 InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
                       std::int64_t dp_world_size, bool delimiters_included,
                       std::vector<MicrobatchRecord>* spare = nullptr, bool view = false) {
-  InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, nullptr, {}, dp_world_size};
+  InMemory in{name, PolicyFromPython(policy, name + ": policy"), {}, {}, nullptr, {}, dp_world_size};
   std::vector<Document> read;
-  const std::vector<Document>& given = DocumentsOf(documents, name + ": documents", read);
+  std::vector<DocumentRef> refs;
+  const std::vector<DocumentRef>& given = DocumentRefsOf(documents, name + ": documents", read, refs);
   // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
   if (!delimiters_included && AddsDelimiters(in.policy)) {
     in.owned.reserve(given.size());
-    for (const Document& d : given) {
+    for (const DocumentRef& d : given) {
       EffectiveDocument e = Effective(d, in.policy);
       in.owned.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }
-  } else if (&given == &read) {
+  } else if (&given == &refs) {
     in.owned = std::move(read);
   } else {
-    in.given = &given;  // a DocumentSet stays its owner's (Report.svg reads it again): viewed, not copied
+    in.given = nb::cast<const DocumentSet*>(documents);  // stays its owner's (Report.svg reads it again): viewed
   }
+  if (!in.given)
+    for (const Document& d : in.owned) in.owned_refs.push_back(DocumentRef::Of(d));
   if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
   std::size_t k = 0;
   for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {
@@ -96,11 +102,12 @@ std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_document
   header.producer = {{"system", "python"}, {"component", in.name}};
   header.dp_world_size = in.dp_world_size;
   header.policy = in.policy;  // policy_json ("as written") left null: nothing was written, and no audit reads it
-  records.reserve(1 + (with_documents ? in.documents().size() : 0) + in.microbatches.size());
+  const std::size_t documents = in.refs().size();  // (documents() would copy the viewed ones)
+  records.reserve(1 + (with_documents ? documents : 0) + in.microbatches.size());
   records.emplace_back(std::move(header));
   if (with_documents)
     for (const auto& d : in.documents()) records.emplace_back(DocumentRecord{d});
-  std::int64_t line = 1 + static_cast<std::int64_t>(in.documents().size());
+  std::int64_t line = 1 + static_cast<std::int64_t>(documents);
   for (auto& mb : in.microbatches) {
     mb.line = ++line;
     records.emplace_back(std::move(mb));
@@ -205,7 +212,7 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
   sources.push_back(Reader(in, false));
   jobs::VerifyOptions options;
-  options.documents = &in.documents();  // viewed by the audit, not copied into records
+  options.documents = &in.refs();  // viewed by the audit, not copied into records
   options.row_length = row_length;
   options.decoder = decoder;
   spare.clear();

@@ -407,14 +407,24 @@ nb::dict PolicyToPython(const Policy& policy) {
 
 const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read) {
   DocumentSet* set = nullptr;
-  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents();
   read = DocumentsFromPython(documents, where);
   return read;
 }
 
+const std::vector<DocumentRef>& DocumentRefsOf(nb::handle documents, const std::string& where,
+                                               std::vector<Document>& read, std::vector<DocumentRef>& refs) {
+  DocumentSet* set = nullptr;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->refs();
+  read = DocumentsFromPython(documents, where);
+  refs.clear();
+  for (const Document& d : read) refs.push_back(DocumentRef::Of(d));
+  return refs;
+}
+
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where) {
   DocumentSet* set = nullptr;
-  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents;
+  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents();
   if (!nb::isinstance<nb::list>(documents)) throw InputError(where + ": expected a list of documents");
   std::vector<Document> out;
   std::size_t k = 0;

@@ -7,6 +7,7 @@
 // "batch: rows[2]: field 'labels' has 7 entries, input_ids has 8".
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,18 +26,65 @@ Policy PolicyFromPython(nb::handle policy, const std::string& where);
 // The fully resolved policy as a dict (every key, canonical order).
 nb::dict PolicyToPython(const Policy& policy);
 
-// Documents already read into C++ in one call (packoracle._core.Documents: the guard's features, read without
-// a dict or an array per document in Python). DocumentsFromPython hands their vector over as it is.
-struct DocumentSet {
-  std::vector<Document> documents;
+// Documents already read into C++ in one call (packoracle._core.Documents): the guard's features (read without
+// a dict or an array per document in Python, into storage of the set's own), or check_batch's {uid: tokens}
+// (plain_documents: each contiguous int64 array viewed where the caller holds it, the set holding a reference
+// to it and to its uid; token lists read into the set's storage). The audit reads refs(); what needs Documents
+// (the span derivation of draw, to_list, the oracle's report) reads documents(), which copies the viewed ones
+// once, on first use.
+// A buffer export held open (PyObject_GetBuffer until destruction): its exporter can neither free nor resize
+// the memory while a DocumentRef views it.
+struct BufferRelease {
+  void operator()(Py_buffer* buffer) const noexcept {
+    PyBuffer_Release(buffer);
+    delete buffer;
+  }
+};
+using HeldBuffer = std::unique_ptr<Py_buffer, BufferRelease>;
+
+class DocumentSet {
+ public:
+  DocumentSet() = default;
+  DocumentSet(DocumentSet&&) = default;
+  DocumentSet& operator=(DocumentSet&&) = default;
+  DocumentSet(const DocumentSet&) = delete;  // its buffers are held once
+  DocumentSet& operator=(const DocumentSet&) = delete;
+
+  void Add(Document document);
+  // A document viewed in `tokens` (a 1-D buffer of int64) under `uid` (a str): both held for the set's life.
+  void AddView(nb::handle uid, HeldBuffer tokens);
+  std::size_t size() const { return order_.size(); }
+  // Every document, in order, as the audit reads it.
+  const std::vector<DocumentRef>& refs() const;
+  // Every document as Documents of the set's own.
+  const std::vector<Document>& documents() const;
+
+ private:
+  static constexpr std::size_t kViewed = static_cast<std::size_t>(-1);
+  struct Entry {
+    std::size_t owned = kViewed;  // an index into owned_, or kViewed (`view` then)
+    DocumentRef view;
+  };
+  std::vector<Entry> order_;
+  std::vector<Document> owned_;
+  std::vector<nb::object> uids_;        // the viewed documents' uids (str: their UTF-8 is viewed)
+  std::vector<HeldBuffer> buffers_;     // the viewed documents' tokens
+  std::size_t viewed_ = 0;
+  mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
+  mutable std::vector<Document> copies_;   // documents(), where some are viewed
+  mutable bool refs_made_ = false, copies_made_ = false;
 };
 
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
 // {uid: tokens} mappings and Document objects to this form), or a DocumentSet.
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);
-// The same documents without copying a DocumentSet's (its vector, as it is); any other form is read into
-// `read`, which the result then refers to.
+// The same documents without copying a DocumentSet's (its documents()); any other form is read into `read`,
+// which the result then refers to.
 const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read);
+// The same as refs: a DocumentSet's refs() (its viewed documents not copied); any other form read into `read`,
+// viewed in `refs`.
+const std::vector<DocumentRef>& DocumentRefsOf(nb::handle documents, const std::string& where,
+                                               std::vector<Document>& read, std::vector<DocumentRef>& refs);
 
 // A sequence of integers (a list, or an array or tensor of any integer or bool dtype, of any number of
 // dimensions: read flat) as int64 values; InputError naming `where` and `field` otherwise.

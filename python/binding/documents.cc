@@ -31,6 +31,48 @@ namespace packoracle::python {
   return (bits >> 63) != 0;
 }
 
+void DocumentSet::Add(Document document) {
+  order_.push_back({owned_.size(), {}});
+  owned_.push_back(std::move(document));
+  refs_made_ = copies_made_ = false;
+}
+
+void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens) {
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(uid.ptr(), &size);  // kept by the str (held below)
+  if (!utf8) throw nb::python_error();
+  DocumentRef ref;
+  ref.uid = std::string_view(utf8, static_cast<std::size_t>(size));
+  ref.tokens = static_cast<const Token*>(tokens->buf);
+  ref.size = static_cast<std::size_t>(tokens->shape[0]);
+  uids_.push_back(nb::borrow(uid));
+  buffers_.push_back(std::move(tokens));
+  order_.push_back({kViewed, ref});
+  ++viewed_;
+  refs_made_ = copies_made_ = false;
+}
+
+const std::vector<DocumentRef>& DocumentSet::refs() const {
+  if (!refs_made_) {
+    refs_.clear();
+    refs_.reserve(order_.size());
+    for (const Entry& e : order_) refs_.push_back(e.owned == kViewed ? e.view : DocumentRef::Of(owned_[e.owned]));
+    refs_made_ = true;
+  }
+  return refs_;
+}
+
+const std::vector<Document>& DocumentSet::documents() const {
+  if (viewed_ == 0) return owned_;  // all of its own, in order
+  if (!copies_made_) {
+    copies_.clear();
+    copies_.reserve(order_.size());
+    for (const DocumentRef& d : refs()) copies_.push_back(d.Copy());
+    copies_made_ = true;
+  }
+  return copies_;
+}
+
 namespace {
 
 // A feature's field (None and absent alike: an empty object); a dict read directly, any other Mapping (a
@@ -175,34 +217,43 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
   }
 }
 
-// A contiguous 1-D array of native int64 read through the buffer protocol: numpy's common form of a document,
-// at a fraction of the ndarray cast's cost per array (a dict of 60 arrays: bench/README.md, "A ninth pair"),
-// copied into storage not zeroed first (resize's fill was 13% of the call). False for anything else (another
+// A contiguous 1-D array of native int64 through the buffer protocol: numpy's common form of a document,
+// viewed where it lies, its export held open (`held`) so that it stays there. Null for anything else (another
 // dtype or byte order, strides, more dimensions, no buffer: a torch tensor), which the ndarray cast reads.
-bool ContiguousInt64(PyObject* value, std::vector<Token>& out) {
-  if (!PyObject_CheckBuffer(value)) return false;
-  Py_buffer view;
-  if (PyObject_GetBuffer(value, &view, PyBUF_RECORDS_RO) != 0) {
+// (Reading each array through the buffer protocol costs a fraction of the ndarray cast: bench/README.md, "A
+// ninth pair"; viewing them saved check_batch their copy: "An eleventh pair".)
+HeldBuffer ContiguousInt64(PyObject* value) {
+  if (!PyObject_CheckBuffer(value)) return nullptr;
+  HeldBuffer held(new Py_buffer);
+  if (PyObject_GetBuffer(value, held.get(), PyBUF_RECORDS_RO) != 0) {
+    delete held.release();  // nothing to release
     PyErr_Clear();
-    return false;
+    return nullptr;
   }
+  const Py_buffer& view = *held;
   const std::string_view format = view.format ? view.format : "B";
-  const bool read = view.ndim == 1 && view.itemsize == 8 && view.strides[0] == 8 &&
-                    reinterpret_cast<std::uintptr_t>(view.buf) % alignof(Token) == 0 &&
-                    (format == "l" || format == "q" || format == "=l" || format == "=q" || format == "@l" ||
-                     format == "@q");
-  if (read) {
-    const auto* tokens = static_cast<const Token*>(view.buf);
-    out.assign(tokens, tokens + view.shape[0]);
-  }
-  PyBuffer_Release(&view);
-  return read;
+  const bool int64 = view.ndim == 1 && view.itemsize == 8 && view.strides[0] == 8 &&
+                     reinterpret_cast<std::uintptr_t>(view.buf) % alignof(Token) == 0 &&
+                     (format == "l" || format == "q" || format == "=l" || format == "=q" || format == "@l" ||
+                      format == "@q");
+  return int64 ? std::move(held) : nullptr;
 }
 
-// A document's tokens in the common forms, read without Python: a list of ints, or a 1-D CPU array or tensor
-// of a signed integer dtype. False for anything else, and for a negative value `allowed` has not: the
-// caller then reads the documents in Python (canonical_documents), which names what is wrong.
-bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out) {
+// No token negative, or each negative one an id `allowed` has.
+bool TokenIdsAllowed(const Token* tokens, std::size_t n, const std::set<std::int64_t>& allowed) {
+  if (!AnyNegative(tokens, n)) return true;  // the common answer: none negative
+  for (std::size_t k = 0; k < n; ++k)
+    if (tokens[k] < 0 && !allowed.count(tokens[k])) return false;
+  return true;
+}
+
+// A document's tokens in the common forms, read without Python: a contiguous int64 numpy array viewed (`view`),
+// or into `out`: a list of ints, a 1-D CPU array or tensor of any other signed integer form. False for anything
+// else, and for a negative value `allowed` has not: the caller then reads the documents in Python
+// (canonical_documents), which names what is wrong.
+bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out, HeldBuffer& view) {
+  if (!PyList_CheckExact(value.ptr()) && (view = ContiguousInt64(value.ptr())))
+    return TokenIdsAllowed(static_cast<const Token*>(view->buf), static_cast<std::size_t>(view->shape[0]), allowed);
   if (PyList_CheckExact(value.ptr())) {
     const Py_ssize_t n = PyList_GET_SIZE(value.ptr());
     out.resize(static_cast<std::size_t>(n));
@@ -217,7 +268,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       }
       out[static_cast<std::size_t>(k)] = v;
     }
-  } else if (!ContiguousInt64(value.ptr(), out)) {
+  } else {
     nb::ndarray<nb::ro> array;
     if (!nb::try_cast(value, array, false) || array.device_type() != nb::device::cpu::value || array.ndim() != 1 ||
         array.dtype().code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) || array.dtype().lanes != 1) {
@@ -239,10 +290,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       default: return false;
     }
   }
-  if (!AnyNegative(out.data(), out.size())) return true;  // the common answer: none negative
-  for (const Token t : out)
-    if (t < 0 && !allowed.count(t)) return false;
-  return true;
+  return TokenIdsAllowed(out.data(), out.size(), allowed);
 }
 
 template <class T>
@@ -258,12 +306,12 @@ void BindDocuments(nb::module_& m) {
   nb::class_<DocumentSet>(m, "Documents",
                           "Documents read into the core once (documents_from_features); check_batch, SpanDerivation "
                           "and audit_records take them where they take a list of document dicts.")
-      .def("__len__", [](const DocumentSet& s) { return s.documents.size(); })
+      .def("__len__", [](const DocumentSet& s) { return s.size(); })
       .def(
           "uids",
           [](const DocumentSet& s) {
             nb::list out;
-            for (const Document& d : s.documents) out.append(nb::str(d.uid.c_str()));
+            for (const DocumentRef& d : s.refs()) out.append(nb::str(d.uid.data(), d.uid.size()));
             return out;
           },
           "The documents' uids, in order.")
@@ -271,7 +319,7 @@ void BindDocuments(nb::module_& m) {
           "to_list",
           [](const DocumentSet& s) {
             nb::list out;
-            for (const Document& d : s.documents) {
+            for (const Document& d : s.documents()) {
               nb::dict doc;
               doc["doc_uid"] = d.uid;
               doc["tokens"] = Copy(d.tokens);
@@ -293,7 +341,9 @@ void BindDocuments(nb::module_& m) {
         DocumentSet out;
         nb::sequence seq = nb::borrow<nb::sequence>(features);
         std::size_t k = 0;
-        for (nb::handle f : seq) ReadFeature(f, k++, ignore_index, signed_ids, out.documents);
+        std::vector<Document> read;
+        for (nb::handle f : seq) ReadFeature(f, k++, ignore_index, signed_ids, read);
+        for (Document& d : read) out.Add(std::move(d));
         return out;
       },
       nb::arg("features"), nb::arg("ignore_index"), nb::arg("allowed_negative_ids"),
@@ -305,7 +355,6 @@ void BindDocuments(nb::module_& m) {
         if (!PyDict_CheckExact(documents.ptr())) return nb::none();
         const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
         DocumentSet out;
-        out.documents.reserve(static_cast<std::size_t>(PyDict_GET_SIZE(documents.ptr())));
         PyObject *key = nullptr, *value = nullptr;
         Py_ssize_t pos = 0;
         while (PyDict_Next(documents.ptr(), &pos, &key, &value)) {
@@ -317,15 +366,21 @@ void BindDocuments(nb::module_& m) {
             return nb::none();
           }
           Document d;
-          d.uid.assign(uid, static_cast<std::size_t>(size));
-          if (!PlainTokens(value, signed_ids, d.tokens)) return nb::none();
-          out.documents.push_back(std::move(d));
+          HeldBuffer view;
+          if (!PlainTokens(value, signed_ids, d.tokens, view)) return nb::none();
+          if (view) {
+            out.AddView(key, std::move(view));
+          } else {
+            d.uid.assign(uid, static_cast<std::size_t>(size));
+            out.Add(std::move(d));
+          }
         }
         return nb::cast(std::move(out));
       },
       nb::arg("documents"), nb::arg("allowed_negative_ids"),
       "canonical_documents' common form read in C++: a dict {uid: tokens} of str uids and token lists or 1-D "
-      "signed integer arrays, as Documents; None for any other form or a value canonical_documents refuses "
+      "signed integer arrays, as Documents (contiguous int64 numpy arrays viewed where they lie, held for the "
+      "Documents' life; the rest copied); None for any other form or a value canonical_documents refuses "
       "(it then reads them, and names the problem).");
 }
 

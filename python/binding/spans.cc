@@ -44,18 +44,19 @@ void BindSpans(nb::module_& m) {
             const Policy p = PolicyFromPython(policy, "policy");
             std::vector<std::vector<Token>> docs;
             std::vector<Document> read;
+            std::vector<DocumentRef> refs;
             // Where the policy adds no delimiter a document's effective tokens are its own (AddsDelimiters):
             // checked as Effective checks them, and copied without its per-token supervision flags.
             const bool adds = AddsDelimiters(p);
-            const std::vector<Document>& given = DocumentsOf(documents, "documents", read);
+            const std::vector<DocumentRef>& given = DocumentRefsOf(documents, "documents", read, refs);
             docs.reserve(given.size());
-            for (const Document& d : given) {
+            for (const DocumentRef& d : given) {
               std::vector<Token> tokens;
               if (adds) {
                 tokens = std::move(Effective(d, p).tokens);
               } else {
                 ValidateDocument(d, p);
-                tokens = d.tokens;
+                tokens.assign(d.tokens, d.tokens + d.size);
               }
               tokens.resize(static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(tokens.size()))));
               docs.push_back(std::move(tokens));

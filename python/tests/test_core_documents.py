@@ -7,6 +7,8 @@
   `guard.documents_from_features` gives, refuses what it refuses, and checks the token ids as check_batch did.
 """
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -111,6 +113,23 @@ def test_plain_documents_take_the_common_forms():
     assert _as_tuples(plain) == _as_tuples(canonical_documents(docs, policy=POLICY))
     assert _core.plain_documents({"a": [1, -5]}, ALLOWED) is None  # a negative id: canonical_documents refuses
     assert _core.plain_documents({"a": [1, -5]}, [-5]) is not None  # unless the policy declares it
+
+
+def test_plain_documents_view_int64_arrays_and_hold_them():
+    """A contiguous int64 array is read where it lies, not copied (check_batch's documents: "An eleventh pair"
+    in bench/README.md): the Documents see the caller's memory and hold a reference to its array (numpy then
+    refuses to resize it) for as long as they live; lists and other forms are copied."""
+    a, b = np.arange(5, dtype=np.int64), [7, 8]
+    before = sys.getrefcount(a)
+    plain = _core.plain_documents({"a": a, "b": b, "c": np.arange(2, dtype=np.int32)}, ALLOWED)
+    assert sys.getrefcount(a) == before + 1
+    with pytest.raises(ValueError):
+        a.resize(10)
+    a[0], b[0] = 99, 99
+    assert _as_tuples(plain) == [("a", [99, 1, 2, 3, 4]), ("b", [7, 8]), ("c", [0, 1])]
+    assert plain.uids() == ["a", "b", "c"] and len(plain) == 3
+    del plain
+    assert sys.getrefcount(a) == before
 
 
 @st.composite

@@ -62,7 +62,7 @@ struct VerifyOptions {
   // Documents the caller holds, alive and unchanged until the audit returns: read as document records right
   // after the first source's header (line 0, as records built in memory have), viewed where they are instead
   // of copied (check_batch's documents, read once per call). Null: the sources' records alone.
-  const std::vector<Document>* documents = nullptr;
+  const std::vector<DocumentRef>* documents = nullptr;
 };
 
 

@@ -1,8 +1,10 @@
 // Documents: what a packer is given.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace packoracle {
@@ -16,6 +18,25 @@ struct Document {
   std::string uid;
   std::vector<Token> tokens;
   std::vector<int> supervised;
+};
+
+// A Document viewed where its owner holds it (check_batch's token arrays, read in place): the same fields as
+// pointers and counts, valid while the owner keeps them unchanged. `supervised` null: every token supervised.
+struct DocumentRef {
+  std::string_view uid;
+  const Token* tokens = nullptr;
+  std::size_t size = 0;
+  const int* supervised = nullptr;
+  std::size_t supervised_size = 0;
+
+  static DocumentRef Of(const Document& d) {
+    return {d.uid, d.tokens.data(), d.tokens.size(), d.supervised.empty() ? nullptr : d.supervised.data(),
+            d.supervised.size()};
+  }
+  Document Copy() const {
+    return {std::string(uid), std::vector<Token>(tokens, tokens + size),
+            supervised ? std::vector<int>(supervised, supervised + supervised_size) : std::vector<int>{}};
+  }
 };
 
 // A document as the packer really places it: the policy's delimiters added (`[bos] + tokens + [eos]`),

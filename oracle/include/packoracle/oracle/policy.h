@@ -255,9 +255,11 @@ enum class Delimiters { kAdd, kIncluded };
 // tokens as they are, under Delimiters::kIncluded). Throws InputError when `supervised` has the wrong length
 // or values other than 0 and 1, when a token equals ignore_index, or when a delimiter that marks boundaries
 // (eod_closes / bos_opens) appears inside the document.
+EffectiveDocument Effective(const DocumentRef& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 // What Effective checks, without making anything: throws the InputError Effective would throw, else nothing
 // (verify checks each dumped document once, when it is read, and keeps it packed).
+void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 void ValidateDocument(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 // Whether Effective adds anything under Delimiters::kAdd (a bos_id or an eos_id): when not, a document's
 // effective tokens are its tokens, and kAdd and kIncluded check the same.
