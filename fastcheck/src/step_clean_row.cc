@@ -5,7 +5,7 @@
 // passes would: pieces, layout, sums) or "not sure"; anything not clean goes through CoverageRow, LayoutRow
 // and RowPass (step_check.cc, step_rows.cc), which find what is wrong as the oracle would, and the oracle
 // writes the report. The rules are the oracle's, restated per span; differential_test.cc pins the two paths
-// to CheckCase on generated rows of every size. The four row passes are also built for AVX2 (target_clones:
+// to CheckCase on generated rows of every size. The three row passes are also built for AVX2 (target_clones:
 // the loader picks the clone the machine runs; the default one is the SSE2 build): their share of check_batch's
 // samples fell from 14.7% to 9.9% under perf (bench/README.md, "A ninth pair").
 #include <algorithm>
@@ -63,28 +63,12 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
   return real_end == n || policy().padding == Padding::kRight;
 }
 
-// CoverageRow's token comparisons: each span's slots hold its document's tokens, the rest the pad id.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensClean(const RowView& row, std::int64_t real_end) const {
-  const Token* ids = row.input_ids.data();
-  std::uint64_t diff = 0;
-  for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
-    const DocSpan& span = row.doc_spans[p];
-    const Token* got = ids + span.start;
-    diff |= WithTokens(Doc(span_doc[p]), [&](const auto* tokens) {
-      const auto* want = tokens + span.doc_offset;
-      std::uint64_t d = 0;
-      for (std::int64_t t = 0; t < span.length; ++t) d |= Differs(got[t], want[t]);
-      return d;
-    });
-  }
-  const Token pad = policy().pad_id;
-  for (std::size_t i = static_cast<std::size_t>(real_end); i < row.input_ids.size(); ++i) diff |= Differs(ids[i], pad);
-  return diff == 0;
-}
-
 // SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's
-// first slot among the non-pad slots [0, real_end).
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end) const {
+// first slot among the non-pad slots [0, real_end). `positions_matched`: PositionsClean found every span's
+// positions first + t with first >= position_base (no modulo split): inside a span they then neither reset to
+// the base nor step by other than 1, so the position encodings are read at the spans' first slots alone.
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end,
+                                                                                bool positions_matched) const {
   const auto& spans = row.doc_spans;
   // segment_encodings: rows: cu_seqlens, seq_lens and doc_ids name the row, one segment from slot 0 to the
   // padding (the tiled row's one run of tokens).
@@ -118,12 +102,13 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
     if (!same_starts(marks)) return false;
   }
   // Per-slot encodings: `starts(i)` is non-zero where the encoding opens a segment at slot i: at each span's
-  // start (or slot 0), and nowhere inside a span.
-  auto per_slot = [&](auto starts) {
+  // start (or slot 0), and nowhere inside a span (not read there where `inside_known` says it opens none).
+  auto per_slot = [&](auto starts, bool inside_known = false) {
     std::uint64_t inside = 0;
     bool missed = false;
     for (const DocSpan& span : spans) {
       missed |= span.start > 0 && starts(span.start) == 0;
+      if (inside_known) continue;
       for (std::int64_t i = span.start + 1; i < span.start + span.length; ++i) inside |= starts(i);
     }
     return !missed && inside == 0;
@@ -144,10 +129,10 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
     const auto* pos = row.position_ids->data();
     const std::int64_t base = pol.position_base;
     if (pol.boundary_source == BoundarySource::kPositionReset &&
-        !per_slot([&](std::int64_t i) { return IsZero(Differs(pos[i], base)); }))
+        !per_slot([&](std::int64_t i) { return IsZero(Differs(pos[i], base)); }, positions_matched))
       return false;
     if (pol.boundary_source == BoundarySource::kPositionStep &&
-        !per_slot([&](std::int64_t i) { return Differs(pos[i] - pos[i - 1], 1); }))
+        !per_slot([&](std::int64_t i) { return Differs(pos[i] - pos[i - 1], 1); }, positions_matched))
       return false;
   }
   const auto* in = row.input_ids.data();
@@ -238,13 +223,17 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
   return {};
 }
 
-// TargetsAndSums' comparisons on a tiled row: every slot's label (or the next slot's, labels aligned) is
-// the target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TargetsClean(const RowView& row, std::int64_t real_end, std::int64_t& weighted) const {
+// CoverageRow's token comparisons and TargetsAndSums' on a tiled row, in one loop per span (each document token
+// read once for the slot that holds it and the prediction that targets it): each span's slots hold its
+// document's tokens, the padding the pad id; every slot's label (or the next slot's, labels aligned) is the
+// target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensAndTargetsClean(const RowView& row, std::int64_t real_end,
+                                                                                        std::int64_t& weighted) const {
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const std::int64_t shift = aligned ? 1 : 0;
   const Token ignore = policy().ignore_index;
   const Token* labels = row.labels.data();
+  const Token* ids = row.input_ids.data();
   const auto n = static_cast<std::int64_t>(row.labels.size());
   bool bad = false;
   weighted = 0;
@@ -252,19 +241,20 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
     const DocSpan& span = row.doc_spans[p];
     const DocumentView& doc = Doc(span_doc[p]);
     const Token* got = labels + span.start + shift;
+    const Token* got_ids = ids + span.start;
     const std::int64_t inside = span.length - 1, first = span.doc_offset + 1;
     bad |= WithTokens(doc, [&](const auto* tokens) {
-      const auto* target = tokens + first;
-      std::uint64_t diff = 0;
+      const auto* input = tokens + span.doc_offset;  // the slot's token; input[t + 1]: its prediction's target
+      std::uint64_t diff = Differs(got_ids[inside], input[inside]);  // the span's last slot
       // The label is the target where supervised (and then must not read as ignored), else ignore_index.
       auto compare = [&](auto weight_of) {
         std::int64_t count = 0;
         for (std::int64_t t = 0; t < inside; ++t) {
           const std::uint64_t w = weight_of(first + t), mask = 0 - w;
-          const auto tok = static_cast<Token>(target[t]);
+          const auto tok = static_cast<Token>(input[t + 1]);
           const auto word = static_cast<std::uint64_t>(tok), none = static_cast<std::uint64_t>(ignore);
           const auto want = static_cast<Token>((word & mask) | (none & ~mask));
-          diff |= Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
+          diff |= Differs(got_ids[t], input[t]) | Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
           count += static_cast<std::int64_t>(w);
         }
         weighted += count;
@@ -283,7 +273,9 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
     bad |= waits || got_weight != (last.weight > 0) || (last.weight > 0 && got_target != last.target);
     weighted += last.weight > 0 ? 1 : 0;
   }
-  std::uint64_t padding = 0;  // padding predicts nothing
+  std::uint64_t padding = 0;  // padding holds the pad id and predicts nothing
+  const Token pad = policy().pad_id;
+  for (std::int64_t i = real_end; i < static_cast<std::int64_t>(row.input_ids.size()); ++i) padding |= Differs(ids[i], pad);
   for (std::int64_t i = real_end + shift; i < n; ++i) padding |= Differs(labels[i], ignore);
   return !bad && padding == 0;
 }
@@ -361,8 +353,10 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowVie
   if (row.loss_mask) return false;  // its values and weights: the generic pass
   std::int64_t real_end = 0, weighted = 0;
   bool capped = false, visible = false;
-  if (!TileSpans(row, real_end) || !TokensClean(row, real_end) || !SegmentsClean(row, real_end) ||
-      !PositionsClean(row, real_end, capped) || !TargetsClean(row, real_end, weighted) ||
+  // PositionsClean before SegmentsClean: positions it matched need not be read again for segment starts.
+  const bool stepped = policy().positions == Positions::kRowContinuous || policy().split_positions != SplitPositions::kModulo;
+  if (!TileSpans(row, real_end) || !TokensAndTargetsClean(row, real_end, weighted) ||
+      !PositionsClean(row, real_end, capped) || !SegmentsClean(row, real_end, stepped) ||
       !AttentionClean(row, real_end, visible))
     return false;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p)

@@ -145,11 +145,10 @@ struct FastStepChecker::Impl {
   // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
   bool CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R, std::size_t m);
   bool TileSpans(const RowView& row, std::int64_t& used);
-  bool TokensClean(const RowView& row, std::int64_t used) const;
-  bool SegmentsClean(const RowView& row, std::int64_t used) const;
+  bool SegmentsClean(const RowView& row, std::int64_t used, bool positions_matched) const;
   bool PositionsClean(const RowView& row, std::int64_t used, bool& capped) const;
   Pred SpanEndPrediction(const RowView& row, std::size_t p, bool& waits) const;
-  bool TargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted) const;
+  bool TokensAndTargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted) const;
   bool AttentionClean(const RowView& row, std::int64_t used, bool& visible) const;
   void AddCleanSums(const RowView& row, std::int64_t R, std::size_t m, std::int64_t weighted);
   void TargetsAndSums(const RowView& row, std::int64_t R, std::size_t m);
