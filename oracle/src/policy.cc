@@ -486,7 +486,10 @@ bool MayRefuse(const DocumentRef& document, std::array<Token, 3> ids) {
   if (bad_flag) return true;
   std::sort(ids.begin(), ids.end());  // each distinct id once (a policy reads one, two or three)
   const auto end = std::unique(ids.begin(), ids.end());
-  return std::any_of(ids.begin(), end, [&](Token id) { return AnyTokenIs(document.tokens, document.size, id); });
+  // A negative id (ignore_index is -100 in every preset) is not looked for where no token is below 0.
+  return std::any_of(ids.begin(), end, [&](Token id) {
+    return !(id < 0 && document.non_negative) && AnyTokenIs(document.tokens, document.size, id);
+  });
 }
 
 }  // namespace

@@ -50,9 +50,10 @@ class DocumentSet {
   DocumentSet(const DocumentSet&) = delete;  // its buffers are held once
   DocumentSet& operator=(const DocumentSet&) = delete;
 
-  void Add(Document document);
+  // `non_negative`: no token below 0 (the reader scanned them: DocumentRef::non_negative).
+  void Add(Document document, bool non_negative = false);
   // A document viewed in `tokens` (a 1-D buffer of int64) under `uid` (a str): both held for the set's life.
-  void AddView(nb::handle uid, HeldBuffer tokens);
+  void AddView(nb::handle uid, HeldBuffer tokens, bool non_negative = false);
   std::size_t size() const { return order_.size(); }
   // Every document, in order, as the audit reads it.
   const std::vector<DocumentRef>& refs() const;
@@ -64,6 +65,7 @@ class DocumentSet {
   struct Entry {
     std::size_t owned = kViewed;  // an index into owned_, or kViewed (`view` then)
     DocumentRef view;
+    bool non_negative = false;
   };
   std::vector<Entry> order_;
   std::vector<Document> owned_;

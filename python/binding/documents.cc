@@ -31,13 +31,13 @@ namespace packoracle::python {
   return (bits >> 63) != 0;
 }
 
-void DocumentSet::Add(Document document) {
-  order_.push_back({owned_.size(), {}});
+void DocumentSet::Add(Document document, bool non_negative) {
+  order_.push_back({owned_.size(), {}, non_negative});
   owned_.push_back(std::move(document));
   refs_made_ = copies_made_ = false;
 }
 
-void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens) {
+void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) {
   Py_ssize_t size = 0;
   const char* utf8 = PyUnicode_AsUTF8AndSize(uid.ptr(), &size);  // kept by the str (held below)
   if (!utf8) throw nb::python_error();
@@ -45,9 +45,10 @@ void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens) {
   ref.uid = std::string_view(utf8, static_cast<std::size_t>(size));
   ref.tokens = static_cast<const Token*>(tokens->buf);
   ref.size = static_cast<std::size_t>(tokens->shape[0]);
+  ref.non_negative = non_negative;
   uids_.push_back(nb::borrow(uid));
   buffers_.push_back(std::move(tokens));
-  order_.push_back({kViewed, ref});
+  order_.push_back({kViewed, ref, non_negative});
   ++viewed_;
   refs_made_ = copies_made_ = false;
 }
@@ -56,7 +57,10 @@ const std::vector<DocumentRef>& DocumentSet::refs() const {
   if (!refs_made_) {
     refs_.clear();
     refs_.reserve(order_.size());
-    for (const Entry& e : order_) refs_.push_back(e.owned == kViewed ? e.view : DocumentRef::Of(owned_[e.owned]));
+    for (const Entry& e : order_) {
+      refs_.push_back(e.owned == kViewed ? e.view : DocumentRef::Of(owned_[e.owned]));
+      refs_.back().non_negative = e.non_negative;
+    }
     refs_made_ = true;
   }
   return refs_;
@@ -239,9 +243,10 @@ HeldBuffer ContiguousInt64(PyObject* value) {
   return int64 ? std::move(held) : nullptr;
 }
 
-// No token negative, or each negative one an id `allowed` has.
-bool TokenIdsAllowed(const Token* tokens, std::size_t n, const std::set<std::int64_t>& allowed) {
-  if (!AnyNegative(tokens, n)) return true;  // the common answer: none negative
+// No token negative (`non_negative` then), or each negative one an id `allowed` has.
+bool TokenIdsAllowed(const Token* tokens, std::size_t n, const std::set<std::int64_t>& allowed, bool& non_negative) {
+  non_negative = !AnyNegative(tokens, n);
+  if (non_negative) return true;  // the common answer
   for (std::size_t k = 0; k < n; ++k)
     if (tokens[k] < 0 && !allowed.count(tokens[k])) return false;
   return true;
@@ -251,9 +256,11 @@ bool TokenIdsAllowed(const Token* tokens, std::size_t n, const std::set<std::int
 // or into `out`: a list of ints, a 1-D CPU array or tensor of any other signed integer form. False for anything
 // else, and for a negative value `allowed` has not: the caller then reads the documents in Python
 // (canonical_documents), which names what is wrong.
-bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out, HeldBuffer& view) {
+bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out, HeldBuffer& view,
+                 bool& non_negative) {
   if (!PyList_CheckExact(value.ptr()) && (view = ContiguousInt64(value.ptr())))
-    return TokenIdsAllowed(static_cast<const Token*>(view->buf), static_cast<std::size_t>(view->shape[0]), allowed);
+    return TokenIdsAllowed(static_cast<const Token*>(view->buf), static_cast<std::size_t>(view->shape[0]), allowed,
+                           non_negative);
   if (PyList_CheckExact(value.ptr())) {
     const Py_ssize_t n = PyList_GET_SIZE(value.ptr());
     out.resize(static_cast<std::size_t>(n));
@@ -290,7 +297,7 @@ bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::v
       default: return false;
     }
   }
-  return TokenIdsAllowed(out.data(), out.size(), allowed);
+  return TokenIdsAllowed(out.data(), out.size(), allowed, non_negative);
 }
 
 template <class T>
@@ -367,12 +374,13 @@ void BindDocuments(nb::module_& m) {
           }
           Document d;
           HeldBuffer view;
-          if (!PlainTokens(value, signed_ids, d.tokens, view)) return nb::none();
+          bool non_negative = false;
+          if (!PlainTokens(value, signed_ids, d.tokens, view, non_negative)) return nb::none();
           if (view) {
-            out.AddView(key, std::move(view));
+            out.AddView(key, std::move(view), non_negative);
           } else {
             d.uid.assign(uid, static_cast<std::size_t>(size));
-            out.Add(std::move(d));
+            out.Add(std::move(d), non_negative);
           }
         }
         return nb::cast(std::move(out));
