@@ -23,10 +23,24 @@ bool AllEqual(std::span<const Token> values, Token v) {
 
 SpanDerivation::SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow,
                                std::optional<Token> pad_id)
+    : owned_(std::move(documents)),
+      docs_(owned_.begin(), owned_.end()),
+      cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
+      split_(overflow == Overflow::kSplit),
+      pad_id_(pad_id) {
+  IndexDocuments();
+}
+
+SpanDerivation::SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow,
+                               std::optional<Token> pad_id)
     : docs_(std::move(documents)),
       cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
       split_(overflow == Overflow::kSplit),
       pad_id_(pad_id) {
+  IndexDocuments();
+}
+
+void SpanDerivation::IndexDocuments() {
   for (std::size_t k = 0; k < docs_.size(); ++k) {
     const auto& d = docs_[k];
     placed_.push_back(d.empty());  // an empty document has nothing to place

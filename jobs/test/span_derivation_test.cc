@@ -44,7 +44,7 @@ TEST(SpanDerivation, TheSearchReadsAPadIdDocumentAsPaddingWhereTheGreedyReadingT
 }
 
 TEST(SpanDerivation, AnUnexplainableStepKeepsTheGreedyReading) {
-  SpanDerivation d({{11}}, Overflow::kError, 0);
+  SpanDerivation d(std::vector<std::vector<Token>>{{11}}, Overflow::kError, 0);
   ReadAll(d, {{11, 7, 0}});  // token 7 belongs to no document
   EXPECT_EQ(d.misses(), 1);
   EXPECT_FALSE(d.Solve(0));
@@ -60,6 +60,29 @@ TEST(SpanDerivation, APadIdDocumentOverTargetsIsADocument) {
   SpanDerivation without({{5}, {0, 0}}, Overflow::kError, 0);
   const std::vector<std::uint8_t> none{1, 0, 0};
   EXPECT_EQ(without.Match(row, none), (std::vector<DerivedSpan>{{0, 0, 1, 0}}));
+}
+
+// The documents viewed where the caller holds them read as the same documents held by the derivation: the
+// greedy reading, a split continued, and the search, which reads them again (a copy that dropped or moved a
+// view would show here).
+TEST(SpanDerivation, ViewedDocumentsReadAsDocumentsOfItsOwn) {
+  struct Case {
+    Rows docs, rows;
+    Overflow overflow;
+  };
+  const std::vector<Case> cases = {{{{11, 12}, {21}}, {{11, 12, 21, 0}}, Overflow::kError},
+                                   {{{1, 2, 3, 4, 5}, {6}}, {{1, 2, 3}, {4, 5, 6}}, Overflow::kSplit},
+                                   {{{0, 0}, {0, 0}, {0}, {0}, {1}}, {{0, 0, 0}, {0, 0, 0}, {0, 1, 0}}, Overflow::kError}};
+  for (const Case& c : cases) {
+    SpanDerivation owned(c.docs, c.overflow, 0);
+    std::vector<std::span<const Token>> views(c.docs.begin(), c.docs.end());
+    SpanDerivation viewed(std::move(views), c.overflow, 0);
+    EXPECT_EQ(ReadAll(viewed, c.rows), ReadAll(owned, c.rows));
+    EXPECT_EQ(viewed.misses(), owned.misses());
+    EXPECT_EQ(viewed.Solve(0), owned.Solve(0));
+    EXPECT_EQ(viewed.rows(), owned.rows());
+    EXPECT_EQ(viewed.Unplaced(), owned.Unplaced());
+  }
 }
 
 }  // namespace

@@ -103,8 +103,9 @@ bool IsMapping(nb::handle feature) {
 }
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
-void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
-  if (!AnyNegative(ids.data(), ids.size())) return;
+// True when none is negative (DocumentRef::non_negative).
+bool TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
+  if (!AnyNegative(ids.data(), ids.size())) return true;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= 0 || allowed.count(ids[i])) continue;
     std::string allows = "this policy declares no negative id";
@@ -115,6 +116,7 @@ void TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allow
     throw InputError(where + ": field 'input_ids[" + std::to_string(i) + "]' is " + std::to_string(ids[i]) +
                      ": a token id is >= 0 (" + allows + ")");
   }
+  return false;
 }
 
 // An int of the interpreter's compact form (|v| < 2^30 on 3.11) read from its one digit, without a call: the
@@ -163,7 +165,7 @@ std::vector<std::int64_t> Integers(nb::handle value, const std::string& where, c
 // supervised where its label is not ignore_index, and a document's first token always (its label says
 // nothing: no target is read there).
 void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const std::set<std::int64_t>& allowed,
-                 std::vector<Document>& out) {
+                 DocumentSet& out) {
   static PyObject* const input_ids_key = FieldKey("input_ids");
   static PyObject* const labels_key = FieldKey("labels");
   static PyObject* const seq_lengths_key = FieldKey("seq_lengths");
@@ -174,7 +176,7 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
                           " has no 'input_ids': the guard reads the documents from the features").c_str());
   }
   std::vector<Token> ids = Integers(input_ids, where, "input_ids");
-  TokenIds(ids, allowed, where);
+  const bool non_negative = TokenIds(ids, allowed, where);
   std::vector<int> supervised;  // empty: every token supervised (a feature without labels), no flags to carry
   if (nb::object labels = Field(f, labels_key)) {
     supervised.resize(ids.size());
@@ -216,7 +218,7 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
       }
     }
     if (!d.supervised.empty()) d.supervised[0] = 1;
-    out.push_back(std::move(d));
+    out.Add(std::move(d), non_negative);
     start += n;
   }
 }
@@ -348,9 +350,7 @@ void BindDocuments(nb::module_& m) {
         DocumentSet out;
         nb::sequence seq = nb::borrow<nb::sequence>(features);
         std::size_t k = 0;
-        std::vector<Document> read;
-        for (nb::handle f : seq) ReadFeature(f, k++, ignore_index, signed_ids, read);
-        for (Document& d : read) out.Add(std::move(d));
+        for (nb::handle f : seq) ReadFeature(f, k++, ignore_index, signed_ids, out);
         return out;
       },
       nb::arg("features"), nb::arg("ignore_index"), nb::arg("allowed_negative_ids"),

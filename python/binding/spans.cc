@@ -46,9 +46,21 @@ void BindSpans(nb::module_& m) {
             std::vector<Document> read;
             std::vector<DocumentRef> refs;
             // Where the policy adds no delimiter a document's effective tokens are its own (AddsDelimiters):
-            // checked as Effective checks them, and copied without its per-token supervision flags.
+            // checked as Effective checks them, and copied without its per-token supervision flags; or, for a
+            // _core.Documents (kept alive with the derivation: keep_alive below), viewed where it holds them.
             const bool adds = AddsDelimiters(p);
             const std::vector<DocumentRef>& given = DocumentRefsOf(documents, "documents", read, refs);
+            const std::optional<Token> pad = p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
+            if (!adds && &given != &refs) {
+              std::vector<std::span<const Token>> views;
+              views.reserve(given.size());
+              for (const DocumentRef& d : given) {
+                ValidateDocument(d, p);
+                views.emplace_back(d.tokens, static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(d.size))));
+              }
+              new (self) jobs::SpanDerivation(std::move(views), p.overflow, pad);
+              return;
+            }
             docs.reserve(given.size());
             for (const DocumentRef& d : given) {
               std::vector<Token> tokens;
@@ -61,10 +73,9 @@ void BindSpans(nb::module_& m) {
               tokens.resize(static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(tokens.size()))));
               docs.push_back(std::move(tokens));
             }
-            const std::optional<Token> pad = p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
             new (self) jobs::SpanDerivation(std::move(docs), p.overflow, pad);
           },
-          nb::arg("documents"), nb::arg("policy"),
+          nb::arg("documents"), nb::arg("policy"), nb::keep_alive<1, 2>(),
           "documents: [{doc_uid, tokens, supervised?}] as given to the packer; policy: a preset name or a dict.")
       .def(
           "match",

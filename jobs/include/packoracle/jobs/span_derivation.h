@@ -42,6 +42,11 @@ class SpanDerivation {
 
   // `documents`: their tokens as placed (the policy's delimiters added), in the order the packer was given them.
   SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow, std::optional<Token> pad_id);
+  // The same, the tokens viewed where the caller holds them, alive and unchanged for the derivation's life (the
+  // guard's documents: read into a _core.Documents once per batch, not copied again here).
+  SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow, std::optional<Token> pad_id);
+  SpanDerivation(SpanDerivation&&) = default;
+  SpanDerivation(const SpanDerivation&) = delete;  // its views may point into its own storage
 
   // The spans of the next row of the step. `targets`: which of its slots are targets (a label that is not
   // ignored and a loss_mask that is not 0), or empty when unknown.
@@ -61,8 +66,10 @@ class SpanDerivation {
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
   std::optional<std::int64_t> FirstUnplaced() const;
+  void IndexDocuments();
 
-  std::vector<std::vector<Token>> docs_;
+  std::vector<std::vector<Token>> owned_;     // the documents, where the derivation holds them
+  std::vector<std::span<const Token>> docs_;  // the documents read (into owned_ or the caller's storage)
   bool cut_ = false;    // overflow split or truncate: a piece may end at the row's end, short of its document
   bool split_ = false;  // overflow split: the cut document continues at the next row's start
   std::optional<Token> pad_id_;
