@@ -481,8 +481,8 @@ bool AnyTokenIs(const Token* tokens, std::size_t n, Token id) {
 // refuse (or may refuse). Only a document where it finds one is walked element by element.
 bool MayRefuse(const DocumentRef& document, std::array<Token, 3> ids) {
   std::uint64_t bad_flag = 0;
-  for (std::size_t k = 0; k < document.supervised_size; ++k)
-    bad_flag |= static_cast<std::uint32_t>(document.supervised[k]) > 1u;
+  const std::size_t flags = document.supervised ? document.supervised_size : 0;
+  for (std::size_t k = 0; k < flags; ++k) bad_flag |= static_cast<std::uint32_t>(document.supervised[k]) > 1u;
   if (bad_flag) return true;
   std::sort(ids.begin(), ids.end());  // each distinct id once (a policy reads one, two or three)
   const auto end = std::unique(ids.begin(), ids.end());
@@ -501,7 +501,7 @@ void ValidateDocument(const Document& document, const Policy& policy, Delimiters
 void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimiters delimiters) {
   const bool included = delimiters == Delimiters::kIncluded;
   const std::size_t n = document.size;
-  if (document.supervised_size != 0 && document.supervised_size != n) {
+  if (document.supervised && document.supervised_size != n) {
     throw InputError("document '" + std::string(document.uid) + "': supervised has " + std::to_string(document.supervised_size) +
                      " entries but tokens has " + std::to_string(n));
   }
@@ -511,7 +511,7 @@ void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimit
   const Token bos = policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id ? *policy.bos_id : policy.ignore_index;
   if (!MayRefuse(document, {policy.ignore_index, eod, bos})) return;
   const std::string uid(document.uid);
-  for (std::size_t k = 0; k < document.supervised_size; ++k) {
+  for (std::size_t k = 0; document.supervised && k < document.supervised_size; ++k) {
     if (document.supervised[k] != 0 && document.supervised[k] != 1) {
       throw InputError("document '" + uid + "': supervised[" + std::to_string(k) + "] is " +
                        std::to_string(document.supervised[k]) + ", expected 0 or 1");

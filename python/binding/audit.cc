@@ -61,7 +61,9 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
   // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
   if (!delimiters_included && AddsDelimiters(in.policy)) {
     in.owned.reserve(given.size());
-    for (const DocumentRef& d : given) {
+    for (DocumentRef d : given) {
+      // A drawing (not `view`) reads a viewed document as it is now: what its reader found is not assumed.
+      d.non_negative = d.non_negative && view;
       EffectiveDocument e = Effective(d, in.policy);
       in.owned.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }

@@ -405,13 +405,6 @@ nb::dict PolicyToPython(const Policy& policy) {
   return out;
 }
 
-const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read) {
-  DocumentSet* set = nullptr;
-  if (nb::try_cast<DocumentSet*>(documents, set, false) && set) return set->documents();
-  read = DocumentsFromPython(documents, where);
-  return read;
-}
-
 const std::vector<DocumentRef>& DocumentRefsOf(nb::handle documents, const std::string& where,
                                                std::vector<Document>& read, std::vector<DocumentRef>& refs) {
   DocumentSet* set = nullptr;

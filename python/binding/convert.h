@@ -28,10 +28,11 @@ nb::dict PolicyToPython(const Policy& policy);
 
 // Documents already read into C++ in one call (packoracle._core.Documents): the guard's features (read without
 // a dict or an array per document in Python, into storage of the set's own), or check_batch's {uid: tokens}
-// (plain_documents: each contiguous int64 array viewed where the caller holds it, the set holding a reference
-// to it and to its uid; token lists read into the set's storage). The audit reads refs(); what needs Documents
-// (the span derivation of draw, to_list, the oracle's report) reads documents(), which copies the viewed ones
-// once, on first use.
+// (plain_documents: each contiguous int64 numpy array viewed where the caller holds it, the set holding its
+// buffer export and its uid; token lists and other forms read into the set's storage). The audit reads refs();
+// what needs Documents (to_list, effective_documents) reads documents(), which copies the viewed ones as they are
+// then. A viewed document is the caller's memory: a Report kept after check_batch draws what the arrays hold
+// when it draws (as it draws the batch's rows), and keeps the arrays alive while it lives.
 // A buffer export held open (PyObject_GetBuffer until destruction): its exporter can neither free nor resize
 // the memory while a DocumentRef views it.
 struct BufferRelease {
@@ -57,7 +58,8 @@ class DocumentSet {
   std::size_t size() const { return order_.size(); }
   // Every document, in order, as the audit reads it.
   const std::vector<DocumentRef>& refs() const;
-  // Every document as Documents of the set's own.
+  // Every document as Documents of the set's own (the viewed ones copied on each call: their memory is the
+  // caller's, which may have changed since the last).
   const std::vector<Document>& documents() const;
 
  private:
@@ -74,17 +76,14 @@ class DocumentSet {
   std::size_t viewed_ = 0;
   mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
   mutable std::vector<Document> copies_;   // documents(), where some are viewed
-  mutable bool refs_made_ = false, copies_made_ = false;
+  mutable bool refs_made_ = false;
 };
 
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
 // {uid: tokens} mappings and Document objects to this form), or a DocumentSet.
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);
-// The same documents without copying a DocumentSet's (its documents()); any other form is read into `read`,
-// which the result then refers to.
-const std::vector<Document>& DocumentsOf(nb::handle documents, const std::string& where, std::vector<Document>& read);
-// The same as refs: a DocumentSet's refs() (its viewed documents not copied); any other form read into `read`,
-// viewed in `refs`.
+// The same documents as refs: a DocumentSet's refs() (its viewed documents not copied); any other form read
+// into `read`, viewed in `refs`.
 const std::vector<DocumentRef>& DocumentRefsOf(nb::handle documents, const std::string& where,
                                                std::vector<Document>& read, std::vector<DocumentRef>& refs);
 

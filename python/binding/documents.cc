@@ -34,7 +34,7 @@ namespace packoracle::python {
 void DocumentSet::Add(Document document, bool non_negative) {
   order_.push_back({owned_.size(), {}, non_negative});
   owned_.push_back(std::move(document));
-  refs_made_ = copies_made_ = false;
+  refs_made_ = false;
 }
 
 void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) {
@@ -50,7 +50,7 @@ void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) 
   buffers_.push_back(std::move(tokens));
   order_.push_back({kViewed, ref, non_negative});
   ++viewed_;
-  refs_made_ = copies_made_ = false;
+  refs_made_ = false;
 }
 
 const std::vector<DocumentRef>& DocumentSet::refs() const {
@@ -68,12 +68,9 @@ const std::vector<DocumentRef>& DocumentSet::refs() const {
 
 const std::vector<Document>& DocumentSet::documents() const {
   if (viewed_ == 0) return owned_;  // all of its own, in order
-  if (!copies_made_) {
-    copies_.clear();
-    copies_.reserve(order_.size());
-    for (const DocumentRef& d : refs()) copies_.push_back(d.Copy());
-    copies_made_ = true;
-  }
+  copies_.clear();
+  copies_.reserve(order_.size());
+  for (const DocumentRef& d : refs()) copies_.push_back(d.Copy());
   return copies_;
 }
 
@@ -229,7 +226,9 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
 // (Reading each array through the buffer protocol costs a fraction of the ndarray cast: bench/README.md, "A
 // ninth pair"; viewing them saved check_batch their copy: "An eleventh pair".)
 HeldBuffer ContiguousInt64(PyObject* value) {
-  if (!PyObject_CheckBuffer(value)) return nullptr;
+  // numpy.ndarray itself: any other exporter (array.array, mmap) would be pinned while the Documents live.
+  static PyObject* const ndarray = nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr();
+  if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(ndarray)) return nullptr;
   HeldBuffer held(new Py_buffer);
   if (PyObject_GetBuffer(value, held.get(), PyBUF_RECORDS_RO) != 0) {
     delete held.release();  // nothing to release

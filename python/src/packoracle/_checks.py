@@ -71,6 +71,9 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
     check_step). ``row_length``: L (default: the longest row). ``decoder``: also run packing_invariance.
     ``ignore``: fields of the batch that the kit should not read.
 
+    The batch's arrays and the documents' int64 numpy arrays are read where they lie, not copied: the Report
+    holds them, and draws them (``svg``, ``html``) as they are when it draws.
+
     Raises ValueError or TypeError naming the argument, or the field and index, for input that is not a batch."""
     at = "check_batch"
     step = _args.integer(step, at, "step", 0, INT64_MAX)

@@ -21,7 +21,8 @@ struct Document {
 };
 
 // A Document viewed where its owner holds it (check_batch's token arrays, read in place): the same fields as
-// pointers and counts, valid while the owner keeps them unchanged. `supervised` null: every token supervised.
+// pointers and counts, valid while the owner keeps them unchanged. `supervised` null: every token supervised
+// (else it has supervised_size flags, which must be `size`).
 // `non_negative`: what the reader that made it found, no token below 0 (ValidateDocument then looks for no
 // negative id).
 struct DocumentRef {
