@@ -216,7 +216,8 @@ void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Do
       }
       break;
     case DocumentStore::PutResult::kSame: break;
-    case DocumentStore::PutResult::kDiffers: refuse(owned ? documents_.Difference(*owned) : documents_.Difference(document.Copy()));
+    case DocumentStore::PutResult::kDiffers:
+      refuse(owned ? documents_.Difference(*owned) : documents_.Difference(document.Copy()));
   }
 }
 

@@ -113,10 +113,6 @@ std::string_view UidInterner::Keep(std::string_view uid) {
 void DocumentStore::Pack(const Document& document, Slot& h) {
   const auto& tokens = document.tokens;
   const auto& supervised = document.supervised;
-  if (tokens.size() > std::numeric_limits<std::uint32_t>::max()) {
-    throw InputError("document '" + document.uid + "': " + std::to_string(tokens.size()) +
-                     " tokens, more than verify holds in one document (2^32 - 1)");
-  }
   h.size = static_cast<std::uint32_t>(tokens.size());
   h.wide = !FitsInt32(tokens);
   const bool flags = std::all_of(supervised.begin(), supervised.end(), [](int s) { return s == 0 || s == 1; });
@@ -161,6 +157,10 @@ DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document* d
     fingerprints_.resize(size);
   }
   if (Held(id)) return HeldFingerprint(id) == ContentFingerprint(ref) ? PutResult::kSame : PutResult::kDiffers;
+  if (ref.size > std::numeric_limits<std::uint32_t>::max()) {  // before a slot is taken
+    throw InputError("document '" + std::string(ref.uid) + "': " + std::to_string(ref.size) +
+                     " tokens, more than verify holds in one document (2^32 - 1)");
+  }
   std::uint32_t slot = static_cast<std::uint32_t>(slots_.size());
   if (free_slots_.empty()) {
     slots_.emplace_back();
@@ -171,10 +171,6 @@ DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document* d
   }
   if (!document) {
     Slot& h = slots_[slot];
-    if (ref.size > std::numeric_limits<std::uint32_t>::max()) {
-      throw InputError("document '" + std::string(ref.uid) + "': " + std::to_string(ref.size) +
-                       " tokens, more than verify holds in one document (2^32 - 1)");
-    }
     h.is_borrowed = true;
     h.borrowed = ref;
     h.size = static_cast<std::uint32_t>(ref.size);

@@ -67,13 +67,13 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
       EffectiveDocument e = Effective(d, in.policy);
       in.owned.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }
+    for (const Document& d : in.owned) in.owned_refs.push_back(DocumentRef::Of(d));
   } else if (&given == &refs) {
-    in.owned = std::move(read);
+    in.owned = std::move(read);  // the refs view its documents, which the move leaves where they are
+    in.owned_refs = std::move(refs);
   } else {
     in.given = nb::cast<const DocumentSet*>(documents);  // stays its owner's (Report.svg reads it again): viewed
   }
-  if (!in.given)
-    for (const Document& d : in.owned) in.owned_refs.push_back(DocumentRef::Of(d));
   if (!nb::isinstance<nb::list>(microbatches)) throw InputError(name + ": expected a list of micro-batches");
   std::size_t k = 0;
   for (nb::handle mb : nb::borrow<nb::list>(microbatches)) {

@@ -26,13 +26,6 @@ Policy PolicyFromPython(nb::handle policy, const std::string& where);
 // The fully resolved policy as a dict (every key, canonical order).
 nb::dict PolicyToPython(const Policy& policy);
 
-// Documents already read into C++ in one call (packoracle._core.Documents): the guard's features (read without
-// a dict or an array per document in Python, into storage of the set's own), or check_batch's {uid: tokens}
-// (plain_documents: each contiguous int64 numpy array viewed where the caller holds it, the set holding its
-// buffer export and its uid; token lists and other forms read into the set's storage). The audit reads refs();
-// what needs Documents (to_list, effective_documents) reads documents(), which copies the viewed ones as they are
-// then. A viewed document is the caller's memory: a Report kept after check_batch draws what the arrays hold
-// when it draws (as it draws the batch's rows), and keeps the arrays alive while it lives.
 // A buffer export held open (PyObject_GetBuffer until destruction): its exporter can neither free nor resize
 // the memory while a DocumentRef views it.
 struct BufferRelease {
@@ -43,6 +36,13 @@ struct BufferRelease {
 };
 using HeldBuffer = std::unique_ptr<Py_buffer, BufferRelease>;
 
+// Documents already read into C++ in one call (packoracle._core.Documents): the guard's features (read without
+// a dict or an array per document in Python, into storage of the set's own), or check_batch's {uid: tokens}
+// (plain_documents: each contiguous int64 numpy array viewed where the caller holds it, the set holding its
+// buffer export and its uid; token lists and other forms read into the set's storage). The audit reads refs();
+// what needs Documents (to_list, effective_documents) reads documents(), which copies the viewed ones as they are
+// then. A viewed document is the caller's memory: a Report kept after check_batch draws what the arrays hold
+// when it draws (as it draws the batch's rows), and keeps the arrays alive while it lives.
 class DocumentSet {
  public:
   DocumentSet() = default;
@@ -72,8 +72,7 @@ class DocumentSet {
   std::vector<Entry> order_;
   std::vector<Document> owned_;
   std::vector<nb::object> uids_;        // the viewed documents' uids (str: their UTF-8 is viewed)
-  std::vector<HeldBuffer> buffers_;     // the viewed documents' tokens
-  std::size_t viewed_ = 0;
+  std::vector<HeldBuffer> buffers_;     // the viewed documents' tokens (none: every document its own)
   mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
   mutable std::vector<Document> copies_;   // documents(), where some are viewed
   mutable bool refs_made_ = false;

@@ -45,11 +45,9 @@ void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) 
   ref.uid = std::string_view(utf8, static_cast<std::size_t>(size));
   ref.tokens = static_cast<const Token*>(tokens->buf);
   ref.size = static_cast<std::size_t>(tokens->shape[0]);
-  ref.non_negative = non_negative;
   uids_.push_back(nb::borrow(uid));
   buffers_.push_back(std::move(tokens));
   order_.push_back({kViewed, ref, non_negative});
-  ++viewed_;
   refs_made_ = false;
 }
 
@@ -67,7 +65,7 @@ const std::vector<DocumentRef>& DocumentSet::refs() const {
 }
 
 const std::vector<Document>& DocumentSet::documents() const {
-  if (viewed_ == 0) return owned_;  // all of its own, in order
+  if (buffers_.empty()) return owned_;  // all of its own, in order
   copies_.clear();
   copies_.reserve(order_.size());
   for (const DocumentRef& d : refs()) copies_.push_back(d.Copy());
@@ -221,8 +219,8 @@ void ReadFeature(nb::handle f, std::size_t k, std::int64_t ignore_index, const s
 }
 
 // A contiguous 1-D array of native int64 through the buffer protocol: numpy's common form of a document,
-// viewed where it lies, its export held open (`held`) so that it stays there. Null for anything else (another
-// dtype or byte order, strides, more dimensions, no buffer: a torch tensor), which the ndarray cast reads.
+// viewed where it lies, its export held open so that it stays there. Null for anything else (not a numpy.ndarray
+// itself, another dtype or byte order, strides, more dimensions), which the ndarray cast reads and copies.
 // (Reading each array through the buffer protocol costs a fraction of the ndarray cast: bench/README.md, "A
 // ninth pair"; viewing them saved check_batch their copy: "An eleventh pair".)
 HeldBuffer ContiguousInt64(PyObject* value) {
