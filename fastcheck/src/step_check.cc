@@ -30,13 +30,17 @@ DocumentView DocumentView::Of(const EffectiveDocument& d) {
 }
 
 std::int64_t StepDocuments::Find(std::string_view uid) {
-  auto it = by_uid_.find(uid);
-  if (it != by_uid_.end()) return it->second;
+  const auto uid_of = [this](std::uint32_t d) { return docs[d].uid; };
+  if (const std::uint32_t found = by_uid_.Find(uid, uid_of); found != UidTable::kNone) return found;
   DocumentView view;
   if (!resolve || !resolve(uid, view)) return -1;
-  const auto d = static_cast<std::int64_t>(docs.size());
-  docs.push_back(view);
-  by_uid_.emplace(docs.back().uid, d);  // the view's uid: storage that outlives the row naming it
+  const auto d = static_cast<std::uint32_t>(docs.size());
+  docs.push_back(view);  // its uid: storage that outlives the row naming it
+  by_uid_.Reserve(docs.size());
+  const std::uint32_t tag = UidTable::Hash(uid);
+  UidTable::Entry& e = by_uid_.Probe(uid, tag, uid_of);
+  e.tag = tag;
+  e.id = d;
   return d;
 }
 
@@ -53,9 +57,14 @@ StepDocuments StepDocuments::Of(const std::vector<EffectiveDocument>& effective,
 }
 
 void StepDocuments::Index() {
-  by_uid_.clear();
-  by_uid_.reserve(docs.size());
-  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_[docs[d].uid] = static_cast<std::int64_t>(d);
+  by_uid_.Clear();
+  by_uid_.Reserve(docs.size());
+  for (std::size_t d = 0; d < docs.size(); ++d) {
+    const std::uint32_t tag = UidTable::Hash(docs[d].uid);
+    UidTable::Entry& e = by_uid_.Probe(docs[d].uid, tag, [this](std::uint32_t k) { return docs[k].uid; });
+    e.tag = tag;
+    e.id = static_cast<std::uint32_t>(d);  // the last of equal uids, as CheckCase's std::map keeps
+  }
 }
 
 FastStepChecker::FastStepChecker() : impl_(std::make_unique<Impl>()) {}
@@ -85,6 +94,7 @@ void FastStepChecker::Impl::Begin(const StepInput& in) {
   visible_padding = missing_encoding = false;
   slots = used = 0;
   length_read = 0;
+  step_order_known = false;
   EnsureDocument(static_cast<std::int64_t>(docs().docs.size()) - 1);
 }
 
@@ -201,7 +211,7 @@ bool FastStepChecker::Impl::CoverageRow(const RowView& row, std::int64_t R) {
 // (tiling.h), the documents in the step's order. True when nothing is found.
 bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
   const auto& views = docs_ptr->docs;
-  const std::vector<std::int64_t> order = StepOrder();
+  const std::vector<std::int64_t>& order = StepOrder();
   const std::size_t before = out.size();
   std::int64_t last_doc = -1;  // the stream's last document with an input
   for (auto d : order)
@@ -224,13 +234,15 @@ bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
   return out.size() == before;
 }
 
-std::vector<std::int64_t> FastStepChecker::Impl::StepOrder() const {
+const std::vector<std::int64_t>& FastStepChecker::Impl::StepOrder() const {
   const auto& views = docs_ptr->docs;
-  std::vector<std::int64_t> order(views.size());
-  std::iota(order.begin(), order.end(), 0);
+  if (step_order_known && step_order.size() == views.size()) return step_order;  // documents are only appended
+  step_order.resize(views.size());
+  std::iota(step_order.begin(), step_order.end(), 0);
   if (docs_ptr->uid_order)
-    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return views[a].uid < views[b].uid; });
-  return order;
+    std::sort(step_order.begin(), step_order.end(), [&](auto a, auto b) { return views[a].uid < views[b].uid; });
+  step_order_known = true;
+  return step_order;
 }
 
 // What Materialize's ValidateLayout (oracle/src/layout.cc) would throw on, once shape and coverage passed: a
@@ -363,7 +375,7 @@ void FastStepChecker::Impl::Decide() {
     return;
   }
   next_nonempty.assign(static_cast<std::size_t>(doc_count), -1);
-  const std::vector<std::int64_t> order = StepOrder();
+  const std::vector<std::int64_t>& order = StepOrder();
   for (std::int64_t e = -1, k = static_cast<std::int64_t>(order.size()); k-- > 0;) {
     next_nonempty[static_cast<std::size_t>(order[k])] = e;
     if (Doc(order[k]).size > 0) e = order[k];

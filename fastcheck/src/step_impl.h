@@ -140,7 +140,11 @@ struct FastStepChecker::Impl {
   void MarkCuSeqlens(std::span<const std::int64_t> cu, std::size_t n);
   void MarkSeqLens(std::span<const std::int64_t> lens, std::size_t n);
   void AddPrediction(const Pred& p, std::int64_t R, std::size_t m, std::int64_t input_doc);
-  std::vector<std::int64_t> StepOrder() const;  // the step's documents in CheckCase's order
+  // The step's documents in CheckCase's order: sorted once, when Finish first asks (no document is found
+  // after the rows), instead of on each of its three uses (a short-document step sorted its uids three times).
+  const std::vector<std::int64_t>& StepOrder() const;
+  mutable std::vector<std::int64_t> step_order;
+  mutable bool step_order_known = false;
   void RowPass(const RowView& row, std::int64_t R, std::size_t m);
   // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
   bool CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R, std::size_t m);

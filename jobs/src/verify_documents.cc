@@ -18,12 +18,7 @@ bool FitsInt32(const std::vector<Token>& tokens) {
   });
 }
 
-// splitmix64's finaliser: every input bit moves every output bit.
-std::uint64_t Mix(std::uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using fastcheck::Mix64;
 
 }  // namespace
 
@@ -34,7 +29,7 @@ std::uint64_t Mix(std::uint64_t x) {
 template <class TokenAt, class FlagAt>
 std::uint64_t HashContent(std::size_t n, TokenAt token, FlagAt flag) {
   constexpr std::uint64_t kIndex = 0x9e3779b97f4a7c15ULL, kFlag = 0xa0761d6478bd642fULL, kMul = 0xd6e8feb86659fd93ULL;
-  std::uint64_t h = Mix(n + kIndex), index = 0;
+  std::uint64_t h = Mix64(n + kIndex), index = 0;
   for (std::size_t k = 0; k < n; ++k) {
     index += kIndex;  // k + 1 times kIndex: every position its own key
     const std::uint64_t f = static_cast<std::uint64_t>(static_cast<std::int64_t>(flag(k)));
@@ -42,7 +37,7 @@ std::uint64_t HashContent(std::size_t n, TokenAt token, FlagAt flag) {
     x = (x ^ (x >> 32)) * kMul;
     h += x ^ (x >> 29);
   }
-  return Mix(h);
+  return Mix64(h);
 }
 
 std::uint64_t ContentFingerprint(const DocumentRef& document) {
@@ -53,47 +48,21 @@ std::uint64_t ContentFingerprint(const DocumentRef& document) {
       [&](std::size_t k) { return supervised ? supervised[k] : 1; });
 }
 
-std::uint32_t UidInterner::Hash(std::string_view uid) {
-  return static_cast<std::uint32_t>(Mix(std::hash<std::string_view>{}(uid)));
-}
-
-std::size_t UidInterner::Probe(std::string_view uid, std::uint32_t tag) const {
-  const std::size_t mask = table_.size() - 1;
-  for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
-    const Entry& e = table_[i];
-    if (e.id == kNone || (e.tag == tag && uids_[e.id] == uid)) return i;
-  }
-}
-
 std::uint32_t UidInterner::Find(std::string_view uid) const {
-  if (table_.empty()) return kNone;
-  return table_[Probe(uid, Hash(uid))].id;
+  return table_.Find(uid, [this](std::uint32_t id) { return UidOf(id); });
 }
 
 std::uint32_t UidInterner::Intern(std::string_view uid) {
-  // Half full at most: a new uid's probe stays short. (Ids stop at 2^32 - 1, so the table stays within what
-  // a 32-bit tag places.)
-  if ((uids_.size() + 1) * 2 > table_.size()) Grow();
-  const std::uint32_t tag = Hash(uid);
-  Entry& e = table_[Probe(uid, tag)];
+  // Ids stop at 2^32 - 1 (kNone marks an empty entry).
+  table_.Reserve(uids_.size() + 1);
+  const std::uint32_t tag = fastcheck::UidTable::Hash(uid);
+  fastcheck::UidTable::Entry& e = table_.Probe(uid, tag, [this](std::uint32_t id) { return UidOf(id); });
   if (e.id != kNone) return e.id;
   if (uids_.size() >= kNone) throw InputError("more than 2^32 - 1 doc_uids: more than verify follows in one audit");
   e.tag = tag;
   e.id = static_cast<std::uint32_t>(uids_.size());
   uids_.push_back(Keep(uid));
   return e.id;
-}
-
-void UidInterner::Grow() {
-  std::vector<Entry> old(std::max<std::size_t>(64, table_.size() * 2));
-  old.swap(table_);
-  const std::size_t mask = table_.size() - 1;
-  for (const Entry& e : old) {
-    if (e.id == kNone) continue;
-    std::size_t i = e.tag & mask;
-    while (table_[i].id != kNone) i = (i + 1) & mask;
-    table_[i] = e;
-  }
 }
 
 std::string_view UidInterner::Keep(std::string_view uid) {

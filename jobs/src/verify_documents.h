@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "packoracle/fastcheck/step_check.h"
+#include "packoracle/fastcheck/uid_table.h"
 #include "packoracle/oracle/document.h"
 
 namespace packoracle::jobs::verify_internal {
@@ -28,10 +29,8 @@ inline std::uint64_t ContentFingerprint(const Document& document) { return Conte
 // document lives in flat arrays indexed by id: one hash look-up where a record or span names a uid, none
 // after (a short-document dump spent more time finding its documents again by uid than parsing them).
 //
-// An open-addressing table of 8-byte entries (a hash tag and an id; the uid's bytes are compared only when the
-// tag matches), tried after a hint (Find): a node-based map cost three cache misses a look-up (std::
-// unordered_map: 11% of verify on short documents). The uids' bytes are kept in blocks that never move, so
-// that Uid's views stay valid for good.
+// The table (fastcheck::UidTable) is tried after a hint (Find). The uids' bytes are kept in blocks that never
+// move, so that Uid's views stay valid for good.
 class UidInterner {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
@@ -52,16 +51,9 @@ class UidInterner {
   std::size_t size() const { return uids_.size(); }
 
  private:
-  struct Entry {
-    std::uint32_t tag = 0;     // the uid's hash (its low bits place the entry)
-    std::uint32_t id = kNone;  // kNone: empty
-  };
-  static std::uint32_t Hash(std::string_view uid);
-  // The entry of `uid`, or the empty one where it would go.
-  std::size_t Probe(std::string_view uid, std::uint32_t tag) const;
-  void Grow();
+  std::string_view UidOf(std::uint32_t id) const { return uids_[id]; }
   std::string_view Keep(std::string_view uid);  // the bytes copied into blocks_
-  std::vector<Entry> table_;                    // a power of two in size, at most half full
+  fastcheck::UidTable table_;
   std::vector<std::string_view> uids_;          // by id, into blocks_
   std::vector<std::unique_ptr<char[]>> blocks_;
   std::size_t block_left_ = 0;
@@ -116,11 +108,8 @@ class DocumentStore {
     return fingerprints_[id];
   }
   std::int64_t tokens_held() const { return tokens_held_; }
-  // Every held document in uid order: fn(uid, token count).
-  template <class Fn>
-  void ForEach(Fn&& fn) const {
-    for (const std::uint32_t id : HeldInUidOrder()) fn(std::string(uids_.Uid(id)), Size(id));
-  }
+  // The ids of every held document, in uid order (one sort of their uids).
+  std::vector<std::uint32_t> HeldInUidOrder() const;
 
  private:
   enum class Supervised : std::uint8_t { kAbsent, kAllOnes, kBits, kInts };
@@ -137,7 +126,6 @@ class DocumentStore {
   static void Pack(const Document& document, Slot& slot);
   PutResult Hold(std::uint32_t id, const Document* document, const DocumentRef& ref);
   std::uint64_t HeldFingerprint(std::uint32_t id);
-  std::vector<std::uint32_t> HeldInUidOrder() const;
   // What is kept per id is small (12 bytes), since it grows with every document of the dump; a held
   // document's Slot is in slots_, reused once it is let go.
   static constexpr std::uint32_t kRetired = UidInterner::kNone - 1;

@@ -60,35 +60,37 @@ void DocumentPieces::CheckTiling(const DocumentStore& documents, const Policy& p
   // A dump's stream order is shuffled away: any document may be the stream's last, but only one is (below).
   const TilingContext context{L, /*ends_stream=*/true, /*may_stop_early=*/partial};
   std::vector<std::string> stream_ends;  // documents missing only their last token under next_in_stream
+  const UidInterner& uids = documents.uids();
+  // The held documents in uid order, as the findings go: those in no row first, then the pieces of the others
+  // (a followed document that is not held is reported by the step's coverage check).
+  const std::vector<std::uint32_t> held = documents.HeldInUidOrder();
   // A document record whose document is in no row was dropped (unless the dump stops mid-run).
-  documents.ForEach([&](const std::string& uid, std::int64_t size) {
-    if (Pieces(documents.uids().Find(uid))) return;
+  for (const std::uint32_t id : held) {
+    if (Pieces(id)) continue;
+    const std::int64_t size = documents.Size(id);
     const DocumentTiling tiling = TileDocument(size, {}, policy, context);
-    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
-    if (tiling.findings.empty()) return;
+    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.emplace_back(uids.Uid(id));
+    if (tiling.findings.empty()) continue;
+    const std::string uid(uids.Uid(id));
     Violation v;
     v.invariant = Invariant::kCoverage;
     v.sentence = "document '" + uid + "' (" + std::to_string(size) + " token" + (size == 1 ? "" : "s") +
                  ") has a document record but is in no row of the dump (--partial if the dump stops mid-run)";
     findings.push_back(Finding({first_source, 0, -1, -1, -1}, -1, -1, v, ""));
-  });
-  std::vector<std::uint32_t> followed;  // in uid order, as the findings go
-  for (std::uint32_t id = 0; id < list_of_.size(); ++id)
-    if (Pieces(id)) followed.push_back(id);
-  const UidInterner& uids = documents.uids();
-  std::sort(followed.begin(), followed.end(),
-            [&](std::uint32_t a, std::uint32_t b) { return uids.Uid(a) < uids.Uid(b); });
-  for (const std::uint32_t id : followed) {
-    const std::string uid(uids.Uid(id));
-    auto& list = *Pieces(id);
+  }
+  std::vector<TilingPiece> walk;  // storage reused document to document
+  for (const std::uint32_t id : held) {
+    std::vector<Piece>* list = Pieces(id);
+    if (!list) continue;
     const std::int64_t size = documents.Size(id);
-    if (size < 0) continue;  // reported by the step's coverage check
-    std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
-    std::vector<TilingPiece> walk;
-    for (std::size_t k = 0; k < list.size(); ++k) walk.push_back({list[k].offset, list[k].length, k});
+    std::sort(list->begin(), list->end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    walk.clear();
+    for (std::size_t k = 0; k < list->size(); ++k) walk.push_back({(*list)[k].offset, (*list)[k].length, k});
     const DocumentTiling tiling = TileDocument(size, walk, policy, context);
-    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.push_back(uid);
-    for (const TilingFinding& f : tiling.findings) findings.push_back(TilingViolation(uid, size, list, f));
+    if (tiling.tail_exemption == TailExemption::kStreamEnd) stream_ends.emplace_back(uids.Uid(id));
+    if (tiling.findings.empty()) continue;
+    const std::string uid(uids.Uid(id));
+    for (const TilingFinding& f : tiling.findings) findings.push_back(TilingViolation(uid, size, *list, f));
   }
   if (!partial && stream_ends.size() > 1) {
     // The stream has one last token; every other document's last token is the next window's first input.

@@ -86,7 +86,8 @@ TEST(DocumentStore, ARepeatedUidMustRepeatItsContentAndErasedOnesAreGone) {
   EXPECT_EQ(store.Difference(Doc("b", {1, 2}, {1, 0})), "supervised[1] is 0 where the earlier record has 1");
   EXPECT_EQ(store.tokens_held(), 5);
   std::vector<std::string> order;
-  store.ForEach([&](const std::string& uid, std::int64_t size) { order.push_back(uid + ":" + std::to_string(size)); });
+  for (const auto id : store.HeldInUidOrder())
+    order.push_back(std::string(store.uids().Uid(id)) + ":" + std::to_string(store.Size(id)));
   EXPECT_EQ(order, (std::vector<std::string>{"a:3", "b:2"}));  // uid order, the first content kept
   EXPECT_EQ(store.Fingerprint("b"), ContentFingerprint(Doc("b", {1, 2}, {})));
   EXPECT_NE(store.Fingerprint("b"), ContentFingerprint(Doc("b", {2, 1}, {})));
@@ -202,7 +203,7 @@ TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
   EXPECT_EQ(view.uid, "b");
   EXPECT_EQ(view.supervised(1), 0);
   std::vector<std::string> held;
-  store.ForEach([&](const std::string& uid, std::int64_t) { held.push_back(uid); });
+  for (const auto id : store.HeldInUidOrder()) held.emplace_back(store.uids().Uid(id));
   EXPECT_EQ(held, std::vector<std::string>{"b"});
   // Unusable (Effective refuses it): the fast verifier does not see it; it is still held, for CheckCase.
   store.MarkUnusable(b);
@@ -246,7 +247,8 @@ TEST(DocumentStore, ARetiredDocumentKeepsItsFingerprintAlone) {
   ASSERT_TRUE(store.View(b, view));  // a new document: usable
   EXPECT_EQ(view.size, 1);
   held.clear();
-  store.ForEach([&](const std::string& uid, std::int64_t size) { held.push_back(uid + ":" + std::to_string(size)); });
+  for (const auto id : store.HeldInUidOrder())
+    held.push_back(std::string(store.uids().Uid(id)) + ":" + std::to_string(store.Size(id)));
   EXPECT_EQ(held, (std::vector<std::string>{"b:1", "c:4"}));
 }
 

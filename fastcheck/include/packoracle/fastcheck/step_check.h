@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "packoracle/fastcheck/uid_table.h"
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
 #include "packoracle/properties/candidate.h"
@@ -113,7 +114,7 @@ struct StepDocuments {
                           const std::map<std::string, std::vector<double>>& target_losses);
 
  private:
-  std::unordered_map<std::string_view, std::int64_t> by_uid_;
+  UidTable by_uid_;  // ids: indices in docs
 };
 
 struct StepInput {

@@ -1,0 +1,70 @@
+// A table from uids to dense ids (0, 1, 2, ...) whose bytes its owner keeps: open addressing over 8-byte
+// entries (a hash tag and an id; a uid's bytes are compared only where the tag matches), at most half full,
+// so that a probe stays short and nothing is allocated per uid. A node-based map (std::unordered_map) cost an
+// allocation per uid and three cache misses a look-up: 11% of verify on short documents, and the largest
+// share of check_batch's allocations on a batch of short documents (bench/README.md, "A twelfth pair").
+// UidInterner (jobs: every uid of an audit) and StepDocuments (a step's documents by uid) each own one.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace packoracle::fastcheck {
+
+// splitmix64's finaliser: every input bit moves every output bit.
+inline std::uint64_t Mix64(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class UidTable {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+  struct Entry {
+    std::uint32_t tag = 0;     // the uid's hash (its low bits place the entry)
+    std::uint32_t id = kNone;  // kNone: empty
+  };
+  static std::uint32_t Hash(std::string_view uid) {
+    return static_cast<std::uint32_t>(Mix64(std::hash<std::string_view>{}(uid)));
+  }
+  // The entry of `uid` (tag: Hash(uid)), or the empty one where it would go: set both fields to insert, after
+  // Reserve. `uid_of(id)`: the uid of an id in the table. The table must not be empty (Reserve first).
+  template <class UidOf>
+  Entry& Probe(std::string_view uid, std::uint32_t tag, const UidOf& uid_of) {
+    const std::size_t mask = table_.size() - 1;
+    for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
+      Entry& e = table_[i];
+      if (e.id == kNone || (e.tag == tag && uid_of(e.id) == uid)) return e;
+    }
+  }
+  // The id of `uid`, kNone when it has none.
+  template <class UidOf>
+  std::uint32_t Find(std::string_view uid, const UidOf& uid_of) const {
+    return table_.empty() ? kNone : const_cast<UidTable*>(this)->Probe(uid, Hash(uid), uid_of).id;
+  }
+  // Room for `ids` ids with the table at most half full (ids stop below 2^32, which a 32-bit tag places).
+  void Reserve(std::size_t ids) {
+    if (ids * 2 <= table_.size()) return;
+    std::vector<Entry> old(std::max<std::size_t>(64, std::bit_ceil(ids * 2)));
+    old.swap(table_);
+    const std::size_t mask = table_.size() - 1;
+    for (const Entry& e : old) {
+      if (e.id == kNone) continue;
+      std::size_t i = e.tag & mask;
+      while (table_[i].id != kNone) i = (i + 1) & mask;
+      table_[i] = e;
+    }
+  }
+  // Forgets every id, keeping the storage.
+  void Clear() { std::fill(table_.begin(), table_.end(), Entry{}); }
+
+ private:
+  std::vector<Entry> table_;  // a power of two in size
+};
+
+}  // namespace packoracle::fastcheck
