@@ -516,6 +516,7 @@ void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpa
   }
   std::size_t s = 0;
   DocSpan plain;
+  out.reserve(out.size() + static_cast<std::size_t>(PySequence_Size(spans.ptr())));  // a list or a tuple: no error
   for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
     if (PlainSpan(span.ptr(), plain)) {
       out.push_back(plain);

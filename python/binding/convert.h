@@ -56,6 +56,12 @@ class DocumentSet {
   // A document viewed in `tokens` (a 1-D buffer of int64) under `uid` (a str): both held for the set's life.
   void AddView(nb::handle uid, HeldBuffer tokens, bool non_negative = false);
   std::size_t size() const { return order_.size(); }
+  // Room for `documents` viewed documents (plain_documents knows the count: no reallocation per document).
+  void ReserveViews(std::size_t documents) {
+    order_.reserve(documents);
+    uids_.reserve(documents);
+    buffers_.reserve(documents);
+  }
   // Every document, in order, as the audit reads it.
   const std::vector<DocumentRef>& refs() const;
   // Every document as Documents of the set's own (the viewed ones copied on each call: their memory is the

@@ -359,6 +359,7 @@ void BindDocuments(nb::module_& m) {
         if (!PyDict_CheckExact(documents.ptr())) return nb::none();
         const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
         DocumentSet out;
+        out.ReserveViews(static_cast<std::size_t>(PyDict_GET_SIZE(documents.ptr())));
         PyObject *key = nullptr, *value = nullptr;
         Py_ssize_t pos = 0;
         while (PyDict_Next(documents.ptr(), &pos, &key, &value)) {
