@@ -6,6 +6,8 @@ group "check" (one micro-batch checked, whole call):
   check_batch_derived  the same without doc_spans: the package derives them from the documents (SpanMatcher)
   numpy_checker        numpy_checker.check (vectorised numpy)
   pure_checker         pure_checker.check (Python lists and loops)
+  check_batch_short_documents, numpy_checker_short_documents  the same batch shape packed with short documents
+                       (2..200 tokens, about 650 of them; documents as arrays, spans given): the per-document costs
 
   check_batch_*_python_reader  the same two with the core's batch reader (_core.batch_view) turned off: every
                        batch through canonical_microbatch, as before it (what the reader saves, in the same run)
@@ -99,6 +101,29 @@ def test_numpy_checker(benchmark, w):
     policy = resolve(POLICY)
     assert numpy_checker.check(w.batch, w.documents, policy, w.producer) == []
     benchmark(lambda: numpy_checker.check(w.batch, w.documents, resolve(POLICY), w.producer))
+
+
+@pytest.fixture(scope="module")
+def short():
+    from workload import SHORT_DOCS
+    return make_workload(KIND, doc_lengths=SHORT_DOCS).with_array_documents()
+
+
+def test_check_batch_short_documents(benchmark, short):
+    _need("audit_records")
+    benchmark.group = "check"
+    benchmark.name = "check_batch_short_documents"
+    report = _check_batch(short)
+    assert report.ok, str(report)
+    assert report.to_json()["totals"]["valid_targets"] == short.valid_targets
+    benchmark(_check_batch, short)
+
+
+def test_numpy_checker_short_documents(benchmark, short):
+    benchmark.group = "check"
+    benchmark.name = "numpy_checker_short_documents"
+    assert numpy_checker.check(short.batch, short.documents, resolve(POLICY), short.producer) == []
+    benchmark(lambda: numpy_checker.check(short.batch, short.documents, resolve(POLICY), short.producer))
 
 
 def test_pure_checker(benchmark, w):

@@ -29,6 +29,7 @@ SEED = 20261201
 ROWS = 8
 ROW_LENGTH = 8192
 MIN_DOC, MAX_DOC = 20, 2000
+SHORT_DOCS = (2, 200)  # short documents (chat turns, SFT samples): about 650 in a batch, per-document costs dominate
 VOCAB = 50257
 PAD_ID = 0
 IGNORE = -100
@@ -50,8 +51,10 @@ class Workload:
         return Workload(batch=self.batch, documents=docs, producer=self.producer, valid_targets=self.valid_targets)
 
 
-def make_workload(kind: str = "torch", seed: int = SEED, rows: int = ROWS, row_length: int = ROW_LENGTH) -> Workload:
-    """`kind`: "torch" (CPU int64 tensors; needs torch) or "numpy" (int64 arrays)."""
+def make_workload(kind: str = "torch", seed: int = SEED, rows: int = ROWS, row_length: int = ROW_LENGTH,
+                  doc_lengths: tuple[int, int] = (MIN_DOC, MAX_DOC)) -> Workload:
+    """`kind`: "torch" (CPU int64 tensors; needs torch) or "numpy" (int64 arrays). `doc_lengths`: each document's
+    token count is drawn uniformly from this closed range."""
     rng = np.random.default_rng(seed)
     input_ids = np.full((rows, row_length), PAD_ID, np.int64)
     labels = np.full((rows, row_length), IGNORE, np.int64)
@@ -61,7 +64,7 @@ def make_workload(kind: str = "torch", seed: int = SEED, rows: int = ROWS, row_l
     documents: dict[str, list] = {}
     r, used = 0, 0
     while True:
-        n = int(rng.integers(MIN_DOC, MAX_DOC + 1))
+        n = int(rng.integers(doc_lengths[0], doc_lengths[1] + 1))
         if used + n > row_length:
             r, used = r + 1, 0
             if r == rows:
