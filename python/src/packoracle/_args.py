@@ -12,6 +12,7 @@ not an integer. The ranges that the core defines (the longest row, the largest f
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import operator
@@ -47,6 +48,8 @@ def _bounds(lo: Optional[int], hi: Optional[int]) -> str:
 def integer(value: Any, where: str, name: str, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
     """`value` as a Python int in lo..hi: an int or a numpy integer (anything with __index__), never a bool,
     a float or a string. TypeError for the wrong type, ValueError for a value out of range."""
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value  # the common answer, without the checks below (a bool's type is not int)
     if isinstance(value, (bool, np.bool_)) or not _is_index(value):
         raise TypeError(f"{where}: {name} must be {_bounds(lo, hi)}, got {value!r}")
     out = operator.index(value)
@@ -140,6 +143,8 @@ def paths(value: Any, where: str, name: str) -> list[str]:
 
 def names(value: Any, where: str, name: str) -> tuple[str, ...]:
     """Field names: one str, or a sequence of str."""
+    if type(value) is tuple and not value:
+        return value  # no names (check_batch's default)
     if isinstance(value, str):
         return (text(value, where, name),)
     # collections.abc's Iterable, which typing's stands for: isinstance against typing's cost 5 us a call
@@ -160,10 +165,28 @@ def signed_ids(policy: dict, *, labels: bool = False) -> frozenset[int]:
     """The negative values a token field may hold under `policy`: the ids the policy itself declares (pad_id,
     eos_id, bos_id) when negative, and for labels also its ignore_index. Any other negative value is not a
     token id."""
-    values = [policy.get(k) for k in ("pad_id", "eos_id", "bos_id")]
-    if labels:
-        values.append(policy.get("ignore_index", -100))  # the core's default, for a policy given in part
-    return frozenset(v for v in values if isinstance(v, int) and v < 0)
+    return frozenset(sorted_signed_ids(policy, labels=labels))
+
+
+def sorted_signed_ids(policy: dict, *, labels: bool = False) -> tuple[int, ...]:
+    """signed_ids in increasing order, as the core's readers take them (held per distinct set of ids: check_batch
+    asks three times a call)."""
+    # the core's default ignore_index, for a policy given in part
+    values = (policy.get("pad_id"), policy.get("eos_id"), policy.get("bos_id"),
+              policy.get("ignore_index", -100) if labels else None)
+    try:
+        return _held_negative_ids(*values)
+    except TypeError:  # a value that cannot be hashed (a policy not resolved yet) is no id; the rest still are
+        return _negative_ids(values)
+
+
+def _negative_ids(values: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(sorted({v for v in values if isinstance(v, int) and v < 0}))
+
+
+@functools.lru_cache(maxsize=256, typed=True)  # typed: -1 and -1.0 are different policies (-1.0 is no id)
+def _held_negative_ids(*values: Any) -> tuple[int, ...]:
+    return _negative_ids(values)
 
 
 def non_negative_ids(array: np.ndarray, allowed: frozenset[int], where: str, field: str) -> None:

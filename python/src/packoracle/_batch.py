@@ -181,8 +181,8 @@ def _core_view(batch: dict, where: str, spans: Optional["SpanMatcher"], step: in
     except TypeError:
         return None  # canonical_microbatch raises it, after whatever else it finds first
     derivation, uids = (None, []) if spans is None else spans.core_reader()
-    return _core.batch_view(batch, list(ignore), sorted(_args.signed_ids(policy)),
-                            sorted(_args.signed_ids(policy, labels=True)), policy.get("ignore_index"), derivation,
+    return _core.batch_view(batch, list(ignore), _args.sorted_signed_ids(policy),
+                            _args.sorted_signed_ids(policy, labels=True), policy.get("ignore_index"), derivation,
                             uids, step, micro_step, rank, given, defer_ids)
 
 

@@ -80,7 +80,7 @@ def core_documents(documents: Any, policy: dict) -> CoreDocuments:
     if isinstance(documents, _core.Documents):
         return documents
     if type(documents) is dict:
-        plain = _core.plain_documents(documents, sorted(_args.signed_ids(policy)))
+        plain = _core.plain_documents(documents, _args.sorted_signed_ids(policy))
         if isinstance(plain, _core.Documents):
             return plain
     return canonical_documents(documents, policy=policy)

@@ -176,7 +176,7 @@ class GuardedCollator:
         self.collator, self.guard = collator, guard
         # what the core's reader needs of the policy, read once rather than on every batch
         self._ignore_index = guard.policy["ignore_index"]
-        self._signed_ids = sorted(_args.signed_ids(guard.policy))
+        self._signed_ids = _args.sorted_signed_ids(guard.policy)
 
     def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
         batch = self.collator(features, *args, **kwargs)
