@@ -407,6 +407,8 @@ void Verifier::StreamStep(std::int64_t step) {
     streamable_ = false;  // CheckCase throws it
   }
   step_documents_ = fastcheck::StepDocuments{};
+  // The caller's documents (check_batch, check_step): all of them held, most of them the step's.
+  if (options_.documents) step_documents_.Reserve(options_.documents->size());
   step_documents_.uid_order = true;  // request.documents: the step's uids, a std::set
   step_documents_.resolve = [this](std::string_view uid, fastcheck::DocumentView& view) { return ResolveDocument(uid, view); };
   fastcheck::StepInput in;
@@ -501,6 +503,7 @@ StepMicrobatches Verifier::ReadStepAgain(std::int64_t step, std::int64_t offset,
 AuditResult Verifier::Run() {
   Open();
   if (options_.documents) {  // as document records right after the first source's header, not copied
+    documents_.Reserve(options_.documents->size());
     for (const DocumentRef& d : *options_.documents) {
       ++records_;
       HoldDocument(FirstSource(), 0, d, nullptr);

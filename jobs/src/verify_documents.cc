@@ -119,6 +119,13 @@ DocumentStore::PutResult DocumentStore::Borrow(std::uint32_t id, const DocumentR
 }
 
 // `document` given: Put (packed into the slot); null: Borrow of `ref`.
+void DocumentStore::Reserve(std::size_t documents) {
+  uids_.Reserve(documents);
+  live_.reserve(uids_.size() + documents);
+  fingerprints_.reserve(uids_.size() + documents);
+  slots_.reserve(slots_.size() + documents);
+}
+
 DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document* document, const DocumentRef& ref) {
   if (live_.size() <= id) {
     const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);

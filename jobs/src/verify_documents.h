@@ -49,6 +49,10 @@ class UidInterner {
   }
   std::string_view Uid(std::uint32_t id) const { return uids_[id]; }
   std::size_t size() const { return uids_.size(); }
+  void Reserve(std::size_t more) {
+    table_.Reserve(uids_.size() + more);
+    uids_.reserve(uids_.size() + more);
+  }
 
  private:
   std::string_view UidOf(std::uint32_t id) const { return uids_[id]; }
@@ -77,6 +81,8 @@ class DocumentStore {
   // Marks a held document as one the fast verifier must not see (View: false), when Effective refuses it:
   // checked once, when it is put, not on every step that names it.
   void MarkUnusable(std::uint32_t id) { slots_[live_[id]].usable = false; }
+  // Room for `documents` more uids and held documents (a caller that knows how many it will put).
+  void Reserve(std::size_t documents);
   // The id of a uid (given now if it has none) and the interned uids.
   std::uint32_t Id(std::string_view uid) { return uids_.Intern(uid); }
   std::uint32_t Id(std::string_view uid, std::uint32_t hint) { return uids_.Intern(uid, hint); }

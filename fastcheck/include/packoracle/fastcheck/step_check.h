@@ -109,6 +109,11 @@ struct StepDocuments {
   // Built once per step by Index(); the checker looks each span up once.
   std::int64_t Find(std::string_view uid);
   void Index();
+  // Room for `documents` documents (a streamed step whose caller knows about how many it names).
+  void Reserve(std::size_t documents) {
+    docs.reserve(documents);
+    by_uid_.Reserve(documents);
+  }
   // The effective documents of a request with their target losses (a request's `target_losses`), indexed.
   static StepDocuments Of(const std::vector<EffectiveDocument>& effective,
                           const std::map<std::string, std::vector<double>>& target_losses);
