@@ -65,7 +65,8 @@ struct SourceOpener {
 
 class Verifier {
  public:
-  Verifier(const VerifyOptions& options, SourceOpener opener) : options_(options), opener_(std::move(opener)) {}
+  Verifier(const VerifyOptions& options, SourceOpener opener)
+      : options_(options), opener_(std::move(opener)), fast_(options.checker ? *options.checker : own_fast_) {}
   AuditResult Run();
 
  private:
@@ -100,7 +101,8 @@ class Verifier {
   DocumentPieces pieces_;
   bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
                      const StepMicrobatches& mbs, StepSummary& summary);
-  fastcheck::FastStepChecker fast_;
+  fastcheck::FastStepChecker own_fast_;  // unused where the caller lends one (VerifyOptions::checker)
+  fastcheck::FastStepChecker& fast_;
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
   // Checked micro-batch records, their storage reused by Advance: up to 64 of them and about 16 MiB (a reader

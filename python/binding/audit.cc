@@ -21,6 +21,7 @@
 #include "convert.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/fastcheck/memory_reader.h"
+#include "packoracle/fastcheck/step_check.h"
 #include "packoracle/jobs/draw.h"
 #include "packoracle/jobs/verify.h"
 #include "packoracle/properties/producer_totals.h"
@@ -219,7 +220,22 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   options.decoder = decoder;
   spare.clear();
   options.spare_records = &spare;
-  jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
+  // The fast verifier's buffers, kept per thread like `spare`: its per-document lists are not allocated and
+  // freed per document on every call (an audit nested in this one, were the audit ever to call Python, would
+  // use one of its own).
+  thread_local fastcheck::FastStepChecker checker;
+  thread_local bool checker_in_use = false;
+  const bool lend = !checker_in_use;
+  if (lend) options.checker = &checker;
+  checker_in_use = true;
+  jobs::AuditResult result;
+  try {
+    result = jobs::VerifyReaders(std::move(sources), options);
+  } catch (...) {
+    checker_in_use = !lend;
+    throw;
+  }
+  checker_in_use = !lend;
   if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
   if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
   return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));

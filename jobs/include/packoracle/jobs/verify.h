@@ -23,6 +23,10 @@
 #include "packoracle/oracle/policy.h"
 #include "packoracle/properties/invariants.h"
 
+namespace packoracle::fastcheck {
+class FastStepChecker;  // step_check.h
+}  // namespace packoracle::fastcheck
+
 namespace packoracle::jobs {
 
 // How far an audit is (VerifyOptions::progress).
@@ -59,6 +63,10 @@ struct VerifyOptions {
   // that audits again soon (check_batch on every training batch) to read its next rows into: no fresh pages
   // to fault in per call. Null: they are freed.
   std::vector<MicrobatchRecord>* spare_records = nullptr;
+  // The fast verifier to check the steps with, for a caller that audits again soon (check_batch on every
+  // training batch): its per-row and per-document buffers are reused call to call, not allocated and freed
+  // per document. It must not be in use elsewhere while the audit runs. Null: the audit's own.
+  fastcheck::FastStepChecker* checker = nullptr;
   // Documents the caller holds, alive and unchanged until the audit returns: read as document records right
   // after the first source's header (line 0, as records built in memory have), viewed where they are instead
   // of copied (check_batch's documents, read once per call). Null: the sources' records alone.
