@@ -239,8 +239,7 @@ const std::vector<std::int64_t>& FastStepChecker::Impl::StepOrder() const {
   if (step_order_known && step_order.size() == views.size()) return step_order;  // documents are only appended
   step_order.resize(views.size());
   std::iota(step_order.begin(), step_order.end(), 0);
-  if (docs_ptr->uid_order)
-    std::sort(step_order.begin(), step_order.end(), [&](auto a, auto b) { return views[a].uid < views[b].uid; });
+  if (docs_ptr->uid_order) SortByUid(step_order, [&](std::int64_t d) { return views[static_cast<std::size_t>(d)].uid; });
   step_order_known = true;
   return step_order;
 }

@@ -52,6 +52,23 @@ TEST(UidTable, FindsWhatWasInsertedAndNothingElse) {
   }));
 }
 
+TEST(SortByUid, OrdersAsStringViewsCompare) {
+  EXPECT_TRUE(rc::check("SortByUid against std::string_view's order", [] {
+    // Bytes either side of the zero fill and of the sign bit, uids longer and shorter than the 8-byte prefix.
+    const auto uids = *rc::gen::container<std::vector<std::string>>(rc::gen::container<std::string>(
+        rc::gen::elementOf(std::string("a\0\x7f\x80\xff", 5))));
+    std::vector<std::uint32_t> ids(uids.size());
+    for (std::uint32_t k = 0; k < ids.size(); ++k) ids[k] = k;
+    SortByUid(ids, [&](std::uint32_t id) { return std::string_view(uids[id]); });
+    std::vector<std::string> got, want = uids;
+    for (const auto id : ids) got.push_back(uids[id]);
+    std::sort(want.begin(), want.end(), [](const std::string& a, const std::string& b) {
+      return std::string_view(a) < std::string_view(b);
+    });
+    RC_ASSERT(got == want);
+  }));
+}
+
 TEST(StepDocuments, FindsIndexedDocumentsAsAMapKeepingTheLastOfEqualUids) {
   EXPECT_TRUE(rc::check("StepDocuments::Index and Find against std::map", [] {
     const auto uids = *Uids();

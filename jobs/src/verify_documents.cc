@@ -295,7 +295,7 @@ std::vector<std::uint32_t> DocumentStore::HeldInUidOrder() const {
   std::vector<std::uint32_t> ids;
   for (std::uint32_t id = 0; id < live_.size(); ++id)
     if (Held(id)) ids.push_back(id);
-  std::sort(ids.begin(), ids.end(), [this](std::uint32_t a, std::uint32_t b) { return uids_.Uid(a) < uids_.Uid(b); });
+  fastcheck::SortByUid(ids, [this](std::uint32_t id) { return uids_.Uid(id); });
   return ids;
 }
 

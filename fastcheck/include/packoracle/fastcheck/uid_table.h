@@ -22,6 +22,31 @@ inline std::uint64_t Mix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Sorts `ids` by their uids (uid_of(id)) in std::string_view order: each uid's first 8 bytes as a big-endian
+// integer decide most comparisons without a call to memcmp (a short-document step sorted hundreds of uids by
+// memcmp twice per check_batch: 11% of it); equal prefixes compare the whole uids.
+template <class Id, class UidOf>
+void SortByUid(std::vector<Id>& ids, const UidOf& uid_of) {
+  struct Keyed {
+    std::uint64_t prefix;  // the first 8 bytes, big-endian, zero-filled: its order is the bytes' order
+    Id id;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(ids.size());
+  for (const Id id : ids) {
+    const std::string_view uid = uid_of(id);
+    std::uint64_t prefix = 0;
+    for (std::size_t k = 0; k < 8; ++k)
+      prefix = (prefix << 8) | (k < uid.size() ? static_cast<unsigned char>(uid[k]) : 0u);
+    keyed.push_back({prefix, id});
+  }
+  // Zero-filling makes "a" and "a\0" alike: equal prefixes fall back to the whole comparison.
+  std::sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
+    return a.prefix != b.prefix ? a.prefix < b.prefix : uid_of(a.id) < uid_of(b.id);
+  });
+  for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = keyed[k].id;
+}
+
 class UidTable {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
