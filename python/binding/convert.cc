@@ -515,14 +515,13 @@ void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpa
     Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
   }
   std::size_t s = 0;
-  DocSpan plain;
   out.reserve(out.size() + static_cast<std::size_t>(PySequence_Size(spans.ptr())));  // a list or a tuple: no error
   for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
-    if (PlainSpan(span.ptr(), plain)) {
-      out.push_back(plain);
+    if (PlainSpan(span.ptr(), out.emplace_back())) {  // read in place: its uid copied once
       ++s;
       continue;
     }
+    out.pop_back();
     const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
     if (nb::isinstance<nb::dict>(span)) {
       out.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"), Int(Required(span, "start", sat), sat, "start"),
