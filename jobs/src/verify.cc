@@ -66,7 +66,7 @@ struct SourceOpener {
 class Verifier {
  public:
   Verifier(const VerifyOptions& options, SourceOpener opener)
-      : options_(options), opener_(std::move(opener)), fast_(options.checker ? *options.checker : own_fast_) {}
+      : options_(options), opener_(std::move(opener)), fast_(options.checker ? *options.checker : own_fast_.emplace()) {}
   AuditResult Run();
 
  private:
@@ -101,7 +101,7 @@ class Verifier {
   DocumentPieces pieces_;
   bool CheckStepFast(const PackRequest& request, const std::set<std::string>& uids,
                      const StepMicrobatches& mbs, StepSummary& summary);
-  fastcheck::FastStepChecker own_fast_;  // unused where the caller lends one (VerifyOptions::checker)
+  std::optional<fastcheck::FastStepChecker> own_fast_;  // none where the caller lends one (VerifyOptions::checker)
   fastcheck::FastStepChecker& fast_;
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)

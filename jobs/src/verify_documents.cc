@@ -118,7 +118,6 @@ DocumentStore::PutResult DocumentStore::Borrow(std::uint32_t id, const DocumentR
   return Hold(id, nullptr, document);
 }
 
-// `document` given: Put (packed into the slot); null: Borrow of `ref`.
 void DocumentStore::Reserve(std::size_t documents) {
   uids_.Reserve(documents);
   live_.reserve(uids_.size() + documents);
@@ -126,6 +125,7 @@ void DocumentStore::Reserve(std::size_t documents) {
   slots_.reserve(slots_.size() + documents);
 }
 
+// `document` given: Put (packed into the slot); null: Borrow of `ref`.
 DocumentStore::PutResult DocumentStore::Hold(std::uint32_t id, const Document* document, const DocumentRef& ref) {
   if (live_.size() <= id) {
     const std::size_t size = std::max<std::size_t>(uids_.size(), std::size_t{id} + 1);

@@ -222,7 +222,8 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   options.spare_records = &spare;
   // The fast verifier's buffers, kept per thread like `spare`: its per-document lists are not allocated and
   // freed per document on every call (an audit nested in this one, were the audit ever to call Python, would
-  // use one of its own).
+  // use one of its own). They keep the size of the largest step the thread checked (a few words a row and a
+  // document, and one row's slots), for as long as the thread lives.
   thread_local fastcheck::FastStepChecker checker;
   thread_local bool checker_in_use = false;
   const bool lend = !checker_in_use;

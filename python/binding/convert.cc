@@ -515,7 +515,11 @@ void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpa
     Bad(at, "doc_spans", "must be a list, got " + TypeName(spans));
   }
   std::size_t s = 0;
-  out.reserve(out.size() + static_cast<std::size_t>(PySequence_Size(spans.ptr())));  // a list or a tuple: no error
+  // An exact list or tuple's size, read without calling Python (a subclass's __len__ could raise or lie).
+  const Py_ssize_t count = PyList_CheckExact(spans.ptr())    ? PyList_GET_SIZE(spans.ptr())
+                           : PyTuple_CheckExact(spans.ptr()) ? PyTuple_GET_SIZE(spans.ptr())
+                                                             : 0;
+  out.reserve(out.size() + static_cast<std::size_t>(count));
   for (nb::handle span : nb::borrow<nb::sequence>(spans)) {
     if (PlainSpan(span.ptr(), out.emplace_back())) {  // read in place: its uid copied once
       ++s;

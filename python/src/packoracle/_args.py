@@ -184,7 +184,9 @@ def _negative_ids(values: Iterable[Any]) -> tuple[int, ...]:
     return tuple(sorted({v for v in values if isinstance(v, int) and v < 0}))
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # typed: -1 and -1.0 are different policies (-1.0 is no id)
+# typed: -1 and -1.0 are different policies (-1.0 is no id). The cache keeps the values it was asked about (a
+# policy's scalars) alive, 256 sets at most.
+@functools.lru_cache(maxsize=256, typed=True)
 def _held_negative_ids(*values: Any) -> tuple[int, ...]:
     return _negative_ids(values)
 

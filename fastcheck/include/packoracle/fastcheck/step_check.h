@@ -106,7 +106,8 @@ struct StepDocuments {
   std::function<bool(std::string_view uid, DocumentView& view)> resolve;
   bool uid_order = false;  // the step's documents are ordered by uid, not by their index in `docs`
   // Index of a uid in `docs`, -1 when unknown (the last of equal uids, as CheckCase's std::map keeps).
-  // Built once per step by Index(); the checker looks each span up once.
+  // The look-up table is built once by Index() for a step given whole, and filled by Find itself for a
+  // streamed one (each uid `resolve` finds); the checker looks each span up once.
   std::int64_t Find(std::string_view uid);
   void Index();
   // Room for `documents` documents (a streamed step whose caller knows about how many it names).

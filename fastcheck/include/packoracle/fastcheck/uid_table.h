@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -61,16 +62,12 @@ class UidTable {
   // Reserve. `uid_of(id)`: the uid of an id in the table. The table must not be empty (Reserve first).
   template <class UidOf>
   Entry& Probe(std::string_view uid, std::uint32_t tag, const UidOf& uid_of) {
-    const std::size_t mask = table_.size() - 1;
-    for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
-      Entry& e = table_[i];
-      if (e.id == kNone || (e.tag == tag && uid_of(e.id) == uid)) return e;
-    }
+    return table_[Place(uid, tag, uid_of)];
   }
   // The id of `uid`, kNone when it has none.
   template <class UidOf>
   std::uint32_t Find(std::string_view uid, const UidOf& uid_of) const {
-    return table_.empty() ? kNone : const_cast<UidTable*>(this)->Probe(uid, Hash(uid), uid_of).id;
+    return table_.empty() ? kNone : table_[Place(uid, Hash(uid), uid_of)].id;
   }
   // Room for `ids` ids with the table at most half full (ids stop below 2^32, which a 32-bit tag places).
   void Reserve(std::size_t ids) {
@@ -89,6 +86,15 @@ class UidTable {
   void Clear() { std::fill(table_.begin(), table_.end(), Entry{}); }
 
  private:
+  template <class UidOf>
+  std::size_t Place(std::string_view uid, std::uint32_t tag, const UidOf& uid_of) const {
+    assert(!table_.empty());  // the mask below would wrap
+    const std::size_t mask = table_.size() - 1;
+    for (std::size_t i = tag & mask;; i = (i + 1) & mask) {
+      const Entry& e = table_[i];
+      if (e.id == kNone || (e.tag == tag && uid_of(e.id) == uid)) return i;
+    }
+  }
   std::vector<Entry> table_;  // a power of two in size
 };
 
