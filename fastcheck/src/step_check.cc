@@ -37,10 +37,7 @@ std::int64_t StepDocuments::Find(std::string_view uid) {
   const auto d = static_cast<std::uint32_t>(docs.size());
   docs.push_back(view);  // its uid: storage that outlives the row naming it
   by_uid_.Reserve(docs.size());
-  const std::uint32_t tag = UidTable::Hash(uid);
-  UidTable::Entry& e = by_uid_.Probe(uid, tag, uid_of);
-  e.tag = tag;
-  e.id = d;
+  by_uid_.IdOf(uid, uid_of) = d;
   return d;
 }
 
@@ -59,12 +56,9 @@ StepDocuments StepDocuments::Of(const std::vector<EffectiveDocument>& effective,
 void StepDocuments::Index() {
   by_uid_.Clear();
   by_uid_.Reserve(docs.size());
-  for (std::size_t d = 0; d < docs.size(); ++d) {
-    const std::uint32_t tag = UidTable::Hash(docs[d].uid);
-    UidTable::Entry& e = by_uid_.Probe(docs[d].uid, tag, [this](std::uint32_t k) { return docs[k].uid; });
-    e.tag = tag;
-    e.id = static_cast<std::uint32_t>(d);  // the last of equal uids, as CheckCase's std::map keeps
-  }
+  const auto uid_of = [this](std::uint32_t k) { return docs[k].uid; };
+  // the last of equal uids, as CheckCase's std::map keeps
+  for (std::size_t d = 0; d < docs.size(); ++d) by_uid_.IdOf(docs[d].uid, uid_of) = static_cast<std::uint32_t>(d);
 }
 
 FastStepChecker::FastStepChecker() : impl_(std::make_unique<Impl>()) {}
@@ -94,7 +88,7 @@ void FastStepChecker::Impl::Begin(const StepInput& in) {
   visible_padding = missing_encoding = false;
   slots = used = 0;
   length_read = 0;
-  step_order_known = false;
+  step_order.clear();
   EnsureDocument(static_cast<std::int64_t>(docs().docs.size()) - 1);
 }
 
@@ -236,11 +230,10 @@ bool FastStepChecker::Impl::Tiling(std::vector<Finding>& out) const {
 
 const std::vector<std::int64_t>& FastStepChecker::Impl::StepOrder() const {
   const auto& views = docs_ptr->docs;
-  if (step_order_known && step_order.size() == views.size()) return step_order;  // documents are only appended
+  if (step_order.size() == views.size()) return step_order;  // cleared by Begin; documents are only appended
   step_order.resize(views.size());
   std::iota(step_order.begin(), step_order.end(), 0);
   if (docs_ptr->uid_order) SortByUid(step_order, [&](std::int64_t d) { return views[static_cast<std::size_t>(d)].uid; });
-  step_order_known = true;
   return step_order;
 }
 

@@ -143,8 +143,7 @@ struct FastStepChecker::Impl {
   // The step's documents in CheckCase's order: sorted once, when Finish first asks (no document is found
   // after the rows), instead of on each of its three uses (a short-document step sorted its uids three times).
   const std::vector<std::int64_t>& StepOrder() const;
-  mutable std::vector<std::int64_t> step_order;
-  mutable bool step_order_known = false;
+  mutable std::vector<std::int64_t> step_order;  // as many as the step's documents once sorted
   void RowPass(const RowView& row, std::int64_t R, std::size_t m);
   // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
   bool CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R, std::size_t m);

@@ -35,12 +35,10 @@ TEST(UidTable, FindsWhatWasInsertedAndNothingElse) {
         continue;
       }
       table.Reserve(ids.size() + 1);
-      const std::uint32_t tag = UidTable::Hash(uid);
-      UidTable::Entry& e = table.Probe(uid, tag, uid_of);
-      RC_ASSERT(e.id == UidTable::kNone);
-      e.tag = tag;
-      e.id = static_cast<std::uint32_t>(ids.size());
-      want[uid] = e.id;
+      std::uint32_t& id = table.IdOf(uid, uid_of);
+      RC_ASSERT(id == UidTable::kNone);
+      id = static_cast<std::uint32_t>(ids.size());
+      want[uid] = id;
       ids.push_back(uid);
     }
     for (const auto& uid : probes) {

@@ -55,14 +55,12 @@ std::uint32_t UidInterner::Find(std::string_view uid) const {
 std::uint32_t UidInterner::Intern(std::string_view uid) {
   // Ids stop at 2^32 - 1 (kNone marks an empty entry).
   table_.Reserve(uids_.size() + 1);
-  const std::uint32_t tag = fastcheck::UidTable::Hash(uid);
-  fastcheck::UidTable::Entry& e = table_.Probe(uid, tag, [this](std::uint32_t id) { return UidOf(id); });
-  if (e.id != kNone) return e.id;
+  std::uint32_t& id = table_.IdOf(uid, [this](std::uint32_t k) { return UidOf(k); });
+  if (id != kNone) return id;
   if (uids_.size() >= kNone) throw InputError("more than 2^32 - 1 doc_uids: more than verify follows in one audit");
-  e.tag = tag;
-  e.id = static_cast<std::uint32_t>(uids_.size());
+  id = static_cast<std::uint32_t>(uids_.size());
   uids_.push_back(Keep(uid));
-  return e.id;
+  return id;
 }
 
 std::string_view UidInterner::Keep(std::string_view uid) {

@@ -226,17 +226,13 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   // document, and one row's slots), for as long as the thread lives.
   thread_local fastcheck::FastStepChecker checker;
   thread_local bool checker_in_use = false;
-  const bool lend = !checker_in_use;
-  if (lend) options.checker = &checker;
+  struct Lent {  // the checker given back however the audit ends
+    bool lent;
+    ~Lent() { if (lent) checker_in_use = false; }
+  } lent{!checker_in_use};
+  if (lent.lent) options.checker = &checker;
   checker_in_use = true;
-  jobs::AuditResult result;
-  try {
-    result = jobs::VerifyReaders(std::move(sources), options);
-  } catch (...) {
-    checker_in_use = !lend;
-    throw;
-  }
-  checker_in_use = !lend;
+  jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
   if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
   if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
   return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));

@@ -51,23 +51,19 @@ void SortByUid(std::vector<Id>& ids, const UidOf& uid_of) {
 class UidTable {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
-  struct Entry {
-    std::uint32_t tag = 0;     // the uid's hash (its low bits place the entry)
-    std::uint32_t id = kNone;  // kNone: empty
-  };
-  static std::uint32_t Hash(std::string_view uid) {
-    return static_cast<std::uint32_t>(Mix64(std::hash<std::string_view>{}(uid)));
-  }
-  // The entry of `uid` (tag: Hash(uid)), or the empty one where it would go: set both fields to insert, after
-  // Reserve. `uid_of(id)`: the uid of an id in the table. The table must not be empty (Reserve first).
-  template <class UidOf>
-  Entry& Probe(std::string_view uid, std::uint32_t tag, const UidOf& uid_of) {
-    return table_[Place(uid, tag, uid_of)];
-  }
-  // The id of `uid`, kNone when it has none.
+  // The id of `uid`, kNone when it has none. `uid_of(id)`: the uid of an id in the table.
   template <class UidOf>
   std::uint32_t Find(std::string_view uid, const UidOf& uid_of) const {
     return table_.empty() ? kNone : table_[Place(uid, Hash(uid), uid_of)].id;
+  }
+  // The id held for `uid`, kNone where it has none yet: assign it to give one (after Reserve made room), or to
+  // replace the one it has.
+  template <class UidOf>
+  std::uint32_t& IdOf(std::string_view uid, const UidOf& uid_of) {
+    const std::uint32_t tag = Hash(uid);
+    Entry& e = table_[Place(uid, tag, uid_of)];
+    e.tag = tag;
+    return e.id;
   }
   // Room for `ids` ids with the table at most half full (ids stop below 2^32, which a 32-bit tag places).
   void Reserve(std::size_t ids) {
@@ -86,6 +82,14 @@ class UidTable {
   void Clear() { std::fill(table_.begin(), table_.end(), Entry{}); }
 
  private:
+  struct Entry {
+    std::uint32_t tag = 0;     // the uid's hash (its low bits place the entry)
+    std::uint32_t id = kNone;  // kNone: empty
+  };
+  static std::uint32_t Hash(std::string_view uid) {
+    return static_cast<std::uint32_t>(Mix64(std::hash<std::string_view>{}(uid)));
+  }
+  // The entry of `uid` (tag: Hash(uid)), or the empty one where it would go.
   template <class UidOf>
   std::size_t Place(std::string_view uid, std::uint32_t tag, const UidOf& uid_of) const {
     assert(!table_.empty());  // the mask below would wrap
