@@ -395,6 +395,70 @@ def test_numpy_scalars_are_the_numbers_they_hold(name, value):
     assert str(numpy) == str(plain) and numpy.violations == plain.violations
 
 
+def _outcome(fn):
+    try:
+        return ("value", fn())
+    except (TypeError, ValueError) as e:
+        return (type(e), str(e))
+
+
+def _places():
+    from hypothesis import strategies as st
+    near = st.sampled_from([0, 1, 2, 3, -1, 2**63 - 1, 2**63, -(2**63)])
+    odd = st.sampled_from([True, False, 1.0, "1", None, np.int64(2), np.uint8(1), np.bool_(True), [1]])
+    return st.one_of(near, st.integers(-5, 5), odd)
+
+
+@pytest.mark.parametrize("seed", range(1))
+def test_batch_place_reads_what_the_four_integer_checks_read(seed):
+    """_args.batch_place (check_batch's one call for its step, micro_step, rank and dp_world_size) answers what
+    integer() and rank_below() answer in check_batch's order: the same values, or the same error."""
+    from hypothesis import given, settings
+    from packoracle import _args
+
+    def four(at, step, micro_step, rank, world):
+        step = _args.integer(step, at, "step", 0, _args.INT64_MAX)
+        micro_step = _args.integer(micro_step, at, "micro_step", 0, _args.INT64_MAX)
+        world = _args.integer(world, at, "dp_world_size", 1, _args.INT64_MAX)
+        rank = _args.integer(rank, at, "rank", 0, _args.INT64_MAX)
+        _args.rank_below(rank, world, at)
+        return step, micro_step, rank, world
+
+    @settings(max_examples=600, deadline=None)
+    @given(_places(), _places(), _places(), _places())
+    def check(step, micro_step, rank, world):
+        got = _outcome(lambda: _args.batch_place("check_batch", step, micro_step, rank, world))
+        want = _outcome(lambda: four("check_batch", step, micro_step, rank, world))
+        assert got == want
+        if got[0] == "value":
+            assert all(type(v) is int for v in got[1])
+
+    check()
+
+
+def test_a_producer_of_plain_numbers_reads_as_scalar_reads_each():
+    """_batch._producer's common form (a dict of Python numbers and the scope's name) read without scalar()
+    gives what scalar() gives value by value; numpy scalars and one-element tensors still go through it."""
+    from packoracle._batch import _producer, scalar
+
+    class Count(int):  # an int subclass: scalar() keeps it as it is
+        pass
+
+    class Held:  # a one-element container: scalar() asks it for its number
+        def item(self):
+            return 99
+
+    forms = [{"loss_sum": 3.5, "denominator": 7, "denominator_scope": "global"},
+             {"denominator": np.int64(7), "denominator_scope": "global"},
+             {"loss": np.float32(0.5)}, {"loss": np.float64(0.5)}, {"denominator": Count(7), "denominator_scope": "global"},
+             {"denominator": Held(), "denominator_scope": "global"}, {}]
+    for form in forms:
+        got = _producer(form, "batch")
+        assert got == {k: scalar(v) for k, v in form.items()} and got is not form
+        assert [type(v) for v in got.values()] == [type(scalar(v)) for v in form.values()]
+    assert _producer({"denominator": Held()}, "batch") == {"denominator": 99}
+
+
 def test_numpy_numbers_in_the_strategies_draw_the_same():
     from hypothesis import find
     plain = find(strategies.requests(max_row_length=12, max_documents=4, vocab=5),

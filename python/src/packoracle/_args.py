@@ -214,6 +214,21 @@ def rank_below(rank: int, dp_world_size: int, where: str, name: str = "rank") ->
         raise ValueError(f"{where}: {name} must be below dp_world_size ({dp_world_size}), got {rank}")
 
 
+def batch_place(where: str, step: Any, micro_step: Any, rank: Any, dp_world_size: Any) -> tuple[int, int, int, int]:
+    """check_batch's step, micro_step and rank (each an integer() >= 0) and dp_world_size (>= 1), the rank
+    below the world size (rank_below), checked in that order: one call for the four, as check_batch runs on
+    every training batch."""
+    if (type(step) is int and type(micro_step) is int and type(rank) is int and type(dp_world_size) is int
+            and 0 <= step <= INT64_MAX and 0 <= micro_step <= INT64_MAX and 0 <= rank < dp_world_size <= INT64_MAX):
+        return step, micro_step, rank, dp_world_size  # the common answer: integer()'s and rank_below's, in one test
+    step = integer(step, where, "step", 0, INT64_MAX)
+    micro_step = integer(micro_step, where, "micro_step", 0, INT64_MAX)
+    dp_world_size = integer(dp_world_size, where, "dp_world_size", 1, INT64_MAX)
+    rank = integer(rank, where, "rank", 0, INT64_MAX)
+    rank_below(rank, dp_world_size, where)
+    return step, micro_step, rank, dp_world_size
+
+
 def sequence_of_mappings(value: Any, where: str, name: str) -> Sequence[Any]:
     """A list of micro-batches: one Mapping alone counts as a list of one."""
     from collections.abc import Mapping

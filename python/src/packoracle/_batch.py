@@ -164,26 +164,22 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
     ``defer_ids``: the core's reading leaves its scan of input_ids and labels for ids the policy does not allow
     to the audit, which skips it where the audit proves them (a clean batch); `_core.audit_records` then answers
     None for a batch that holds one, and the caller reads the batch again with canonical_microbatch."""
-    view = None
+    # `_core.batch_view`, in this frame (check_batch reads every training batch through it): None where the core
+    # leaves the batch to canonical_microbatch.
     if type(batch) is dict:
-        view = _core_view(batch, where, spans, step, micro_step, rank, producer, ignore, policy, defer_ids)
-    if view is not None:
-        return view
+        try:
+            given = _producer(producer, where)
+        except TypeError:
+            pass  # canonical_microbatch raises it, after whatever else it finds first
+        else:
+            derivation, uids = (None, []) if spans is None else spans.core_reader()
+            ids, label_ids = _args.sorted_signed_ids(policy), _args.sorted_signed_ids(policy, labels=True)
+            view = _core.batch_view(batch, list(ignore), ids, label_ids, policy.get("ignore_index"), derivation, uids,
+                                    step, micro_step, rank, given, defer_ids)
+            if view is not None:
+                return view
     return canonical_microbatch(batch, where=where, spans=spans, step=step, micro_step=micro_step, rank=rank,
                                 producer=producer, ignore=ignore, policy=policy)
-
-
-def _core_view(batch: dict, where: str, spans: Optional["SpanMatcher"], step: int, micro_step: int, rank: int,
-               producer: Optional[Mapping], ignore: Sequence[str], policy: dict, defer_ids: bool) -> Any:
-    """`_core.batch_view` of the batch, None where the core leaves it to canonical_microbatch."""
-    try:
-        given = _producer(producer, where)
-    except TypeError:
-        return None  # canonical_microbatch raises it, after whatever else it finds first
-    derivation, uids = (None, []) if spans is None else spans.core_reader()
-    return _core.batch_view(batch, list(ignore), _args.sorted_signed_ids(policy),
-                            _args.sorted_signed_ids(policy, labels=True), policy.get("ignore_index"), derivation,
-                            uids, step, micro_step, rank, given, defer_ids)
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
@@ -263,9 +259,15 @@ def scalar(value: Any) -> Any:
     return value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
 
 
+# Values scalar() gives back as they are, read without a call each (exact types: a subclass may have item()).
+_AS_IS = frozenset({int, float, str})
+
+
 def _producer(value: Any, where: str) -> Optional[dict]:
     if value is None:
         return None
+    if type(value) is dict and _AS_IS.issuperset(map(type, value.values())):
+        return dict(value)  # the common form: Python numbers (and the scope's name)
     if not isinstance(value, Mapping):
         raise TypeError(f"{where}: field 'producer' must be a dict, got {type(value).__name__}")
     out = {}

@@ -76,15 +76,13 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
 
     Raises ValueError or TypeError naming the argument, or the field and index, for input that is not a batch."""
     at = "check_batch"
-    step = _args.integer(step, at, "step", 0, INT64_MAX)
-    micro_step = _args.integer(micro_step, at, "micro_step", 0, INT64_MAX)
-    dp_world_size = _args.integer(dp_world_size, at, "dp_world_size", 1, INT64_MAX)
-    rank = _args.integer(rank, at, "rank", 0, INT64_MAX)
-    _args.rank_below(rank, dp_world_size, at)
-    row_length = _args.optional_integer(row_length, at, "row_length", 1, MAX_ROW_LENGTH)
-    decoder = _args.flag(decoder, at, "decoder")
+    step, micro_step, rank, dp_world_size = _args.batch_place(at, step, micro_step, rank, dp_world_size)
+    if row_length is not None:
+        row_length = _args.integer(row_length, at, "row_length", 1, MAX_ROW_LENGTH)
+    if type(decoder) is not bool:  # a bool is flag()'s answer as it is
+        decoder = _args.flag(decoder, at, "decoder")
     ignore = _args.names(ignore, at, "ignore")
-    if producer is not None and not isinstance(producer, Mapping):
+    if producer is not None and type(producer) is not dict and not isinstance(producer, Mapping):
         raise TypeError(f"{at}: producer must be a dict of totals (loss_sum, denominator, denominator_scope, loss) "
                         f"or None, got {type(producer).__name__}")
     return checked_batch(batch, documents, resolve(policy), step=step, micro_step=micro_step, rank=rank,
@@ -101,22 +99,20 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
     dict. The batch and the documents are checked here, as check_batch checks them; the guard calls this on
     every batch rather than re-checking arguments it made itself."""
     docs = core_documents(documents, resolved)
+    spans_given = _has_spans(batch)
 
-    def read(defer_ids: bool) -> Any:
+    def records(defer_ids: bool) -> _Records:
         # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are
         # given, by a SpanMatcher of the reading's own (it keeps the rows it matched).
-        spans = None if _has_spans(batch) else SpanMatcher(docs, resolved)
-        return read_batch(batch, where="batch", spans=spans, step=step, micro_step=micro_step, rank=rank,
-                          producer=producer, ignore=ignore, policy=resolved, defer_ids=defer_ids)
+        view = read_batch(batch, where="batch", spans=None if spans_given else SpanMatcher(docs, resolved), step=step,
+                          micro_step=micro_step, rank=rank, producer=producer, ignore=ignore, policy=resolved,
+                          defer_ids=defer_ids)
+        return _Records("batch", resolved, docs, [view], dp_world_size, delimiters_included=False)
 
     # The ids are scanned by the audit, and only where it does not prove them; a batch holding one the policy
     # does not allow is read again as before (canonical_microbatch names it).
-    report = _Records("batch", resolved, docs, [read(True)], dp_world_size,
-                      delimiters_included=False).audit_deferred(row_length, decoder)
-    if report is not None:
-        return report
-    return _Records("batch", resolved, docs, [read(False)], dp_world_size, delimiters_included=False).audit(
-        row_length, decoder)
+    report = records(True).audit_deferred(row_length, decoder)
+    return report if report is not None else records(False).audit(row_length, decoder)
 
 
 def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any]], documents: DocumentsLike,
@@ -150,7 +146,7 @@ def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any
 
 
 def _has_spans(batch: Mapping[str, Any]) -> bool:
-    return isinstance(batch, Mapping) and batch.get("doc_spans") is not None
+    return (type(batch) is dict or isinstance(batch, Mapping)) and batch.get("doc_spans") is not None
 
 
 def verify(paths: Union[PathLike, Sequence[PathLike]], *, preset: Optional[str] = None,
