@@ -31,7 +31,11 @@ bool ReusesDocId(const std::int64_t* ids, std::int64_t n, std::int64_t real_end,
   firsts.clear();
   for (const DocSpan& span : spans)
     if (ids[span.start] >= 0) firsts.push_back(ids[span.start]);
-  for (std::int64_t i = real_end; i < n; ++i)
+  // The padding opens a segment only where an id there is >= 0 (its sign bit clear): one flat OR of the ids'
+  // complements first, so that the common padding (all -1) is not walked slot by slot with a branch.
+  std::uint64_t clear = 0;
+  for (std::int64_t i = real_end; i < n; ++i) clear |= ~static_cast<std::uint64_t>(ids[i]);
+  for (std::int64_t i = real_end; (clear >> 63) != 0 && i < n; ++i)
     if (ids[i] >= 0 && (i == 0 || ids[i - 1] != ids[i])) firsts.push_back(ids[i]);
   std::sort(firsts.begin(), firsts.end());
   return std::adjacent_find(firsts.begin(), firsts.end()) != firsts.end();

@@ -36,6 +36,10 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 // checked across steps: a document's pieces must tile its tokens exactly once.
 class DocumentPieces {
  public:
+  DocumentPieces() = default;
+  DocumentPieces(const DocumentPieces&) = delete;
+  DocumentPieces& operator=(const DocumentPieces&) = delete;
+  ~DocumentPieces();  // its short lists go to spare_lists_
   // Each span's document by its id in `documents` (given there when the uid has none yet).
   void Follow(std::int64_t step, const StepMicrobatches& mbs, DocumentStore& documents);
   // `rows`: the record's rows as views (RowViews), which its caller has already.
@@ -76,6 +80,12 @@ class DocumentPieces {
   std::vector<std::uint32_t> list_of_;      // by uid id (DocumentStore::Id): its list in lists_, kNone: none
   std::vector<std::vector<Piece>> lists_;   // never empty while in use
   std::vector<std::uint32_t> free_lists_;
+  // Lists of audits that ended on this thread, emptied, for the next one's documents: check_batch audits every
+  // training batch, and would otherwise allocate a list per document and free it on every call. At most
+  // kSpareLists lists with room for at most kSpareRoom pieces are kept (about 300 KiB a thread at most);
+  // Release keeps lists of up to kShortList pieces within an audit.
+  static constexpr std::size_t kSpareLists = 1024, kSpareRoom = 4, kShortList = 16;
+  static thread_local std::vector<std::vector<Piece>> spare_lists_;
   std::vector<RowView> rows_;                // the step Follow's views of a record's rows, storage reused
   std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
   std::vector<std::string> files_;          // the pieces' files (a few)

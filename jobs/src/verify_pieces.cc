@@ -153,11 +153,25 @@ void DocumentPieces::RetireIfTiled(std::uint32_t id, DocumentStore& documents, c
   documents.Retire(id);
 }
 
+thread_local std::vector<std::vector<DocumentPieces::Piece>> DocumentPieces::spare_lists_;
+
+DocumentPieces::~DocumentPieces() {
+  for (std::vector<Piece>& list : lists_) {
+    if (spare_lists_.size() == kSpareLists) break;
+    if (list.capacity() == 0 || list.capacity() > kSpareRoom) continue;
+    list.clear();
+    spare_lists_.push_back(std::move(list));
+  }
+}
+
 std::vector<DocumentPieces::Piece>& DocumentPieces::NewList(std::uint32_t id) {
   if (list_of_.size() <= id) list_of_.resize(std::size_t{id} + 1, UidInterner::kNone);
   if (free_lists_.empty()) {
     list_of_[id] = static_cast<std::uint32_t>(lists_.size());
-    return lists_.emplace_back();
+    if (spare_lists_.empty()) return lists_.emplace_back();
+    lists_.push_back(std::move(spare_lists_.back()));  // an earlier audit's, empty
+    spare_lists_.pop_back();
+    return lists_.back();
   }
   list_of_[id] = free_lists_.back();
   free_lists_.pop_back();
@@ -167,7 +181,7 @@ std::vector<DocumentPieces::Piece>& DocumentPieces::NewList(std::uint32_t id) {
 void DocumentPieces::Release(std::uint32_t id) {
   std::vector<Piece>& list = lists_[list_of_[id]];
   list.clear();
-  if (list.capacity() > 16) std::vector<Piece>().swap(list);  // a long document's: not kept for a short one
+  if (list.capacity() > kShortList) std::vector<Piece>().swap(list);  // a long document's: not kept for a short one
   free_lists_.push_back(list_of_[id]);
   list_of_[id] = UidInterner::kNone;
 }
