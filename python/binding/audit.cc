@@ -238,6 +238,49 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
 }
 
+// packoracle._core.audit_records.
+nb::object AuditRecords(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
+                        std::int64_t dp_world_size, std::int64_t row_length, bool decoder, bool delimiters_included) {
+  // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its rows
+  // into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
+  thread_local std::vector<MicrobatchRecord> spare;
+  try {
+    return AuditInMemory(name, policy, documents, microbatches, dp_world_size, row_length, decoder,
+                         delimiters_included, spare);
+  } catch (const InputError&) {
+    // The Python reader may have stopped first at an id the policy does not allow: its reading says.
+    if (!DeferredIdsAllowed(microbatches, nullptr)) return nb::none();
+    throw;
+  }
+}
+
+// packoracle._core.check_plain_batch: check_batch's common form (a dict of arrays with doc_spans, documents
+// {uid: tokens}) read and audited in one call, as plain_documents, batch_view (defer_ids) and audit_records read
+// and audit it one after the other: (audit, documents, batch view), or None where any of the three leaves it to
+// the Python readers or raises (check_batch then takes the batch through them, and they name what is wrong).
+nb::object CheckPlainBatch(nb::handle batch, nb::handle documents, nb::handle policy,
+                           const std::vector<std::int64_t>& input_ids_allowed,
+                           const std::vector<std::int64_t>& labels_allowed, const std::vector<std::string>& ignore,
+                           std::int64_t step, std::int64_t micro_step, std::int64_t rank, nb::handle producer,
+                           std::int64_t dp_world_size, std::int64_t row_length, bool decoder) {
+  nb::object docs = PlainDocuments(documents, input_ids_allowed);  // the documents' allowed ids: input_ids'
+  if (docs.is_none()) return nb::none();
+  nb::object view = BatchViewOf(batch, ignore, input_ids_allowed, labels_allowed, std::nullopt, nb::none(), {}, step,
+                                micro_step, rank, producer, /*defer_ids=*/true);
+  if (view.is_none()) return nb::none();  // a batch without doc_spans among them: SpanMatcher derives them
+  nb::list microbatches;
+  microbatches.append(view);
+  nb::object audit;
+  try {
+    audit = AuditRecords("batch", policy, docs, microbatches, dp_world_size, row_length, decoder,
+                         /*delimiters_included=*/false);
+  } catch (const InputError&) {
+    return nb::none();
+  }
+  if (audit.is_none()) return nb::none();
+  return nb::make_tuple(audit, docs, view);
+}
+
 }  // namespace
 
 void BindAudit(nb::module_& m) {
@@ -249,26 +292,23 @@ void BindAudit(nb::module_& m) {
            "What `packoracle verify` prints.")
       .def("json", [](const Audit& a) { return jobs::RenderAuditJson(a.result); },
            "What `packoracle verify --format json` prints.");
-  m.def(
-      "audit_records",
-      [](std::string name, nb::handle policy, nb::handle documents, nb::handle microbatches, std::int64_t dp_world_size,
-         std::int64_t row_length, bool decoder, bool delimiters_included) -> nb::object {
-        // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its
-        // rows into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
-        thread_local std::vector<MicrobatchRecord> spare;
-        try {
-          return AuditInMemory(name, policy, documents, microbatches, dp_world_size, row_length, decoder,
-                               delimiters_included, spare);
-        } catch (const InputError&) {
-          // The Python reader may have stopped first at an id the policy does not allow: its reading says.
-          if (!DeferredIdsAllowed(microbatches, nullptr)) return nb::none();
-          throw;
-        }
-      },
-      nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
+  m.def("audit_records", &AuditRecords, nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
       nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),
       "check_batch / check_step: records built in memory, audited as a dump. None where a batch read with "
       "defer_ids (batch_view) holds an id the policy does not allow: canonical_microbatch's to read.");
+  m.def("check_plain_batch", &CheckPlainBatch,
+        nb::sig("def check_plain_batch(batch: object, documents: object, policy: object, "
+                "input_ids_allowed: collections.abc.Sequence[int], labels_allowed: collections.abc.Sequence[int], "
+                "ignore: collections.abc.Sequence[str], step: int, micro_step: int, rank: int, "
+                "producer: object | None, dp_world_size: int, row_length: int, decoder: bool) "
+                "-> tuple[Audit, Documents, BatchView] | None"),
+        nb::arg("batch"), nb::arg("documents"), nb::arg("policy"),
+        nb::arg("input_ids_allowed"), nb::arg("labels_allowed"), nb::arg("ignore"), nb::arg("step"),
+        nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(), nb::arg("dp_world_size"),
+        nb::arg("row_length"), nb::arg("decoder"),
+        "check_batch's common form (a dict of arrays with doc_spans, documents {uid: tokens}) read and audited in "
+        "one call, as plain_documents, batch_view (defer_ids) and audit_records do one after the other: "
+        "(audit, documents, batch view), or None where any of them leaves it to the Python readers or raises.");
   m.def(
       "verify_files",
       [](std::vector<std::string> files, nb::handle required, std::int64_t row_length, bool partial, bool decoder,

@@ -411,6 +411,33 @@ void BatchView::View(const std::string& where, MicrobatchRecord& record) const {
   if (producer.is_valid() && !producer.is_none()) mb.producer = ProducerFromPython(producer, where + ": producer");
 }
 
+nb::object BatchViewOf(nb::handle batch, const std::vector<std::string>& ignore,
+                       const std::vector<std::int64_t>& input_ids_allowed, const std::vector<std::int64_t>& labels_allowed,
+                       std::optional<std::int64_t> ignore_index, nb::handle derivation, const std::vector<std::string>& uids,
+                       std::int64_t step, std::int64_t micro_step, std::int64_t rank, nb::handle producer,
+                       bool defer_ids) {
+  if (!PyDict_CheckExact(batch.ptr())) return nb::none();
+  BatchView view;
+  nb::handle given;
+  if (!ReadFields(batch, ignore, view, given) || !ShapesAgree(view)) return nb::none();
+  view.input_ids_allowed = input_ids_allowed;
+  view.labels_allowed = labels_allowed;
+  view.ids_deferred = defer_ids && view.Deferrable();
+  if (!view.ids_deferred && !view.IdsAllowed()) return nb::none();
+  if (given) {
+    if (!GivenSpans(given, view)) return nb::none();
+  } else if (derivation.is_none()) {
+    return nb::none();  // no spans and no documents to derive them from: canonical_microbatch says so
+  } else {
+    DerivedSpans(nb::cast<jobs::SpanDerivation&>(derivation), uids, ignore_index, view);
+  }
+  view.step = step;
+  view.micro_step = micro_step;
+  view.rank = rank;
+  view.producer = nb::borrow(producer);
+  return nb::cast(std::move(view));
+}
+
 void BindBatch(nb::module_& m) {
   nb::class_<BatchView>(m, "BatchView",
                         "A batch read by the core (batch_view); audit_records and draw_records take it where they "
@@ -418,33 +445,7 @@ void BindBatch(nb::module_& m) {
       .def(
           "read", [](const BatchView& v) { return MicrobatchToPython(v.Read("batch", {})); },
           "The micro-batch as the audit reads it (the canonical form's dict; for tests).");
-  m.def(
-      "batch_view",
-      [](nb::handle batch, const std::vector<std::string>& ignore, const std::vector<std::int64_t>& input_ids_allowed,
-         const std::vector<std::int64_t>& labels_allowed, std::optional<std::int64_t> ignore_index, nb::handle derivation,
-         const std::vector<std::string>& uids, std::int64_t step, std::int64_t micro_step, std::int64_t rank,
-         nb::handle producer, bool defer_ids) -> nb::object {
-        if (!PyDict_CheckExact(batch.ptr())) return nb::none();
-        BatchView view;
-        nb::handle given;
-        if (!ReadFields(batch, ignore, view, given) || !ShapesAgree(view)) return nb::none();
-        view.input_ids_allowed = input_ids_allowed;
-        view.labels_allowed = labels_allowed;
-        view.ids_deferred = defer_ids && view.Deferrable();
-        if (!view.ids_deferred && !view.IdsAllowed()) return nb::none();
-        if (given) {
-          if (!GivenSpans(given, view)) return nb::none();
-        } else if (derivation.is_none()) {
-          return nb::none();  // no spans and no documents to derive them from: canonical_microbatch says so
-        } else {
-          DerivedSpans(nb::cast<jobs::SpanDerivation&>(derivation), uids, ignore_index, view);
-        }
-        view.step = step;
-        view.micro_step = micro_step;
-        view.rank = rank;
-        view.producer = nb::borrow(producer);
-        return nb::cast(std::move(view));
-      },
+  m.def("batch_view", &BatchViewOf,
       nb::arg("batch"), nb::arg("ignore"), nb::arg("input_ids_allowed"), nb::arg("labels_allowed"),
       nb::arg("ignore_index").none(), nb::arg("derivation").none(), nb::arg("uids"), nb::arg("step"),
       nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(), nb::arg("defer_ids") = false,

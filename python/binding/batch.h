@@ -57,4 +57,12 @@ struct BatchView {
   void View(const std::string& where, MicrobatchRecord& record) const;
 };
 
+// packoracle._core.batch_view: a BatchView of `batch`, or None for any batch canonical_microbatch is left to read
+// (the binding's docstring says which arguments mean what).
+nb::object BatchViewOf(nb::handle batch, const std::vector<std::string>& ignore,
+                       const std::vector<std::int64_t>& input_ids_allowed, const std::vector<std::int64_t>& labels_allowed,
+                       std::optional<std::int64_t> ignore_index, nb::handle derivation, const std::vector<std::string>& uids,
+                       std::int64_t step, std::int64_t micro_step, std::int64_t rank, nb::handle producer,
+                       bool defer_ids);
+
 }  // namespace packoracle::python

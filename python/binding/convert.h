@@ -84,6 +84,11 @@ class DocumentSet {
   mutable bool refs_made_ = false;
 };
 
+// packoracle._core.plain_documents: canonical_documents' common form, a dict {uid: tokens} of str uids and token
+// lists or 1-D signed integer arrays, as a DocumentSet (contiguous int64 numpy arrays viewed where they lie);
+// None for any other form or a value canonical_documents refuses. `allowed`: the negative ids the tokens may hold.
+nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed);
+
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
 // {uid: tokens} mappings and Document objects to this form), or a DocumentSet.
 std::vector<Document> DocumentsFromPython(nb::handle documents, const std::string& where);

@@ -308,6 +308,35 @@ nb::object Copy(const std::vector<T>& values) {
 
 }  // namespace
 
+nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed) {
+  if (!PyDict_CheckExact(documents.ptr())) return nb::none();
+  const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
+  DocumentSet out;
+  out.ReserveViews(static_cast<std::size_t>(PyDict_GET_SIZE(documents.ptr())));
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(documents.ptr(), &pos, &key, &value)) {
+    if (!PyUnicode_CheckExact(key)) return nb::none();
+    Py_ssize_t size = 0;
+    const char* uid = PyUnicode_AsUTF8AndSize(key, &size);
+    if (!uid || size == 0) {
+      PyErr_Clear();
+      return nb::none();
+    }
+    Document d;
+    HeldBuffer view;
+    bool non_negative = false;
+    if (!PlainTokens(value, signed_ids, d.tokens, view, non_negative)) return nb::none();
+    if (view) {
+      out.AddView(key, std::move(view), non_negative);
+    } else {
+      d.uid.assign(uid, static_cast<std::size_t>(size));
+      out.Add(std::move(d), non_negative);
+    }
+  }
+  return nb::cast(std::move(out));
+}
+
 void BindDocuments(nb::module_& m) {
   nb::class_<DocumentSet>(m, "Documents",
                           "Documents read into the core once (documents_from_features); check_batch, SpanDerivation "
@@ -353,36 +382,7 @@ void BindDocuments(nb::module_& m) {
       nb::arg("features"), nb::arg("ignore_index"), nb::arg("allowed_negative_ids"),
       "guard.documents_from_features read in C++, as Documents; token ids checked (negative only where "
       "allowed_negative_ids has them).");
-  m.def(
-      "plain_documents",
-      [](nb::handle documents, const std::vector<std::int64_t>& allowed) -> nb::object {
-        if (!PyDict_CheckExact(documents.ptr())) return nb::none();
-        const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
-        DocumentSet out;
-        out.ReserveViews(static_cast<std::size_t>(PyDict_GET_SIZE(documents.ptr())));
-        PyObject *key = nullptr, *value = nullptr;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(documents.ptr(), &pos, &key, &value)) {
-          if (!PyUnicode_CheckExact(key)) return nb::none();
-          Py_ssize_t size = 0;
-          const char* uid = PyUnicode_AsUTF8AndSize(key, &size);
-          if (!uid || size == 0) {
-            PyErr_Clear();
-            return nb::none();
-          }
-          Document d;
-          HeldBuffer view;
-          bool non_negative = false;
-          if (!PlainTokens(value, signed_ids, d.tokens, view, non_negative)) return nb::none();
-          if (view) {
-            out.AddView(key, std::move(view), non_negative);
-          } else {
-            d.uid.assign(uid, static_cast<std::size_t>(size));
-            out.Add(std::move(d), non_negative);
-          }
-        }
-        return nb::cast(std::move(out));
-      },
+  m.def("plain_documents", &PlainDocuments,
       nb::arg("documents"), nb::arg("allowed_negative_ids"),
       "canonical_documents' common form read in C++: a dict {uid: tokens} of str uids and token lists or 1-D "
       "signed integer arrays, as Documents (contiguous int64 numpy arrays viewed where they lie, held for the "

@@ -10,6 +10,7 @@ call: python/binding/batch.cc), pinned to canonical_microbatch, the public readi
 """
 
 import collections
+import contextlib
 import unittest.mock
 
 import numpy as np
@@ -207,11 +208,26 @@ def test_check_batch_reports_the_same_through_either_reader(monkeypatch):
     batch = dict(batch, position_ids=torch.tensor([[0, 1, 2, 0, 2, 0], [0, 1, 0, 0, 0, 0]]))  # row 0 slot 4
     docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
     fast = packoracle.check_batch(batch, docs, "reference")
-    monkeypatch.setattr(_core, "batch_view", lambda *args: None)
-    slow = packoracle.check_batch(batch, docs, "reference")
+    with python_reader():
+        slow = packoracle.check_batch(batch, docs, "reference")
     assert not fast.ok and [(v.invariant, v.row, v.slot) for v in fast.violations] == [("positions", 0, 4)]
     assert fast.text == slow.text and fast.to_json() == slow.to_json()
     assert fast.svg(0) == slow.svg(0) and fast.svg(1) == slow.svg(1)  # the drawing reads the view again
+
+
+def python_reader():
+    """check_batch with the core's readers turned off: every batch through canonical_microbatch (batch_view and
+    the one-call path check_plain_batch, which reads as batch_view reads, both answer None)."""
+    stack = contextlib.ExitStack()
+    for name in ("batch_view", "check_plain_batch"):
+        stack.enter_context(unittest.mock.patch.object(_core, name, lambda *args: None))
+    return stack
+
+
+def one_call_off():
+    """check_batch read and audited step by step (plain_documents, batch_view, audit_records), as the one-call
+    path check_plain_batch reads and audits it."""
+    return unittest.mock.patch.object(_core, "check_plain_batch", lambda *args: None)
 
 
 def _report_or_error(batch, ignore, producer):
@@ -234,9 +250,50 @@ def test_check_batch_reports_the_same_through_either_reader_on_generated_batches
     form, clean or not, the report is the one the Python reader's copy gives."""
     batch, ignore, producer = case
     core = _report_or_error(batch, ignore, producer)
-    with unittest.mock.patch.object(_core, "batch_view", lambda *args: None):
+    with python_reader():
         python = _report_or_error(batch, ignore, producer)
     assert core == python
+    with one_call_off():
+        assert _report_or_error(batch, ignore, producer) == core
+
+
+# dp_world_size 2: the global count of 8 is over both ranks' targets, which one rank's batch cannot check (with 1:
+# a denominator violation)
+ONE_CALL_ARGUMENTS = [{}, {"row_length": 9}, {"decoder": True}, {"step": 3, "micro_step": 2},
+                      {"ignore": ["position_ids"]},
+                      {"dp_world_size": 2, "rank": 1, "producer": {"denominator": 8, "denominator_scope": "global"}}]
+
+
+@pytest.mark.parametrize("kw", ONE_CALL_ARGUMENTS, ids=lambda kw: ",".join(kw) or "defaults")
+@pytest.mark.parametrize("docs_form", ["lists", "arrays"])
+@pytest.mark.parametrize("broken", [False, True], ids=["clean", "broken"])
+def test_the_common_form_is_checked_in_one_call_and_reports_as_step_by_step(docs_form, broken, kw):
+    """check_batch takes a dict of arrays with doc_spans and documents {uid: tokens} to the core in one call
+    (check_plain_batch): it is taken (not None), and its report, text, JSON and drawings, is the one the three
+    calls it stands for give."""
+    name, batch = next(_common_batches())
+    if broken:
+        batch = dict(batch, position_ids=torch.tensor([[0, 1, 2, 0, 2, 0], [0, 1, 0, 0, 0, 0]]))  # row 0 slot 4
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    if docs_form == "arrays":
+        docs = {uid: np.asarray(tokens, dtype=np.int64) for uid, tokens in docs.items()}
+    taken = []
+    one_call = _core.check_plain_batch
+    producer = {"denominator": 4, "denominator_scope": "global"}  # the batch's 4 targets (a global count)
+
+    def spy(*args):
+        found = one_call(*args)
+        taken.append(found is not None)
+        return found
+
+    with unittest.mock.patch.object(_core, "check_plain_batch", spy):
+        fast = packoracle.check_batch(batch, docs, "reference", **dict({"producer": producer}, **kw))
+    with one_call_off():
+        steps = packoracle.check_batch(batch, docs, "reference", **dict({"producer": producer}, **kw))
+    assert taken == [True]
+    assert fast.ok == (not broken) or kw  # the arguments may make it fail: row_length 9 pads to 9, ...
+    assert fast.text == steps.text and fast.to_json() == steps.to_json() and fast.violations == steps.violations
+    assert [fast.svg(r) for r in range(2)] == [steps.svg(r) for r in range(2)]
 
 
 def _clean_batches():
@@ -265,7 +322,7 @@ def test_an_id_the_policy_does_not_allow_is_named_in_any_slot_of_a_clean_batch(n
             bad[field][r, i] = -7
             with pytest.raises(ValueError) as core:
                 packoracle.check_batch(bad, docs, policy)
-            with unittest.mock.patch.object(_core, "batch_view", lambda *args: None):
+            with python_reader():
                 with pytest.raises(ValueError) as python:
                     packoracle.check_batch(bad, docs, policy)
             assert str(core.value) == str(python.value), f"{field}[{r}, {i}]"
@@ -282,7 +339,7 @@ def test_an_id_the_policy_does_not_allow_is_named_before_what_the_core_refuses_l
     docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
     with pytest.raises((ValueError, TypeError)) as core:
         packoracle.check_batch(batch, docs, "reference", producer=producer)
-    with unittest.mock.patch.object(_core, "batch_view", lambda *args: None):
+    with python_reader():
         with pytest.raises((ValueError, TypeError)) as python:
             packoracle.check_batch(batch, docs, "reference", producer=producer)
     assert (type(core.value), str(core.value)) == (type(python.value), str(python.value))

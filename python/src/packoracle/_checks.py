@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
-from ._batch import Microbatches, SpanMatcher, read_batch
+from ._batch import Microbatches, SpanMatcher, _producer, read_batch
 from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
@@ -98,6 +98,22 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
     ones: its step, rank and flags are the defaults, its ignore a list of str): `resolved` a resolved policy
     dict. The batch and the documents are checked here, as check_batch checks them; the guard calls this on
     every batch rather than re-checking arguments it made itself."""
+    # The common form (a dict of arrays with doc_spans, documents {uid: tokens}) read and audited in one call to
+    # the core, as the steps below read and audit it; where any part of it is not that form, they take it, and
+    # name what is wrong.
+    if type(batch) is dict and type(documents) is dict and batch.get("doc_spans") is not None:
+        try:
+            given = _producer(producer, "batch")
+        except TypeError:
+            pass  # read below: canonical_microbatch raises it, after whatever else it finds first
+        else:
+            found = _core.check_plain_batch(batch, documents, resolved, _args.sorted_signed_ids(resolved),
+                                            _args.sorted_signed_ids(resolved, labels=True), list(ignore), step,
+                                            micro_step, rank, given, dp_world_size, row_length or 0, decoder)
+            if found is not None:
+                audit, read, view = found
+                return report_from_core(audit, _Records("batch", resolved, read, [view], dp_world_size,
+                                                        delimiters_included=False).svg)
     docs = core_documents(documents, resolved)
     spans_given = _has_spans(batch)
 
