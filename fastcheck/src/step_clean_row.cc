@@ -9,6 +9,7 @@
 // the loader picks the clone the machine runs; the default one is the SSE2 build): their share of check_batch's
 // samples fell from 14.7% to 9.9% under perf (bench/README.md, "A ninth pair").
 #include <algorithm>
+#include <optional>
 
 #include "packoracle/oracle/segments.h"
 #include "packoracle/properties/encoding_notes.h"
@@ -71,8 +72,10 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
 // first slot among the non-pad slots [0, real_end). `positions_matched`: PositionsClean found every span's
 // positions first + t with first >= position_base (no modulo split): inside a span they then neither reset to
 // the base nor step by other than 1, so the position encodings are read at the spans' first slots alone.
+// `fused.doc_ids`: TokensAndTargetsClean found each span's doc_ids all its first slot's (none changes inside).
 [[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end,
-                                                                                bool positions_matched) const {
+                                                                                bool positions_matched,
+                                                                                Fused fused) const {
   const auto& spans = row.doc_spans;
   // segment_encodings: rows: cu_seqlens, seq_lens and doc_ids name the row, one segment from slot 0 to the
   // padding (the tiled row's one run of tokens).
@@ -123,7 +126,7 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
       std::uint64_t inside = 0;
       for (std::int64_t i = 1; i < real_end; ++i) inside |= Differs(ids[i], ids[i - 1]);
       if (inside != 0) return false;
-    } else if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }) ||
+    } else if (!per_slot([&](std::int64_t i) { return Differs(ids[i], ids[i - 1]); }, fused.doc_ids) ||
                ReusesDocId(ids, static_cast<std::int64_t>(row.doc_ids->size()), real_end, spans)) {
       return false;
     }
@@ -151,9 +154,21 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
   return true;
 }
 
-// PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span. `capped`:
-// the check read L (a capped padding position or a modulo split), for Finish to compare with the step's L.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const RowView& row, std::int64_t real_end, bool& capped) const {
+// The position the first slot of `span` holds where positions step by 1 through a span (its slot t then holds
+// first + t): the row's slot from the base (row_continuous), the document's offset from the base (split pieces
+// continue), or the base. None under a modulo split, whose positions wrap at L.
+std::optional<std::int64_t> FastStepChecker::Impl::FirstPosition(const DocSpan& span) const {
+  const Policy& pol = policy();
+  if (pol.positions == Positions::kRowContinuous) return pol.position_base + span.start;
+  if (pol.split_positions == SplitPositions::kModulo) return std::nullopt;
+  return pol.split_positions == SplitPositions::kContinue ? pol.position_base + span.doc_offset : pol.position_base;
+}
+
+// PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span (or, where
+// `fused.positions`, already compared by TokensAndTargetsClean: FirstPosition + t). `capped`: the check read L (a
+// capped padding position or a modulo split), for Finish to compare with the step's L.
+[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const RowView& row, std::int64_t real_end,
+                                                                                 bool& capped, Fused fused) const {
   const Policy& pol = policy();
   const auto& spans = row.doc_spans;
   const std::int64_t base = pol.position_base;
@@ -169,17 +184,14 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
   std::int64_t last = base - 1;  // the want of the slot before the padding
   for (const DocSpan& span : spans) {
     const std::int64_t s = span.start, o = span.doc_offset;
-    if (pol.positions == Positions::kRowContinuous) {
-      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + s + t);
-      last = base + s + span.length - 1;
-    } else if (pol.split_positions == SplitPositions::kModulo) {
+    if (const std::optional<std::int64_t> first = FirstPosition(span)) {
+      if (!fused.positions)
+        for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], *first + t);
+      last = *first + span.length - 1;
+    } else {  // a modulo split: positions wrap at L
       for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], base + (o + t) % L);
       capped |= o + span.length > L;
       last = base + (o + span.length - 1) % L;
-    } else {
-      const std::int64_t first = pol.split_positions == SplitPositions::kContinue ? base + o : base;
-      for (std::int64_t t = 0; t < span.length; ++t) diff |= Differs(got[s + t], first + t);
-      last = first + span.length - 1;
     }
   }
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
@@ -231,8 +243,13 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
 // read once for the slot that holds it and the prediction that targets it): each span's slots hold its
 // document's tokens, the padding the pad id; every slot's label (or the next slot's, labels aligned) is the
 // target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
+// `fused`: the same loop also reads position_ids (slot t of a span holds FirstPosition + t, as PositionsClean
+// compares them) and doc_ids (each the span's first slot's, as SegmentsClean's per-slot starts require), which
+// those passes then leave out: five arrays read in one pass, not three passes (bench/README.md, "A thirteenth
+// pair").
 [[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensAndTargetsClean(const RowView& row, std::int64_t real_end,
-                                                                                        std::int64_t& weighted) const {
+                                                                                        std::int64_t& weighted,
+                                                                                        Fused fused) const {
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const std::int64_t shift = aligned ? 1 : 0;
   const Token ignore = policy().ignore_index;
@@ -241,32 +258,57 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
   const auto n = static_cast<std::int64_t>(row.labels.size());
   bool bad = false;
   weighted = 0;
+  const Token* positions = fused.positions ? row.position_ids->data() : nullptr;
+  const Token* doc_ids = fused.doc_ids ? row.doc_ids->data() : nullptr;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
     const DocSpan& span = row.doc_spans[p];
     const DocumentView& doc = Doc(span_doc[p]);
     const Token* got = labels + span.start + shift;
     const Token* got_ids = ids + span.start;
     const std::int64_t inside = span.length - 1, first = span.doc_offset + 1;
+    // The fused encodings at the span's slot t: 0 where they hold what the span requires.
+    const Token* got_positions = positions ? positions + span.start : nullptr;
+    const Token* got_doc_ids = doc_ids ? doc_ids + span.start : nullptr;
+    const std::int64_t first_position = positions ? FirstPosition(span).value_or(0) : 0;
+    const Token doc_id = doc_ids ? got_doc_ids[0] : 0;
+    // (by value: the loops below vectorise only where the compiler sees that nothing they read can change)
+    auto position_at = [got_positions, first_position](std::int64_t t) {
+      return Differs(got_positions[t], first_position + t);
+    };
+    auto doc_id_at = [got_doc_ids, doc_id](std::int64_t t) { return Differs(got_doc_ids[t], doc_id); };
     bad |= WithTokens(doc, [&](const auto* tokens) {
       const auto* input = tokens + span.doc_offset;  // the slot's token; input[t + 1]: its prediction's target
       std::uint64_t diff = Differs(got_ids[inside], input[inside]);  // the span's last slot
       // The label is the target where supervised (and then must not read as ignored), else ignore_index.
-      auto compare = [&](auto weight_of) {
+      // Its sums are kept in locals, written back after the loop: a loop that stores through a reference may
+      // change its own bound, as far as the compiler knows, and then is not vectorised.
+      auto compare = [&](auto weight_of, auto fused_at) {
+        const std::int64_t n = inside;
+        std::uint64_t found = fused_at(n);
         std::int64_t count = 0;
-        for (std::int64_t t = 0; t < inside; ++t) {
+        for (std::int64_t t = 0; t < n; ++t) {
           const std::uint64_t w = weight_of(first + t), mask = 0 - w;
           const auto tok = static_cast<Token>(input[t + 1]);
           const auto word = static_cast<std::uint64_t>(tok), none = static_cast<std::uint64_t>(ignore);
           const auto want = static_cast<Token>((word & mask) | (none & ~mask));
-          diff |= Differs(got_ids[t], input[t]) | Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore)));
+          found |= Differs(got_ids[t], input[t]) | Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore))) |
+                   fused_at(t);
           count += static_cast<std::int64_t>(w);
         }
+        diff |= found;
         weighted += count;
       };
-      // One loop per layout of the supervised flags (DocumentView): no branch on the layout per token.
-      if (doc.ints) compare([&](std::int64_t k) { return IsZero(Differs(doc.ints[k], 1)); });
-      else if (doc.bits) compare([&](std::int64_t k) { return (doc.bits[k >> 6] >> (k & 63)) & 1; });
-      else compare([](std::int64_t) { return std::uint64_t{1}; });
+      // One loop per layout of the supervised flags (DocumentView) and per set of fused encodings: no branch on
+      // either per token.
+      auto with_fused = [&](auto weight_of) {
+        if (positions && doc_ids) compare(weight_of, [position_at, doc_id_at](std::int64_t t) { return position_at(t) | doc_id_at(t); });
+        else if (positions) compare(weight_of, position_at);
+        else if (doc_ids) compare(weight_of, doc_id_at);
+        else compare(weight_of, [](std::int64_t) { return std::uint64_t{0}; });
+      };
+      if (doc.ints) with_fused([&](std::int64_t k) { return IsZero(Differs(doc.ints[k], 1)); });
+      else if (doc.bits) with_fused([&](std::int64_t k) { return (doc.bits[k >> 6] >> (k & 63)) & 1; });
+      else with_fused([](std::int64_t) { return std::uint64_t{1}; });
       return diff != 0;
     });
     bool waits = false;
@@ -359,8 +401,12 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowVie
   bool capped = false, visible = false;
   // PositionsClean before SegmentsClean: positions it matched need not be read again for segment starts.
   const bool stepped = policy().positions == Positions::kRowContinuous || policy().split_positions != SplitPositions::kModulo;
-  if (!TileSpans(row, real_end) || !TokensAndTargetsClean(row, real_end, weighted) ||
-      !PositionsClean(row, real_end, capped) || !SegmentsClean(row, real_end, stepped) ||
+  // The encodings the token pass reads in its loop (Fused): position_ids that step by 1 through a span, doc_ids
+  // that name each segment (not the row: segment_encodings rows reads them across spans).
+  const Fused fused{stepped && row.position_ids.has_value(),
+                    row.doc_ids.has_value() && policy().segment_encodings != SegmentEncodings::kRows};
+  if (!TileSpans(row, real_end) || !TokensAndTargetsClean(row, real_end, weighted, fused) ||
+      !PositionsClean(row, real_end, capped, fused) || !SegmentsClean(row, real_end, stepped, fused) ||
       !AttentionClean(row, real_end, visible))
     return false;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p)

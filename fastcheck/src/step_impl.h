@@ -148,10 +148,16 @@ struct FastStepChecker::Impl {
   // The clean-row path (step_clean_row.cc): the common row in flat passes; false hands it to the above.
   bool CleanRow(const CandidateMicrobatch& mb, const RowView& row, std::int64_t R, std::size_t m);
   bool TileSpans(const RowView& row, std::int64_t& used);
-  bool SegmentsClean(const RowView& row, std::int64_t used, bool positions_matched) const;
-  bool PositionsClean(const RowView& row, std::int64_t used, bool& capped) const;
+  // Which per-slot encodings the token pass reads in its own loop (one pass over five arrays reads them from
+  // memory faster than three passes): position_ids where they step by 1 through a span, doc_ids per span.
+  struct Fused {
+    bool positions = false, doc_ids = false;
+  };
+  bool SegmentsClean(const RowView& row, std::int64_t used, bool positions_matched, Fused fused) const;
+  std::optional<std::int64_t> FirstPosition(const DocSpan& span) const;
+  bool PositionsClean(const RowView& row, std::int64_t used, bool& capped, Fused fused) const;
   Pred SpanEndPrediction(const RowView& row, std::size_t p, bool& waits) const;
-  bool TokensAndTargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted) const;
+  bool TokensAndTargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted, Fused fused) const;
   bool AttentionClean(const RowView& row, std::int64_t used, bool& visible) const;
   void AddCleanSums(const RowView& row, std::int64_t R, std::size_t m, std::int64_t weighted);
   void TargetsAndSums(const RowView& row, std::int64_t R, std::size_t m);

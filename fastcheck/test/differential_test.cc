@@ -385,6 +385,41 @@ TEST(ReusedDocIdAgreement, FastVerifierAgreesWithCheckCaseWhereAnIdNamesTwoSegme
   EXPECT_GT(tally.violated, 0);
 }
 
+// A segment split inside a span: a row's doc_ids changed from a slot after a span's first (that slot alone, or to
+// the span's end) to an id no segment of the row has, every other encoding still agreeing with the spans. The
+// clean-row path must leave the row (its token pass reads each span's doc_ids: TokensAndTargetsClean's fused
+// encodings), and the generic path reports what CheckCase reports. Corrupt's one poke of a doc id meets this
+// in a few cases of a hundred; here every case has one.
+void SplitSegment(PackResult& out, std::size_t pick, std::size_t at, bool to_the_end) {
+  std::vector<std::pair<CandidateRow*, std::size_t>> spans;  // (row, span) of two slots or more
+  for (auto& mb : out.microbatches)
+    for (auto& row : mb.rows)
+      for (std::size_t p = 0; row.doc_ids && p < row.doc_spans.size(); ++p)
+        if (row.doc_spans[p].length >= 2) spans.emplace_back(&row, p);
+  if (spans.empty()) return;
+  auto [row, p] = spans[pick % spans.size()];
+  auto& ids = *row->doc_ids;
+  const DocSpan& span = row->doc_spans[p];
+  const std::int64_t fresh = *std::max_element(ids.begin(), ids.end()) + 1;
+  const std::int64_t from = span.start + 1 + static_cast<std::int64_t>(at % static_cast<std::size_t>(span.length - 1));
+  const std::int64_t to = to_the_end ? span.start + span.length : from + 1;
+  for (std::int64_t i = from; i < to && i < static_cast<std::int64_t>(ids.size()); ++i) ids[static_cast<std::size_t>(i)] = fresh;
+}
+
+TEST(SplitSegmentAgreement, FastVerifierAgreesWithCheckCaseWhereAnIdChangesInsideASpan) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  EXPECT_TRUE(rc::check("a doc id changed inside a span", [&] {
+    const PackRequest request = *RequestFor({});
+    PackResult out = PackCatching(reference, request);
+    SplitSegment(out, *rc::gen::inRange<std::size_t>(0, 1000), *rc::gen::inRange<std::size_t>(0, 1000),
+                 *rc::gen::arbitrary<bool>());
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+}
+
 // shift: document in every case (MixedPolicy draws it in one mixed policy of four): the reference's rows, and
 // the same corrupted, under mixed policies shifted per document, so that both paths of the fast verifier
 // (the clean row and the generic passes) meet rule 5 and the inputs' counts of every document.
