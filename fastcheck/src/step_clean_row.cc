@@ -42,9 +42,14 @@ bool ReusesDocId(const std::int64_t* ids, std::int64_t n, std::int64_t real_end,
   return std::adjacent_find(firsts.begin(), firsts.end()) != firsts.end();
 }
 
+// The lambdas of a target_clones function are functions of their own, built for the default target: one the
+// compiler leaves out of line (as it may where a loop has many variants) runs its loop without AVX2. These are
+// inlined into each clone.
+#define INLINED __attribute__((always_inline))
+
 // Calls f with the document's tokens as a typed pointer (int64 or int32), so the loops are monomorphic.
 template <class F>
-auto WithTokens(const DocumentView& doc, F&& f) {
+[[gnu::always_inline]] inline auto WithTokens(const DocumentView& doc, F&& f) {
   return doc.wide ? f(doc.wide) : f(doc.narrow);
 }
 
@@ -276,13 +281,13 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
       return Differs(got_positions[t], first_position + t);
     };
     auto doc_id_at = [got_doc_ids, doc_id](std::int64_t t) { return Differs(got_doc_ids[t], doc_id); };
-    bad |= WithTokens(doc, [&](const auto* tokens) {
+    bad |= WithTokens(doc, [&](const auto* tokens) INLINED {
       const auto* input = tokens + span.doc_offset;  // the slot's token; input[t + 1]: its prediction's target
       std::uint64_t diff = Differs(got_ids[inside], input[inside]);  // the span's last slot
       // The label is the target where supervised (and then must not read as ignored), else ignore_index.
       // Its sums are kept in locals, written back after the loop: a loop that stores through a reference may
       // change its own bound, as far as the compiler knows, and then is not vectorised.
-      auto compare = [&](auto weight_of, auto fused_at) {
+      auto compare = [&](auto weight_of, auto fused_at) INLINED {
         const std::int64_t n = inside;
         std::uint64_t found = fused_at(n);
         std::int64_t count = 0;
@@ -300,7 +305,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
       };
       // One loop per layout of the supervised flags (DocumentView) and per set of fused encodings: no branch on
       // either per token.
-      auto with_fused = [&](auto weight_of) {
+      auto with_fused = [&](auto weight_of) INLINED {
         if (positions && doc_ids) compare(weight_of, [position_at, doc_id_at](std::int64_t t) { return position_at(t) | doc_id_at(t); });
         else if (positions) compare(weight_of, position_at);
         else if (doc_ids) compare(weight_of, doc_id_at);
