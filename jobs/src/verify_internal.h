@@ -36,7 +36,7 @@ AuditViolation Finding(const Where& where, std::int64_t row, std::int64_t slot, 
 // checked across steps: a document's pieces must tile its tokens exactly once.
 class DocumentPieces {
  public:
-  DocumentPieces() = default;
+  DocumentPieces();  // takes the thread's spare lists
   DocumentPieces(const DocumentPieces&) = delete;
   DocumentPieces& operator=(const DocumentPieces&) = delete;
   ~DocumentPieces();  // its short lists go to spare_lists_
@@ -86,6 +86,7 @@ class DocumentPieces {
   // Release keeps lists of up to kShortList pieces within an audit.
   static constexpr std::size_t kSpareLists = 1024, kSpareRoom = 4, kShortList = 16;
   static thread_local std::vector<std::vector<Piece>> spare_lists_;
+  std::vector<std::vector<Piece>> spare_;  // this audit's: the thread's, taken by the constructor
   std::vector<RowView> rows_;                // the step Follow's views of a record's rows, storage reused
   std::vector<std::uint32_t> followed_;     // ids followed since the last RetireFinished (repeats allowed)
   std::vector<std::string> files_;          // the pieces' files (a few)

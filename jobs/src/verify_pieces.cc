@@ -1,6 +1,7 @@
 // Every document's pieces over a whole dump (verify_internal.h): followed step by step, retired once they
 // tile their document, and checked for gaps and overlaps at the end.
 #include <algorithm>
+#include <utility>
 
 #include "verify_internal.h"
 
@@ -155,22 +156,27 @@ void DocumentPieces::RetireIfTiled(std::uint32_t id, DocumentStore& documents, c
 
 thread_local std::vector<std::vector<DocumentPieces::Piece>> DocumentPieces::spare_lists_;
 
+// The thread's spare lists taken whole (one thread-local access, not one a document), given back whole.
+DocumentPieces::DocumentPieces() : spare_(std::exchange(spare_lists_, {})) {}
+
 DocumentPieces::~DocumentPieces() {
   for (std::vector<Piece>& list : lists_) {
-    if (spare_lists_.size() == kSpareLists) break;
+    if (spare_.size() == kSpareLists) break;
     if (list.capacity() == 0 || list.capacity() > kSpareRoom) continue;
     list.clear();
-    spare_lists_.push_back(std::move(list));
+    spare_.push_back(std::move(list));
   }
+  std::vector<std::vector<Piece>>& spare = spare_lists_;
+  if (spare.size() < spare_.size()) spare.swap(spare_);  // (an audit nested in this one gave back fewer)
 }
 
 std::vector<DocumentPieces::Piece>& DocumentPieces::NewList(std::uint32_t id) {
   if (list_of_.size() <= id) list_of_.resize(std::size_t{id} + 1, UidInterner::kNone);
   if (free_lists_.empty()) {
     list_of_[id] = static_cast<std::uint32_t>(lists_.size());
-    if (spare_lists_.empty()) return lists_.emplace_back();
-    lists_.push_back(std::move(spare_lists_.back()));  // an earlier audit's, empty
-    spare_lists_.pop_back();
+    if (spare_.empty()) return lists_.emplace_back();
+    lists_.push_back(std::move(spare_.back()));  // an earlier audit's, empty
+    spare_.pop_back();
     return lists_.back();
   }
   list_of_[id] = free_lists_.back();
