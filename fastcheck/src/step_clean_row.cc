@@ -247,14 +247,16 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
 // CoverageRow's token comparisons and TargetsAndSums' on a tiled row, in one loop per span (each document token
 // read once for the slot that holds it and the prediction that targets it): each span's slots hold its
 // document's tokens, the padding the pad id; every slot's label (or the next slot's, labels aligned) is the
-// target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted.
+// target PredictionOf gives, ignore_index where it gives none. `weighted`: the targets counted. `token_bits`: the
+// bits of every document token compared with a slot ORed (the sign bit set exactly when one is negative).
 // `fused`: the same loop also reads position_ids (slot t of a span holds FirstPosition + t, as PositionsClean
 // compares them) and doc_ids (each the span's first slot's, as SegmentsClean's per-slot starts require), which
 // those passes then leave out: five arrays read in one pass, not three passes (bench/README.md, "A thirteenth
 // pair").
 [[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensAndTargetsClean(const RowView& row, std::int64_t real_end,
                                                                                         std::int64_t& weighted,
-                                                                                        Fused fused) const {
+                                                                                        Fused fused,
+                                                                                        std::uint64_t& token_bits) const {
   const bool aligned = policy().label_alignment == LabelAlignment::kAligned;
   const std::int64_t shift = aligned ? 1 : 0;
   const Token ignore = policy().ignore_index;
@@ -263,6 +265,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
   const auto n = static_cast<std::int64_t>(row.labels.size());
   bool bad = false;
   weighted = 0;
+  token_bits = 0;
   const Token* positions = fused.positions ? row.position_ids->data() : nullptr;
   const Token* doc_ids = fused.doc_ids ? row.doc_ids->data() : nullptr;
   for (std::size_t p = 0; p < row.doc_spans.size(); ++p) {
@@ -289,7 +292,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
       // change its own bound, as far as the compiler knows, and then is not vectorised.
       auto compare = [&](auto weight_of, auto fused_at) INLINED {
         const std::int64_t n = inside;
-        std::uint64_t found = fused_at(n);
+        std::uint64_t found = fused_at(n), bits = static_cast<std::uint64_t>(input[n]);
         std::int64_t count = 0;
         for (std::int64_t t = 0; t < n; ++t) {
           const std::uint64_t w = weight_of(first + t), mask = 0 - w;
@@ -298,9 +301,11 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
           const auto want = static_cast<Token>((word & mask) | (none & ~mask));
           found |= Differs(got_ids[t], input[t]) | Differs(got[t], want) | (mask & IsZero(Differs(tok, ignore))) |
                    fused_at(t);
+          bits |= static_cast<std::uint64_t>(input[t]);
           count += static_cast<std::int64_t>(w);
         }
         diff |= found;
+        token_bits |= bits;
         weighted += count;
       };
       // One loop per layout of the supervised flags (DocumentView) and per set of fused encodings: no branch on
@@ -403,6 +408,7 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowVie
                                      std::size_t m) {
   if (row.loss_mask) return false;  // its values and weights: the generic pass
   std::int64_t real_end = 0, weighted = 0;
+  std::uint64_t token_bits = 0;
   bool capped = false, visible = false;
   // PositionsClean before SegmentsClean: positions it matched need not be read again for segment starts.
   const bool stepped = policy().positions == Positions::kRowContinuous || policy().split_positions != SplitPositions::kModulo;
@@ -410,7 +416,7 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowVie
   // that name each segment (not the row: segment_encodings rows reads them across spans).
   const Fused fused{stepped && row.position_ids.has_value(),
                     row.doc_ids.has_value() && policy().segment_encodings != SegmentEncodings::kRows};
-  if (!TileSpans(row, real_end) || !TokensAndTargetsClean(row, real_end, weighted, fused) ||
+  if (!TileSpans(row, real_end) || !TokensAndTargetsClean(row, real_end, weighted, fused, token_bits) ||
       !PositionsClean(row, real_end, capped, fused) || !SegmentsClean(row, real_end, stepped, fused) ||
       !AttentionClean(row, real_end, visible))
     return false;
@@ -421,6 +427,7 @@ bool FastStepChecker::Impl::CleanRow(const CandidateMicrobatch& mb, const RowVie
   const bool known_length = given_row_length > 0;
   if (capped) ReadWithLength(known_length ? given_row_length : std::max(longest, std::int64_t{1}), known_length);
   visible_padding = visible_padding || visible;
+  v.clean_tokens_non_negative = v.clean_tokens_non_negative && (token_bits >> 63) == 0;
   sums[static_cast<std::size_t>(R)].used = real_end;
   used += real_end;
   slots += static_cast<std::int64_t>(row.input_ids.size());

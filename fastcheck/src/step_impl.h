@@ -157,7 +157,8 @@ struct FastStepChecker::Impl {
   std::optional<std::int64_t> FirstPosition(const DocSpan& span) const;
   bool PositionsClean(const RowView& row, std::int64_t used, bool& capped, Fused fused) const;
   Pred SpanEndPrediction(const RowView& row, std::size_t p, bool& waits) const;
-  bool TokensAndTargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted, Fused fused) const;
+  bool TokensAndTargetsClean(const RowView& row, std::int64_t used, std::int64_t& weighted, Fused fused,
+                             std::uint64_t& token_bits) const;
   bool AttentionClean(const RowView& row, std::int64_t used, bool& visible) const;
   void AddCleanSums(const RowView& row, std::int64_t R, std::size_t m, std::int64_t weighted);
   void TargetsAndSums(const RowView& row, std::int64_t R, std::size_t m);

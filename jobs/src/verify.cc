@@ -285,6 +285,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   summary.token_mean = v.token_mean;
   summary.notes = v.notes;
   summary.clean_rows = v.clean_rows;
+  summary.clean_tokens_non_negative = v.clean_tokens_non_negative;
   steps_.push_back(summary);
   return true;
 }
@@ -472,6 +473,7 @@ void Verifier::StreamStep(std::int64_t step) {
     summary.token_mean = v->token_mean;
     summary.notes = v->notes;
     summary.clean_rows = v->clean_rows;
+    summary.clean_tokens_non_negative = v->clean_tokens_non_negative;
     steps_.push_back(std::move(summary));
     step_documents_ = fastcheck::StepDocuments{};  // its views go before their documents may
     // Retiring keeps each finished document's fingerprint for a later record of its uid; after the last step

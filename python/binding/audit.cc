@@ -197,6 +197,23 @@ bool DeferredIdsAllowed(nb::handle microbatches, const jobs::AuditResult* result
   return true;
 }
 
+// check_plain_batch's scan of the documents for negative tokens, deferred (PlainDocuments' defer_scan): a clean
+// audit whose every row the clean-row path took has compared every input token of every document with a slot
+// (each document tiled, or the step would have a coverage finding) and found none negative
+// (StepSummary::clean_tokens_non_negative). Under shift: document a document's last token is no input and was
+// not among them. Anything else scans the documents. False: one holds a negative token (the documents are then
+// the Python readers' to read, which name what is wrong, or take the ids the policy allows). `result`: null
+// when the audit threw.
+bool DeferredDocumentsAllowed(nb::handle documents, const jobs::AuditResult* result, const Policy& policy) {
+  DocumentSet* set = nullptr;
+  if (!nb::try_cast<DocumentSet*>(documents, set, false) || !set || !set->has_deferred()) return true;
+  bool proven = result && result->clean() && policy.shift != Shift::kDocument;
+  if (proven) {
+    for (const auto& s : result->steps) proven = proven && s.clean_rows == s.rows && s.clean_tokens_non_negative;
+  }
+  return proven || set->ScanDeferred();
+}
+
 // audit_records: the records read (the core's batch views viewed, `spare` lending its storage) and audited;
 // None where a deferred id scan finds an id the policy does not allow.
 nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
@@ -234,7 +251,8 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   checker_in_use = true;
   jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
   if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
-  if (!DeferredIdsAllowed(microbatches, &result)) return nb::none();
+  if (!DeferredIdsAllowed(microbatches, &result) || !DeferredDocumentsAllowed(documents, &result, in.policy))
+    return nb::none();
   return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
 }
 
@@ -249,7 +267,9 @@ nb::object AuditRecords(const std::string& name, nb::handle policy, nb::handle d
                          delimiters_included, spare);
   } catch (const InputError&) {
     // The Python reader may have stopped first at an id the policy does not allow: its reading says.
-    if (!DeferredIdsAllowed(microbatches, nullptr)) return nb::none();
+    if (!DeferredIdsAllowed(microbatches, nullptr) || !DeferredDocumentsAllowed(documents, nullptr, Policy{})) {
+      return nb::none();
+    }
     throw;
   }
 }
@@ -263,7 +283,8 @@ nb::object CheckPlainBatch(nb::handle batch, nb::handle documents, nb::handle po
                            const std::vector<std::int64_t>& labels_allowed, const std::vector<std::string>& ignore,
                            std::int64_t step, std::int64_t micro_step, std::int64_t rank, nb::handle producer,
                            std::int64_t dp_world_size, std::int64_t row_length, bool decoder) {
-  nb::object docs = PlainDocuments(documents, input_ids_allowed);  // the documents' allowed ids: input_ids'
+  // The documents' allowed ids are input_ids'; their scan is the audit's (DeferredDocumentsAllowed).
+  nb::object docs = PlainDocuments(documents, input_ids_allowed, /*defer_scan=*/true);
   if (docs.is_none()) return nb::none();
   nb::object view = BatchViewOf(batch, ignore, input_ids_allowed, labels_allowed, std::nullopt, nb::none(), {}, step,
                                 micro_step, rank, producer, /*defer_ids=*/true);

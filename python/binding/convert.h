@@ -54,7 +54,13 @@ class DocumentSet {
   // `non_negative`: no token below 0 (the reader scanned them: DocumentRef::non_negative).
   void Add(Document document, bool non_negative = false);
   // A document viewed in `tokens` (a 1-D buffer of int64) under `uid` (a str): both held for the set's life.
-  void AddView(nb::handle uid, HeldBuffer tokens, bool non_negative = false);
+  // `deferred`: its tokens not scanned yet, taken as non-negative until ScanDeferred says (plain_documents'
+  // defer_scan).
+  void AddView(nb::handle uid, HeldBuffer tokens, bool non_negative = false, bool deferred = false);
+  // No viewed document whose scan was deferred holds a negative token (one pass over each): false where one does,
+  // and what was read of the set taking them as non-negative is void.
+  bool ScanDeferred() const;
+  bool has_deferred() const { return deferred_; }
   std::size_t size() const { return order_.size(); }
   // Room for `documents` viewed documents (plain_documents knows the count: no reallocation per document).
   void ReserveViews(std::size_t documents) {
@@ -74,6 +80,7 @@ class DocumentSet {
     std::size_t owned = kViewed;  // an index into owned_, or kViewed (`view` then)
     DocumentRef view;
     bool non_negative = false;
+    bool deferred = false;  // AddView's
   };
   std::vector<Entry> order_;
   std::vector<Document> owned_;
@@ -82,12 +89,16 @@ class DocumentSet {
   mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
   mutable std::vector<Document> copies_;   // documents(), where some are viewed
   mutable bool refs_made_ = false;
+  bool deferred_ = false;  // some entry is
 };
 
 // packoracle._core.plain_documents: canonical_documents' common form, a dict {uid: tokens} of str uids and token
 // lists or 1-D signed integer arrays, as a DocumentSet (contiguous int64 numpy arrays viewed where they lie);
 // None for any other form or a value canonical_documents refuses. `allowed`: the negative ids the tokens may hold.
-nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed);
+// `defer_scan`: the contiguous int64 arrays are not scanned for negative tokens here but taken as non-negative
+// (DocumentSet::AddView's `deferred`): the caller proves them (a clean audit's token pass read each of them) or
+// scans them (DocumentSet::ScanDeferred) before it trusts anything read of them.
+nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed, bool defer_scan = false);
 
 // Documents from a list of {"doc_uid", "tokens", "supervised"?} dicts (packoracle/_batch.py normalizes
 // {uid: tokens} mappings and Document objects to this form), or a DocumentSet.

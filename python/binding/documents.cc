@@ -37,7 +37,7 @@ void DocumentSet::Add(Document document, bool non_negative) {
   refs_made_ = false;
 }
 
-void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) {
+void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative, bool deferred) {
   Py_ssize_t size = 0;
   const char* utf8 = PyUnicode_AsUTF8AndSize(uid.ptr(), &size);  // kept by the str (held below)
   if (!utf8) throw nb::python_error();
@@ -47,8 +47,15 @@ void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative) 
   ref.size = static_cast<std::size_t>(tokens->shape[0]);
   uids_.push_back(nb::borrow(uid));
   buffers_.push_back(std::move(tokens));
-  order_.push_back({kViewed, ref, non_negative});
+  order_.push_back({kViewed, ref, non_negative || deferred, deferred});
+  deferred_ = deferred_ || deferred;
   refs_made_ = false;
+}
+
+bool DocumentSet::ScanDeferred() const {
+  for (const Entry& e : order_)
+    if (e.deferred && AnyNegative(e.view.tokens, e.view.size)) return false;
+  return true;
 }
 
 const std::vector<DocumentRef>& DocumentSet::refs() const {
@@ -256,10 +263,12 @@ bool TokenIdsAllowed(const Token* tokens, std::size_t n, const std::set<std::int
 // else, and for a negative value `allowed` has not: the caller then reads the documents in Python
 // (canonical_documents), which names what is wrong.
 bool PlainTokens(nb::handle value, const std::set<std::int64_t>& allowed, std::vector<Token>& out, HeldBuffer& view,
-                 bool& non_negative) {
-  if (!PyList_CheckExact(value.ptr()) && (view = ContiguousInt64(value.ptr())))
+                 bool& non_negative, bool defer_scan) {
+  if (!PyList_CheckExact(value.ptr()) && (view = ContiguousInt64(value.ptr()))) {
+    if (defer_scan) return true;  // PlainDocuments' caller scans it or proves it (DocumentSet::ScanDeferred)
     return TokenIdsAllowed(static_cast<const Token*>(view->buf), static_cast<std::size_t>(view->shape[0]), allowed,
                            non_negative);
+  }
   if (PyList_CheckExact(value.ptr())) {
     const Py_ssize_t n = PyList_GET_SIZE(value.ptr());
     out.resize(static_cast<std::size_t>(n));
@@ -308,7 +317,7 @@ nb::object Copy(const std::vector<T>& values) {
 
 }  // namespace
 
-nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed) {
+nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>& allowed, bool defer_scan) {
   if (!PyDict_CheckExact(documents.ptr())) return nb::none();
   const std::set<std::int64_t> signed_ids(allowed.begin(), allowed.end());
   DocumentSet out;
@@ -326,9 +335,9 @@ nb::object PlainDocuments(nb::handle documents, const std::vector<std::int64_t>&
     Document d;
     HeldBuffer view;
     bool non_negative = false;
-    if (!PlainTokens(value, signed_ids, d.tokens, view, non_negative)) return nb::none();
+    if (!PlainTokens(value, signed_ids, d.tokens, view, non_negative, defer_scan)) return nb::none();
     if (view) {
-      out.AddView(key, std::move(view), non_negative);
+      out.AddView(key, std::move(view), non_negative, defer_scan);
     } else {
       d.uid.assign(uid, static_cast<std::size_t>(size));
       out.Add(std::move(d), non_negative);
@@ -382,7 +391,9 @@ void BindDocuments(nb::module_& m) {
       nb::arg("features"), nb::arg("ignore_index"), nb::arg("allowed_negative_ids"),
       "guard.documents_from_features read in C++, as Documents; token ids checked (negative only where "
       "allowed_negative_ids has them).");
-  m.def("plain_documents", &PlainDocuments,
+  m.def("plain_documents", [](nb::handle documents, const std::vector<std::int64_t>& allowed) {
+        return PlainDocuments(documents, allowed);
+      },
       nb::arg("documents"), nb::arg("allowed_negative_ids"),
       "canonical_documents' common form read in C++: a dict {uid: tokens} of str uids and token lists or 1-D "
       "signed integer arrays, as Documents (contiguous int64 numpy arrays viewed where they lie, held for the "

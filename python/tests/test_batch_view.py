@@ -296,6 +296,42 @@ def test_the_common_form_is_checked_in_one_call_and_reports_as_step_by_step(docs
     assert [fast.svg(r) for r in range(2)] == [steps.svg(r) for r in range(2)]
 
 
+def _outcome(batch, docs, policy):
+    try:
+        report = packoracle.check_batch(batch, docs, policy)
+    except (ValueError, TypeError) as e:
+        return type(e).__name__, str(e)
+    return report.text, report.to_json()
+
+
+@pytest.mark.parametrize("where", ["document and row", "document alone"])
+@pytest.mark.parametrize("value", [-7, -1, -100])
+@pytest.mark.parametrize("policy", ["reference", {"preset": "reference", "pad_id": -1}], ids=["reference", "pad -1"])
+def test_a_negative_token_in_a_document_read_in_one_call_is_what_the_readers_make_of_it(where, value, policy):
+    """The one-call path leaves the documents' scan for negative tokens to its audit, which proves them where its
+    clean rows compared every token (and found none negative), and scans them otherwise: a negative token in
+    any place of a document (and in the row that holds it, or not) gives what the readers give step by step,
+    the error naming the document, or, for an id the policy allows (pad -1), the report."""
+    name, batch = next(_common_batches())
+    tokens = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    where_in_rows = {"a": (0, 0), "b": (0, 3), "c": (1, 0)}
+    for uid, held in tokens.items():
+        for k in range(len(held)):
+            docs = {u: np.asarray(t, dtype=np.int64) for u, t in tokens.items()}
+            docs[uid][k] = value
+            bad = batch
+            if where == "document and row":
+                row, start = where_in_rows[uid]
+                bad = dict(batch, input_ids=batch["input_ids"].clone())
+                bad["input_ids"][row, start + k] = value
+            one = _outcome(bad, docs, policy)
+            with one_call_off():
+                steps = _outcome(bad, docs, policy)
+            assert one == steps, (uid, k)
+            if value not in (-1,) or policy == "reference":
+                assert one[0] == "ValueError" and str(value) in one[1] and repr(uid) in one[1], one
+
+
 def _clean_batches():
     """Clean batches (checked below) of both label alignments, spans given and derived, with their documents."""
     name, batch = next(_common_batches())

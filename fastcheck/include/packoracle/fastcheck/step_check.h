@@ -72,6 +72,9 @@ struct StepVerdict {
   std::optional<double> token_mean;          // as CaseResult
   std::vector<std::string> notes;            // as CaseResult (ProducerNotes of the step's totals)
   std::int64_t clean_rows = 0;  // rows the clean-row path took whole (the others: the generic per-row passes)
+  // Every document token the clean-row path compared with a slot (each input token of each span it took) was
+  // >= 0: with every row clean and every document tiled, no input token of any document is negative.
+  bool clean_tokens_non_negative = true;
 };
 
 // One effective document as the checker reads it: its tokens (int64, or int32 where a holder packs them) and

@@ -102,6 +102,8 @@ struct StepSummary {
   // Rows the fast verifier's clean-row path took whole (StepVerdict::clean_rows; 0 for a step checked by
   // CheckCase). Every row of a clean step taken so read only values a row of its documents can hold.
   std::int64_t clean_rows = 0;
+  // Every document token those rows compared with a slot was >= 0 (StepVerdict::clean_tokens_non_negative).
+  bool clean_tokens_non_negative = true;
 };
 
 // One sentence of the steps' notes, with how many steps it applies to.
