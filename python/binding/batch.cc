@@ -54,17 +54,50 @@ bool Derived(std::string_view name) {
          name == "max_seqlen";
 }
 
+// torch.utils.dlpack.to_dlpack, looked up once and held for the interpreter's life (null where torch has none).
+PyObject* TorchToDlpack() {
+  static PyObject* const to_dlpack = [] {
+    PyObject* module = PyImport_ImportModule("torch.utils.dlpack");
+    PyObject* f = module ? PyObject_GetAttrString(module, "to_dlpack") : nullptr;
+    Py_XDECREF(module);
+    if (!f) PyErr_Clear();
+    return f;
+  }();
+  return to_dlpack;
+}
+
+// A torch tensor through torch's own DLPack export (to_dlpack: a third of what numpy() costs, and no numpy array
+// made and freed), which torch refuses on another layout or without storage. Not a view with the negative bit
+// set: its memory holds the values negated, and to_dlpack exports the memory (numpy() refuses it: the Python
+// reader then names it). (A conjugate bit is a complex tensor's: no integer dtype.) False: read it otherwise.
+bool TensorFromDlpack(nb::handle tensor, Array& a) {
+  static PyObject* const is_neg = PyUnicode_InternFromString("is_neg");
+  PyObject* const to_dlpack = TorchToDlpack();
+  if (!to_dlpack) return false;
+  const nb::object negative = nb::steal(PyObject_CallMethodNoArgs(tensor.ptr(), is_neg));
+  const nb::object capsule = negative.ptr() == Py_False ? nb::steal(PyObject_CallOneArg(to_dlpack, tensor.ptr()))
+                                                        : nb::object();
+  if (!capsule.is_valid()) {
+    PyErr_Clear();
+    return false;
+  }
+  return nb::try_cast(capsule, a, false);
+}
+
 // An integer or bool array on the CPU whose every value fits an int64 (uint64, floats and anything that is
 // not an array are left to the Python reader).
 std::optional<Array> IntegerArray(nb::handle value) {
   Array a;
-  // A torch tensor through its numpy view (a few µs; its DLPack export costs several times that), which torch
-  // refuses for a tensor that requires grad, is on another device or has a dtype numpy has not: the Python
-  // reader then takes the batch.
+  // A torch tensor through its DLPack export (above), else through its numpy view, which torch refuses for a
+  // tensor that requires grad, is on another device or has a dtype numpy has not: the Python reader then takes
+  // the batch.
   // The method's name interned once, held for the interpreter's life: hasattr and attr by a C string made a str
   // per call (about 1 µs a batch).
   static PyObject* const numpy = PyUnicode_InternFromString("numpy");
-  if (std::strcmp(Py_TYPE(value.ptr())->tp_name, "Tensor") == 0 && PyObject_HasAttr(value.ptr(), numpy)) {
+  const bool tensor = std::strcmp(Py_TYPE(value.ptr())->tp_name, "Tensor") == 0;
+  if (tensor && TensorFromDlpack(value, a)) {
+    // read below, as any array
+  } else if (tensor && PyObject_HasAttr(value.ptr(), numpy)) {
     const nb::object view = nb::steal(PyObject_CallMethodNoArgs(value.ptr(), numpy));
     if (!view.is_valid()) {
       PyErr_Clear();

@@ -332,6 +332,33 @@ def test_a_negative_token_in_a_document_read_in_one_call_is_what_the_readers_mak
                 assert one[0] == "ValueError" and str(value) in one[1] and repr(uid) in one[1], one
 
 
+@pytest.mark.parametrize("form", ["negative view", "strided", "int32", "transposed twice", "slice of a wider row"])
+def test_tensors_in_unusual_states_read_as_the_python_reader_reads_them(form):
+    """A torch tensor is read through torch's DLPack export where that holds its values as they are, else
+    through its numpy view: a negative view (its memory holds the values negated: numpy() refuses it, and
+    so must the core), strided and narrower tensors give what the Python reader gives."""
+    name, batch = next(_common_batches())
+    ids = batch["input_ids"]
+    if form == "negative view":
+        ids = torch._neg_view(ids)  # values negated, its memory the batch's (which a reader of the memory reads)
+    elif form == "strided":
+        ids = torch.stack([ids, ids], dim=2)[:, :, 0]
+    elif form == "int32":
+        ids = ids.to(torch.int32)
+    elif form == "transposed twice":
+        ids = ids.t().contiguous().t()
+    else:
+        ids = torch.cat([ids, ids], dim=1)[:, :ids.shape[1]]
+    assert torch.equal(ids, batch["input_ids"].to(ids.dtype)) != (form == "negative view")
+    odd = dict(batch, input_ids=ids)
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    core = _outcome(odd, docs, "reference")
+    with python_reader():
+        python = _outcome(odd, docs, "reference")
+    assert core == python
+    assert (core[0] == "TypeError") == (form == "negative view"), core
+
+
 def _clean_batches():
     """Clean batches (checked below) of both label alignments, spans given and derived, with their documents."""
     name, batch = next(_common_batches())
