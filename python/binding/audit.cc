@@ -197,21 +197,29 @@ bool DeferredIdsAllowed(nb::handle microbatches, const jobs::AuditResult* result
   return true;
 }
 
-// check_plain_batch's scan of the documents for negative tokens, deferred (PlainDocuments' defer_scan): a clean
-// audit whose every row the clean-row path took has compared every input token of every document with a slot
-// (each document tiled, or the step would have a coverage finding) and found none negative
-// (StepSummary::clean_tokens_non_negative). Under shift: document a document's last token is no input and was
-// not among them. Anything else scans the documents. False: one holds a negative token (the documents are then
-// the Python readers' to read, which name what is wrong, or take the ids the policy allows). `result`: null
-// when the audit threw.
-bool DeferredDocumentsAllowed(nb::handle documents, const jobs::AuditResult* result, const Policy& policy) {
+// check_plain_batch's scan of the documents for negative tokens, deferred (PlainDocuments' defer_scan). A clean
+// audit whose every row the clean-row path took has compared each token its spans place with a slot, and found
+// none negative (StepSummary::clean_tokens_non_negative); if those spans place as many tokens as the documents
+// it audited hold (`refs`: as audited, delimiters added), they place every token of every document (a clean step
+// places none twice), so none is negative. Where they place fewer (a truncated tail, a stream's last token read
+// only as a target, a document in no row that the policy excuses, the last token under shift: document), or
+// anything else, the documents are scanned. False: one holds a negative token (the documents are then the Python
+// readers' to read, which name what is wrong, or take the ids the policy allows). `result`, `refs`: null when
+// the audit threw.
+bool DeferredDocumentsAllowed(nb::handle documents, const jobs::AuditResult* result,
+                              const std::vector<DocumentRef>* refs) {
   DocumentSet* set = nullptr;
   if (!nb::try_cast<DocumentSet*>(documents, set, false) || !set || !set->has_deferred()) return true;
-  bool proven = result && result->clean() && policy.shift != Shift::kDocument;
+  bool proven = result && refs && result->clean();
+  std::int64_t placed = 0, held = 0;
   if (proven) {
-    for (const auto& s : result->steps) proven = proven && s.clean_rows == s.rows && s.clean_tokens_non_negative;
+    for (const auto& s : result->steps) {
+      proven = proven && s.clean_rows == s.rows && s.clean_tokens_non_negative;
+      placed += s.tokens;
+    }
+    for (const DocumentRef& d : *refs) held += static_cast<std::int64_t>(d.size);
   }
-  return proven || set->ScanDeferred();
+  return (proven && placed == held) || set->ScanDeferred();
 }
 
 // audit_records: the records read (the core's batch views viewed, `spare` lending its storage) and audited;
@@ -251,7 +259,7 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   checker_in_use = true;
   jobs::AuditResult result = jobs::VerifyReaders(std::move(sources), options);
   if (spare.size() > kSpareMicrobatches) spare.resize(kSpareMicrobatches);
-  if (!DeferredIdsAllowed(microbatches, &result) || !DeferredDocumentsAllowed(documents, &result, in.policy))
+  if (!DeferredIdsAllowed(microbatches, &result) || !DeferredDocumentsAllowed(documents, &result, &in.refs()))
     return nb::none();
   return nb::cast(MakeAudit(std::move(result), options.max_violations, &shapes));
 }
@@ -267,7 +275,7 @@ nb::object AuditRecords(const std::string& name, nb::handle policy, nb::handle d
                          delimiters_included, spare);
   } catch (const InputError&) {
     // The Python reader may have stopped first at an id the policy does not allow: its reading says.
-    if (!DeferredIdsAllowed(microbatches, nullptr) || !DeferredDocumentsAllowed(documents, nullptr, Policy{})) {
+    if (!DeferredIdsAllowed(microbatches, nullptr) || !DeferredDocumentsAllowed(documents, nullptr, nullptr)) {
       return nb::none();
     }
     throw;

@@ -55,14 +55,23 @@ bool Derived(std::string_view name) {
 }
 
 // torch.utils.dlpack.to_dlpack, looked up once and held for the interpreter's life (null where torch has none).
+// Plain statics set under the GIL, not a C++ static's guarded initialiser: an import may release the GIL, and a
+// second thread would then wait on the guard holding it.
 PyObject* TorchToDlpack() {
-  static PyObject* const to_dlpack = [] {
+  static PyObject* to_dlpack = nullptr;
+  static bool looked_up = false;
+  if (!looked_up) {
     PyObject* module = PyImport_ImportModule("torch.utils.dlpack");
     PyObject* f = module ? PyObject_GetAttrString(module, "to_dlpack") : nullptr;
     Py_XDECREF(module);
     if (!f) PyErr_Clear();
-    return f;
-  }();
+    if (!looked_up) {  // (another thread may have looked it up while the import let the GIL go)
+      to_dlpack = f;
+      looked_up = true;
+    } else {
+      Py_XDECREF(f);
+    }
+  }
   return to_dlpack;
 }
 
