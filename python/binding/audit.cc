@@ -321,8 +321,9 @@ void BindAudit(nb::module_& m) {
            "What `packoracle verify` prints.")
       .def("json", [](const Audit& a) { return jobs::RenderAuditJson(a.result); },
            "What `packoracle verify --format json` prints.");
-  m.def("audit_records", &AuditRecords, nb::arg("name"), nb::arg("policy"), nb::arg("documents"), nb::arg("microbatches"), nb::arg("dp_world_size"),
-      nb::arg("row_length"), nb::arg("decoder"), nb::arg("delimiters_included"),
+  m.def("audit_records", &AuditRecords, nb::arg("name"), nb::arg("policy"), nb::arg("documents"),
+        nb::arg("microbatches"), nb::arg("dp_world_size"), nb::arg("row_length"), nb::arg("decoder"),
+        nb::arg("delimiters_included"),
       "check_batch / check_step: records built in memory, audited as a dump. None where a batch read with "
       "defer_ids (batch_view) holds an id the policy does not allow: canonical_microbatch's to read.");
   m.def("check_plain_batch", &CheckPlainBatch,

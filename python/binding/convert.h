@@ -60,7 +60,7 @@ class DocumentSet {
   // No viewed document whose scan was deferred holds a negative token (one pass over each): false where one does,
   // and what was read of the set taking them as non-negative is void.
   bool ScanDeferred() const;
-  bool has_deferred() const { return deferred_; }
+  bool has_deferred() const;
   std::size_t size() const { return order_.size(); }
   // Room for `documents` viewed documents (plain_documents knows the count: no reallocation per document).
   void ReserveViews(std::size_t documents) {
@@ -89,7 +89,6 @@ class DocumentSet {
   mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
   mutable std::vector<Document> copies_;   // documents(), where some are viewed
   mutable bool refs_made_ = false;
-  bool deferred_ = false;  // some entry is
 };
 
 // packoracle._core.plain_documents: canonical_documents' common form, a dict {uid: tokens} of str uids and token

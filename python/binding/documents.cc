@@ -48,8 +48,11 @@ void DocumentSet::AddView(nb::handle uid, HeldBuffer tokens, bool non_negative, 
   uids_.push_back(nb::borrow(uid));
   buffers_.push_back(std::move(tokens));
   order_.push_back({kViewed, ref, non_negative || deferred, deferred});
-  deferred_ = deferred_ || deferred;
   refs_made_ = false;
+}
+
+bool DocumentSet::has_deferred() const {
+  return std::any_of(order_.begin(), order_.end(), [](const Entry& e) { return e.deferred; });
 }
 
 bool DocumentSet::ScanDeferred() const {
