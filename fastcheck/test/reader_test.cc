@@ -68,9 +68,30 @@ struct SmallBlocks {
   ParallelBatchReader reader;
 };
 
+// A reader read as verify reads it: into one record, whose storage each line is parsed into again (the
+// parallel reader gives its documents back into the blocks, HandOut); each record kept is a copy.
+template <class Reader>
+struct OneRecord {
+  template <class... Args>
+  explicit OneRecord(Args&&... args) : reader(std::forward<Args>(args)...) {}
+  std::optional<PackedBatchRecord> Next() {
+    if (!reader.Next(record)) return std::nullopt;
+    return record;
+  }
+  Reader reader;
+  PackedBatchRecord record;
+};
+template <std::size_t kBlock>
+struct SmallBlocksOneRecord : OneRecord<ParallelBatchReader> {
+  explicit SmallBlocksOneRecord(std::string path) : OneRecord(std::move(path), 2, nullptr, kBlock) {}
+};
+using FastOneRecord = OneRecord<FastBatchReader>;
+
 void ExpectSameOutcome(const std::string& path) {
   const Outcome want = ReadAll<OracleBatchReader>(path);
-  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path)}) {
+  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path),
+                             ReadAll<FastOneRecord>(path), ReadAll<SmallBlocksOneRecord<300>>(path),
+                             ReadAll<SmallBlocksOneRecord<4096>>(path)}) {
     RC_ASSERT(got.error == want.error);
     RC_ASSERT(got.records.size() == want.records.size());
     for (std::size_t k = 0; k < want.records.size(); ++k) RC_ASSERT(Equal(got.records[k], want.records[k]));
@@ -80,7 +101,9 @@ void ExpectSameOutcome(const std::string& path) {
 // The same, as gtest expectations (outside a property).
 void ExpectReadersAgree(const std::string& path) {
   const Outcome want = ReadAll<OracleBatchReader>(path);
-  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path)}) {
+  for (const Outcome& got : {ReadAll<FastBatchReader>(path), ReadAll<SmallBlocks<64>>(path), ReadAll<SmallBlocks<300>>(path),
+                             ReadAll<FastOneRecord>(path), ReadAll<SmallBlocksOneRecord<300>>(path),
+                             ReadAll<SmallBlocksOneRecord<4096>>(path)}) {
     EXPECT_EQ(got.error, want.error);
     ASSERT_EQ(got.records.size(), want.records.size());
     for (std::size_t k = 0; k < want.records.size(); ++k) EXPECT_TRUE(Equal(got.records[k], want.records[k])) << k;
@@ -190,6 +213,30 @@ TEST(FastBatchReader, SameOutcomeOnHandWrittenEdgeCases) {
     Write(path, {header, line, R"({"record":"document","doc_uid":"z","tokens":[]})"});
     ExpectReadersAgree(path);
   }
+  std::filesystem::remove(path);
+}
+
+// Lines whose optional fields come and go, read into one record over and over: nothing of an earlier line
+// may stay in it (a document's supervised flags, a row's loss_mask or position_ids, a longer line's tail).
+TEST(FastBatchReader, ARecordReadIntoAgainKeepsNothingOfAnEarlierLine) {
+  const std::string header =
+      R"({"record":"header","schema":"packed-batch","version":1,"policy":"reference","dp_world_size":1})";
+  const std::string spans = R"("doc_spans":[{"doc_uid":"a","start":0,"length":2,"doc_offset":0}])";
+  std::vector<std::string> lines = {header};
+  for (int k = 0; k < 40; ++k) {
+    const std::string uid = "\"d" + std::to_string(k);
+    lines.push_back(R"({"record":"document","doc_uid":)" + uid + R"(a","tokens":[1,2,3,4,5],"supervised":[1,0,1,1,0]})");
+    lines.push_back(R"({"record":"document","doc_uid":)" + uid + R"(b","tokens":[6]})");
+    lines.push_back(R"({"record":"document","doc_uid":)" + uid + R"(c","tokens":[7,8],"supervised":null})");
+    lines.push_back(R"({"record":"microbatch","micro_step":0,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,-100],)" +
+                    spans + R"(,"position_ids":[0,1],"loss_mask":[1,0]},{"input_ids":[3],"labels":[3],"doc_spans":[]}]})");
+    lines.push_back(R"({"record":"microbatch","micro_step":1,"rank":0,"rows":[{"input_ids":[1,2],"labels":[2,-100],)" +
+                    spans + "}]}");
+    lines.push_back(R"({"record":"document","doc_uid":)" + uid + R"(e","tokens":[]})");
+  }
+  const std::string path = TempPath("reused.jsonl");
+  Write(path, lines);
+  ExpectReadersAgree(path);
   std::filesystem::remove(path);
 }
 

@@ -7,7 +7,9 @@
 // caller reaches that line, after every record before it (reader_test.cc checks both readers agree).
 //
 // Memory is bounded: at most workers + 3 blocks are claimed and not yet handed out, and a block's JSON is
-// let go once parsed (its records are moved out to the caller, so no block keeps their storage). The readers of one audit
+// let go once parsed. Its records go to the caller; a caller that reads into the same record gives its last
+// document back into the block (a worker parses into its storage again: no allocation per document), at most
+// four times the block's JSON bytes (HandOut). The readers of one audit
 // (one per file) can share a ReadBudget, which bounds their blocks together; each reader may still always
 // hold one block, so a caller waiting on any file never waits for the budget.
 //
@@ -71,6 +73,7 @@ class ParallelBatchReader final : public RecordReader {
     std::vector<std::int64_t> offsets;      // per record: where its line starts in the block
     std::vector<PackedBatchRecord> records;  // parsed: [0, count), storage reused from block to block
     std::size_t count = 0;
+    std::size_t given_back = 0;  // bytes of the caller's records taken back into records since it was claimed
     std::exception_ptr error;  // the first bad line's, after records[0, count)
     bool end = false;          // no block: the file ended before it
     bool ready = false;
@@ -81,6 +84,7 @@ class ParallelBatchReader final : public RecordReader {
   void Work();
   bool MayClaim() const;  // with budget_->mutex held
   void Release(std::unique_ptr<Block> block);
+  void HandOut(Block& block, PackedBatchRecord& record);  // the block's next record into record
 
   std::string path_;
   std::FILE* file_ = nullptr;
