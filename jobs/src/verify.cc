@@ -106,8 +106,8 @@ class Verifier {
   std::vector<EffectiveDocument> effective_;  // the step's documents, storage reused step to step
   std::int64_t documents_seen_ = 0;           // document records read (documents_ forgets finished ones)
   // Checked micro-batch records, their storage reused by Advance: up to 64 of them and about 16 MiB (a reader
-  // that moves its records out, ParallelBatchReader, never takes them back, and 64 micro-batches of 8 rows
-  // of 8,192 slots would be 150 MiB).
+  // that moves its micro-batches out, ParallelBatchReader, never takes them back, and 64 micro-batches of 8
+  // rows of 8,192 slots would be 150 MiB).
   std::vector<MicrobatchRecord> spare_;
   std::int64_t spare_bytes_ = 0;
   void Recycle(MicrobatchRecord&& m);

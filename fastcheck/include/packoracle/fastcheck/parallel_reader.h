@@ -9,9 +9,10 @@
 // Memory is bounded: at most workers + 3 blocks are claimed and not yet handed out, and a block's JSON is
 // let go once parsed. Its records go to the caller; a caller that reads into the same record gives its last
 // document back into the block (a worker parses into its storage again: no allocation per document), at most
-// four times the block's JSON bytes (HandOut). The readers of one audit
-// (one per file) can share a ReadBudget, which bounds their blocks together; each reader may still always
-// hold one block, so a caller waiting on any file never waits for the budget.
+// four times the block's JSON bytes (HandOut). The readers of one audit (one per file) can share a
+// ReadBudget, which bounds their blocks together; each reader may still always hold one block, so a caller
+// waiting on any file never waits for the budget. Each waits on what holds it back (a worker: its reader's
+// window, or the budget; the caller: its next block), so a block's steps wake one reader's threads, not all.
 //
 //   auto budget = std::make_shared<fastcheck::ReadBudget>(8 << 20);
 //   fastcheck::ParallelBatchReader reader("rank0.jsonl", /*workers=*/2, budget);
@@ -41,7 +42,7 @@ struct ReadBudget {
   explicit ReadBudget(std::int64_t bytes) : limit(bytes) {}
   const std::int64_t limit;
   std::mutex mutex;
-  std::condition_variable changed;  // any reader's blocks claimed, parsed, handed out or stopped
+  std::condition_variable released;  // a reader's claimed bytes went down (or its window emptied, or it stops)
   std::int64_t claimed = 0;
 };
 
@@ -82,7 +83,9 @@ class ParallelBatchReader final : public RecordReader {
   bool ReadBlock(Block& block, std::size_t target);  // the next lines; false at the end of the file
   static void ParseBlock(Block& block, LineParser& parser);
   void Work();
-  bool MayClaim() const;  // with budget_->mutex held
+  bool WithinBudget() const;  // with budget_->mutex held
+  bool WaitToClaim(std::unique_lock<std::mutex>& lock);  // false: leave
+  void WakeWorkers();
   void Release(std::unique_ptr<Block> block);
   void HandOut(Block& block, PackedBatchRecord& record);  // the block's next record into record
 
@@ -100,6 +103,8 @@ class ParallelBatchReader final : public RecordReader {
   std::deque<std::unique_ptr<Block>> window_;  // claimed, in file order
   std::vector<std::unique_ptr<Block>> spare_;  // handed out, their storage kept
   std::size_t max_window_;
+  std::condition_variable room_;   // this reader's workers: a block left the window, or stop
+  std::condition_variable ready_;  // the caller: a block of the window was parsed
   // The caller's own:
   std::unique_ptr<Block> current_;  // being handed out
   std::size_t next_record_ = 0;
