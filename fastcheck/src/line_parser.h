@@ -24,6 +24,9 @@ class LineParser {
   // InputError naming path:line, the record and the field for a line that is not a valid record.
   bool Parse(const char* data, std::size_t size, std::size_t capacity, std::int64_t line, PackedBatchRecord& record);
   bool seen_header() const { return seen_header_; }
+  void set_path(const std::string& path) {  // a worker of a ReadPool parses blocks of every file
+    if (path != path_) path_ = path;
+  }
   std::int64_t fallbacks() const { return fallbacks_; }  // lines handed to the nlohmann reader
 
  private:

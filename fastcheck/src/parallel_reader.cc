@@ -18,37 +18,101 @@
 
 namespace packoracle::fastcheck {
 
-ParallelBatchReader::ParallelBatchReader(std::string path, int workers, std::shared_ptr<ReadBudget> budget,
-                                         std::size_t block_bytes)
+namespace {
+
+// The caller checks what the workers parse, and three threads on two cores share them evenly unless told
+// otherwise, so the caller, the slower stage, ran two thirds of the time. A worker yields to it (nice + 10:
+// on Linux each thread has its own) and takes the cycles it leaves: verify --jobs 2 on short documents
+// 0.48–0.54 s → 0.44–0.46 s, the other shapes unchanged (bench/README.md). Failure costs only that speed.
+void LowerThisThreadsPriority() {
+#if defined(__linux__)
+  const auto thread = static_cast<id_t>(gettid());
+  setpriority(PRIO_PROCESS, thread, std::min(getpriority(PRIO_PROCESS, thread) + 10, 19));
+#endif
+}
+
+}  // namespace
+
+ReadPool::ReadPool(std::int64_t bytes, int workers) : limit_(bytes) {
+  for (int k = 0; k < std::max(workers, 1); ++k) threads_.emplace_back([this] { Work(); });
+}
+
+ReadPool::~ReadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  for (auto& thread : threads_) thread.join();
+}
+
+std::int64_t ReadPool::claimed() const {
+  std::lock_guard lock(mutex_);
+  return claimed_;
+}
+
+// The reader whose caller waits, else the one with the fewest blocks ahead (the file the audit drains is
+// refilled first), among those that may claim.
+ParallelBatchReader* ReadPool::NextToClaim() const {
+  ParallelBatchReader* best = nullptr;
+  for (ParallelBatchReader* reader : readers_) {
+    if (!reader->MayClaim()) continue;
+    if (!best || reader->waiting_ > best->waiting_ ||
+        (reader->waiting_ == best->waiting_ && reader->window_.size() < best->window_.size()))
+      best = reader;
+  }
+  return best;
+}
+
+// One parser for every file: it names the file of the block it parses in its messages.
+void ReadPool::Work() {
+  LowerThisThreadsPriority();
+  LineParser parser("", true);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (stop_) return;
+    if (ParallelBatchReader* reader = NextToClaim()) {
+      reader->ClaimAndParse(lock, parser);
+    } else {
+      work_.wait(lock);
+    }
+  }
+}
+
+ParallelBatchReader::ParallelBatchReader(std::string path, int workers, std::size_t block_bytes)
+    : ParallelBatchReader(std::move(path),
+                          std::make_shared<ReadPool>(
+                              static_cast<std::int64_t>((static_cast<std::size_t>(std::max(workers, 1)) + 3) *
+                                                        std::max<std::size_t>(block_bytes, 1)),
+                              workers),
+                          block_bytes) {}
+
+ParallelBatchReader::ParallelBatchReader(std::string path, std::shared_ptr<ReadPool> pool, std::size_t block_bytes)
     : path_(std::move(path)),
       block_bytes_(std::max<std::size_t>(block_bytes, 1)),
-      budget_(std::move(budget)),
-      max_window_(static_cast<std::size_t>(std::max(workers, 1)) + 3),
-      worker_count_(std::max(workers, 1)) {
-  if (!budget_) budget_ = std::make_shared<ReadBudget>(static_cast<std::int64_t>(max_window_ * block_bytes_));
+      pool_(std::move(pool)),
+      max_window_(static_cast<std::size_t>(pool_->workers()) + 3) {
   file_ = std::fopen(path_.c_str(), "rb");
   if (!file_) throw InputError(path_ + ": cannot open the file");
 }
 
 ParallelBatchReader::~ParallelBatchReader() {
   {
-    std::lock_guard lock(budget_->mutex);
+    // No block is claimed for it any more; the one a worker may be parsing is waited for; the bytes it holds
+    // go back to the readers sharing the pool.
+    std::unique_lock lock(pool_->mutex_);
     stop_ = true;
+    ready_.wait(lock, [&] { return in_flight_ == 0; });
+    std::erase(pool_->readers_, this);
+    for (const auto& block : window_) pool_->claimed_ -= static_cast<std::int64_t>(block->size);
+    if (current_) pool_->claimed_ -= static_cast<std::int64_t>(current_->size);
   }
-  WakeWorkers();
-  for (auto& worker : workers_) worker.join();
-  {
-    // The blocks still held go back to the readers sharing the budget.
-    std::lock_guard lock(budget_->mutex);
-    for (const auto& block : window_) budget_->claimed -= static_cast<std::int64_t>(block->size);
-    if (current_) budget_->claimed -= static_cast<std::int64_t>(current_->size);
-  }
-  budget_->released.notify_all();
+  pool_->work_.notify_all();
   if (file_) std::fclose(file_);
 }
 
 // The next lines: at least `target` bytes, cut just after a newline (or at the end of the file); one line
-// when a line is longer. The caller holds budget_->mutex, or no worker runs yet.
+// when a line is longer. The caller holds pool_->mutex_, or no worker may claim for this reader yet.
 bool ParallelBatchReader::ReadBlock(Block& block, std::size_t target) {
   std::vector<char>& text = block.text;
   text.assign(carry_.begin(), carry_.end());
@@ -132,101 +196,64 @@ void ParallelBatchReader::ReadHeader() {
   throw InputError(path_ + ": empty (a packed-batch file starts with its header record)");
 }
 
-bool ParallelBatchReader::WithinBudget() const {
+bool ParallelBatchReader::MayClaim() const {
+  if (!claiming_ || stop_ || stop_claiming_ || window_.size() >= max_window_) return false;
   if (window_.empty()) return true;  // one block always: a caller waiting on this file must not wait for others
-  return budget_->claimed + static_cast<std::int64_t>(block_bytes_) <= budget_->limit;
+  return pool_->claimed_ + static_cast<std::int64_t>(block_bytes_) <= pool_->limit_;
 }
 
-// This reader's workers, wherever they wait (stop_ or stop_claiming_ set: they leave).
-void ParallelBatchReader::WakeWorkers() {
-  room_.notify_all();
-  budget_->released.notify_all();
-}
-
-// A worker waits on the condition that holds it back: room in this reader's window (the caller hands blocks
-// out), or room in the budget (any reader sharing it lets a block go). One condition variable for all of it
-// woke every thread of every file at each block's every step: with eight rank files, nine threads on two
-// cores, a fifth of the time went to the scheduler.
-bool ParallelBatchReader::WaitToClaim(std::unique_lock<std::mutex>& lock) {
-  for (;;) {
-    if (stop_ || stop_claiming_) return false;
-    if (window_.size() >= max_window_) room_.wait(lock);
-    else if (!WithinBudget()) budget_->released.wait(lock);
-    else return true;
+// The next block claimed (cut under the lock: blocks are cut in file order), parsed outside it, made ready.
+void ParallelBatchReader::ClaimAndParse(std::unique_lock<std::mutex>& lock, LineParser& parser) {
+  std::unique_ptr<Block> owned;
+  if (!spare_.empty()) {
+    owned = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    owned = std::make_unique<Block>();
   }
-}
-
-// The caller checks what the workers parse, and three threads on two cores share them evenly unless told
-// otherwise, so the caller, the slower stage, ran two thirds of the time. A worker yields to it (nice + 10:
-// on Linux each thread has its own) and takes the cycles it leaves: verify --jobs 2 on short documents
-// 0.48–0.54 s → 0.44–0.46 s, the other shapes unchanged (bench/README.md). Failure costs only that speed.
-namespace {
-void LowerThisThreadsPriority() {
-#if defined(__linux__)
-  const auto thread = static_cast<id_t>(gettid());
-  setpriority(PRIO_PROCESS, thread, std::min(getpriority(PRIO_PROCESS, thread) + 10, 19));
-#endif
-}
-}  // namespace
-
-void ParallelBatchReader::Work() {
-  LowerThisThreadsPriority();
-  LineParser parser(path_, true);
-  std::unique_lock lock(budget_->mutex);
-  for (;;) {
-    if (!WaitToClaim(lock)) return;
-    std::unique_ptr<Block> owned;
-    if (!spare_.empty()) {
-      owned = std::move(spare_.back());
-      spare_.pop_back();
-    } else {
-      owned = std::make_unique<Block>();
-    }
-    Block& block = *owned;
-    block.ready = block.end = false;
-    block.error = nullptr;
-    block.given_back = 0;
-    block.count = 0;
-    bool got = false;
-    try {
-      got = ReadBlock(block, block_bytes_);  // under the lock: blocks are cut in file order
-    } catch (...) {
-      block.error = std::current_exception();
-      block.size = 0;
-      got = true;
-    }
-    window_.push_back(std::move(owned));
-    if (!got || block.error) {
-      block.end = !got;
-      block.size = 0;
-      block.ready = true;
-      stop_claiming_ = true;
-      ready_.notify_one();
-      WakeWorkers();
-      continue;
-    }
-    budget_->claimed += static_cast<std::int64_t>(block.size);
-    lock.unlock();
-    ParseBlock(block, parser);
-    std::vector<char>().swap(block.text);  // the records hold what is needed: the JSON is let go at once
-    lock.lock();
+  Block& block = *owned;
+  block.ready = block.end = false;
+  block.error = nullptr;
+  block.given_back = 0;
+  block.count = 0;
+  bool got = false;
+  try {
+    got = ReadBlock(block, block_bytes_);
+  } catch (...) {
+    block.error = std::current_exception();
+    block.size = 0;
+    got = true;
+  }
+  window_.push_back(std::move(owned));
+  if (!got || block.error) {
+    block.end = !got;
+    block.size = 0;
     block.ready = true;
-    ready_.notify_one();  // the caller, if it waits for this block (only the front one is waited for)
-    if (block.error) {
-      stop_claiming_ = true;  // nothing after the first bad line is read
-      WakeWorkers();
-    }
+    stop_claiming_ = true;
+    ready_.notify_all();
+    return;
   }
+  pool_->claimed_ += static_cast<std::int64_t>(block.size);
+  ++in_flight_;
+  lock.unlock();
+  parser.set_path(path_);
+  ParseBlock(block, parser);
+  std::vector<char>().swap(block.text);  // the records hold what is needed: the JSON is let go at once
+  lock.lock();
+  --in_flight_;
+  block.ready = true;
+  if (block.error) stop_claiming_ = true;  // nothing after the first bad line is read
+  ready_.notify_all();  // the caller, if it waits for this block; the destructor, if it waits for in_flight_
 }
 
 void ParallelBatchReader::Release(std::unique_ptr<Block> block) {
   {
-    std::lock_guard lock(budget_->mutex);
-    budget_->claimed -= static_cast<std::int64_t>(block->size);
+    std::lock_guard lock(pool_->mutex_);
+    pool_->claimed_ -= static_cast<std::int64_t>(block->size);
     block->size = 0;
     if (spare_.size() <= max_window_) spare_.push_back(std::move(block));  // its storage serves the next block
   }
-  budget_->released.notify_all();
+  pool_->work_.notify_all();
 }
 
 namespace {
@@ -270,7 +297,12 @@ bool ParallelBatchReader::Next(PackedBatchRecord& record) {
     finished_ = false;
     record = std::move(*header_);
     header_.reset();
-    for (int k = 0; k < worker_count_; ++k) workers_.emplace_back([this] { Work(); });
+    {
+      std::lock_guard lock(pool_->mutex_);
+      claiming_ = true;
+      pool_->readers_.push_back(this);
+    }
+    pool_->work_.notify_all();
     return true;
   }
   for (;;) {
@@ -288,18 +320,21 @@ bool ParallelBatchReader::Next(PackedBatchRecord& record) {
       Release(std::move(current_));
     }
     if (finished_) return false;
-    std::unique_lock lock(budget_->mutex);
-    ready_.wait(lock, [&] { return !window_.empty() && window_.front()->ready; });
+    std::unique_lock lock(pool_->mutex_);
+    if (window_.empty() || !window_.front()->ready) {
+      waiting_ = true;  // the pool's workers claim for this reader first
+      lock.unlock();
+      pool_->work_.notify_all();
+      lock.lock();
+      ready_.wait(lock, [&] { return !window_.empty() && window_.front()->ready; });
+      waiting_ = false;
+    }
     current_ = std::move(window_.front());
     window_.pop_front();
     next_record_ = 0;
     bytes_handed_ += static_cast<std::int64_t>(current_->size);
-    const bool emptied = window_.empty();
     lock.unlock();
-    room_.notify_one();  // room in the window for one more block
-    // An empty window may always claim, budget or not (WithinBudget): a worker of this reader held back by the
-    // budget must see it.
-    if (emptied) budget_->released.notify_all();
+    pool_->work_.notify_all();  // room in the window for one more block
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -63,7 +64,7 @@ Outcome ReadAll(const std::string& path) {
 // The parallel reader with blocks of about one line (64 bytes) and of a few (300): many blocks in flight at once.
 template <std::size_t kBlock>
 struct SmallBlocks {
-  explicit SmallBlocks(std::string path) : reader(std::move(path), 2, nullptr, kBlock) {}
+  explicit SmallBlocks(std::string path) : reader(std::move(path), 2, kBlock) {}
   std::optional<PackedBatchRecord> Next() { return reader.Next(); }
   ParallelBatchReader reader;
 };
@@ -83,7 +84,7 @@ struct OneRecord {
 };
 template <std::size_t kBlock>
 struct SmallBlocksOneRecord : OneRecord<ParallelBatchReader> {
-  explicit SmallBlocksOneRecord(std::string path) : OneRecord(std::move(path), 2, nullptr, kBlock) {}
+  explicit SmallBlocksOneRecord(std::string path) : OneRecord(std::move(path), 2, kBlock) {}
 };
 using FastOneRecord = OneRecord<FastBatchReader>;
 
@@ -316,14 +317,71 @@ TEST(FastBatchReader, SmallReadsGiveTheSameRecords) {
 // A reader left early (the audit stopped on an error elsewhere) stops and joins its workers: no hang, and the
 // budget it shared is whole again for the readers that remain.
 TEST(ParallelBatchReader, LeftEarlyJoinsItsWorkersAndReturnsItsBudget) {
-  auto budget = std::make_shared<ReadBudget>(1 << 10);
+  auto pool = std::make_shared<ReadPool>(1 << 10, 2);
   for (const auto& entry : std::filesystem::directory_iterator(PACKORACLE_EXAMPLE_DUMPS)) {
     SCOPED_TRACE(entry.path().string());
-    ParallelBatchReader reader(entry.path().string(), 2, budget, 16);
+    ParallelBatchReader reader(entry.path().string(), pool, 16);
     ASSERT_TRUE(reader.Next().has_value());  // the header
     reader.Next();
   }
-  EXPECT_EQ(budget->claimed, 0);
+  EXPECT_EQ(pool->claimed(), 0);
+}
+
+// Readers of several files sharing one pool (its workers parse for all of them, its bytes bound them together),
+// read in a random order one record at a time as an audit reads them, some left early: each gives its own
+// file's records and error, as the nlohmann reader does; the pool's bytes are whole again at the end.
+TEST(ReadPool, ReadersSharingItEachGiveTheirOwnFilesRecords) {
+  EXPECT_TRUE(rc::check("files sharing a pool", [&] {
+    const std::size_t files = *rc::gen::inRange<std::size_t>(1, 5);
+    std::vector<std::string> paths;
+    for (std::size_t f = 0; f < files; ++f) {
+      auto lines = DumpLines(*gen::Request(*rc::gen::elementOf(gen::Profiles()), {}));
+      if (*rc::gen::inRange(0, 3) == 0) {  // a broken line: an error after some records
+        std::string& line = lines[*rc::gen::inRange<std::size_t>(1, lines.size())];
+        line.erase(*rc::gen::inRange<std::size_t>(0, line.size()), 1);
+      }
+      paths.push_back(TempPath("pool" + std::to_string(f) + ".jsonl"));
+      Write(paths.back(), lines);
+    }
+    const auto pool = std::make_shared<ReadPool>(*rc::gen::inRange<std::int64_t>(1, 4096), *rc::gen::inRange(1, 4));
+    const auto block = *rc::gen::inRange<std::size_t>(16, 600);
+    std::vector<std::unique_ptr<ParallelBatchReader>> readers;
+    std::vector<Outcome> got(files);
+    std::vector<bool> open(files, true);
+    std::vector<std::size_t> leave_after(files, SIZE_MAX);
+    for (std::size_t f = 0; f < files; ++f) {
+      readers.push_back(std::make_unique<ParallelBatchReader>(paths[f], pool, block));
+      if (*rc::gen::inRange(0, 4) == 0) leave_after[f] = *rc::gen::inRange<std::size_t>(0, 6);
+    }
+    PackedBatchRecord record;
+    std::mt19937 order(*rc::gen::arbitrary<std::uint32_t>());  // which reader is read next (rapidcheck draws
+                                                               // are kept for shrinking: too many here)
+    for (std::size_t left = files; left > 0;) {
+      const std::size_t f = std::uniform_int_distribution<std::size_t>(0, files - 1)(order);
+      if (!open[f]) continue;
+      bool more = false;
+      try {
+        more = got[f].records.size() < leave_after[f] && readers[f]->Next(record);
+        if (more) got[f].records.push_back(record);
+      } catch (const std::exception& e) {
+        got[f].error = e.what();
+      }
+      if (!more) {
+        readers[f].reset();  // a reader left early joins nothing of the pool's, and gives its bytes back
+        open[f] = false;
+        --left;
+      }
+    }
+    RC_ASSERT(pool->claimed() == 0);
+    for (std::size_t f = 0; f < files; ++f) {
+      const Outcome want = ReadAll<OracleBatchReader>(paths[f]);
+      if (leave_after[f] == SIZE_MAX) RC_ASSERT(got[f].error == want.error);
+      RC_ASSERT(got[f].records.size() <= want.records.size());
+      if (leave_after[f] == SIZE_MAX && want.error.empty()) RC_ASSERT(got[f].records.size() == want.records.size());
+      for (std::size_t k = 0; k < got[f].records.size(); ++k) RC_ASSERT(Equal(got[f].records[k], want.records[k]));
+      std::filesystem::remove(paths[f]);
+    }
+  }));
 }
 
 // An empty file and one of blank lines: FastBatchReader's message, from the first Next().
@@ -349,7 +407,7 @@ TEST(RecordOffsets, EachRecordsLineStartAndAReaderResumedThereGivesTheSameRecord
     for (std::size_t k = 0; k < text.size(); ++k)
       if (text[k] == '\n') line_start.push_back(static_cast<std::int64_t>(k + 1));
     FastBatchReader fast(path);
-    ParallelBatchReader parallel(path, 2, nullptr, 64);
+    ParallelBatchReader parallel(path, 2, 64);
     std::vector<std::pair<std::int64_t, PackedBatchRecord>> records;  // (offset, record)
     for (PackedBatchRecord r; fast.Next(r);) {
       PackedBatchRecord same;

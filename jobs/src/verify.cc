@@ -637,19 +637,15 @@ AuditResult VerifyFiles(const VerifyOptions& options) {
   if (options.jobs < 1) throw InputError("--jobs must be at least 1, got " + std::to_string(options.jobs));
   const bool oracle = options.oracle;
   const auto& files = options.files;
-  // Several threads: every file parsed ahead, all of one audit's blocks within one budget (kParseAhead bytes
-  // of JSON, whatever the number of files, so that eight rank files take no more memory than one).
+  // Several threads: every file parsed ahead by one pool of `jobs` workers, all of one audit's blocks within
+  // kParseAhead bytes of JSON, whatever the number of files, so that eight rank files take the threads and the
+  // memory of one.
   constexpr std::int64_t kParseAhead = std::int64_t{8} << 20;
-  const int per_file = std::max(1, options.jobs / static_cast<int>(files.size()));
-  auto budget = std::make_shared<fastcheck::ReadBudget>(kParseAhead);
+  auto pool = options.jobs > 1 && !oracle ? std::make_shared<fastcheck::ReadPool>(kParseAhead, options.jobs) : nullptr;
   SourceOpener opener{files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {
                         if (oracle) return std::make_unique<fastcheck::OracleBatchReader>(files[k]);
-                        // More files than threads: a worker per file oversubscribes the cores, and on 2 cores
-                        // eight rank files parsed ahead ran at 0.67x one thread (bench/audit/shapes.sh), so
-                        // they are read on the checking thread, one after another as the steps need them.
-                        if (options.jobs == 1 || static_cast<int>(files.size()) > options.jobs)
-                          return std::make_unique<fastcheck::FastBatchReader>(files[k]);
-                        return std::make_unique<fastcheck::ParallelBatchReader>(files[k], per_file, budget);
+                        if (!pool) return std::make_unique<fastcheck::FastBatchReader>(files[k]);
+                        return std::make_unique<fastcheck::ParallelBatchReader>(files[k], pool);
                       }, nullptr};
   opener.reopen = [&](std::size_t k, std::int64_t offset, std::int64_t line) -> std::unique_ptr<fastcheck::RecordReader> {
     return std::make_unique<fastcheck::FastBatchReader>(files[k], offset, line);

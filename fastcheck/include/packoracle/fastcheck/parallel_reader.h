@@ -1,24 +1,27 @@
 // FastBatchReader's records, parsed ahead on worker threads while the caller checks the ones it has.
 //
 // The file is cut into blocks of whole lines (about `block_bytes` each, or one line when a line is longer);
-// each worker takes the next block, parses it into records with its own LineParser, and the caller's Next()
+// a worker takes the next block, parses it into records with its own LineParser, and the caller's Next()
 // hands the records out strictly in file order. So the records, and the InputError of the first bad line
 // (file:line, record, field), are exactly FastBatchReader's: an error found ahead is delivered when the
 // caller reaches that line, after every record before it (reader_test.cc checks both readers agree).
 //
-// Memory is bounded: at most workers + 3 blocks are claimed and not yet handed out, and a block's JSON is
-// let go once parsed. Its records go to the caller; a caller that reads into the same record gives its last
-// document back into the block (a worker parses into its storage again: no allocation per document), at most
-// four times the block's JSON bytes (HandOut). The readers of one audit (one per file) can share a
-// ReadBudget, which bounds their blocks together; each reader may still always hold one block, so a caller
-// waiting on any file never waits for the budget. Each waits on what holds it back (a worker: its reader's
-// window, or the budget; the caller: its next block), so a block's steps wake one reader's threads, not all.
+// The readers of one audit (one per file) share a ReadPool: its threads parse for all of them, and its bytes
+// bound what they claim ahead together, so eight rank files take the threads and the memory of one file.
+// A free worker claims for the reader whose caller waits, else for the one with the fewest blocks ahead:
+// the audit takes a step's micro-batches file by file, and the file it drains is the one refilled first.
+// Memory is bounded: each reader has at most pool workers + 3 blocks claimed and not yet handed out, and a
+// block's JSON is let go once parsed. Its records go to the caller; a caller that reads into the same record
+// gives its last document back into the block (a worker parses into its storage again: no allocation per
+// document), at most four times the block's JSON bytes (HandOut). Each reader may always hold one block, so
+// a caller waiting on any file never waits for the bytes.
 //
-//   auto budget = std::make_shared<fastcheck::ReadBudget>(8 << 20);
-//   fastcheck::ParallelBatchReader reader("rank0.jsonl", /*workers=*/2, budget);
+//   auto pool = std::make_shared<fastcheck::ReadPool>(/*bytes=*/8 << 20, /*workers=*/2);
+//   fastcheck::ParallelBatchReader reader("rank0.jsonl", pool);
 //   PackedBatchRecord record;
 //   while (reader.Next(record)) { ... }
-// The destructor stops the workers and joins them (also when the caller leaves on an exception).
+// A reader's destructor waits for the block a worker may be parsing for it (also when the caller leaves on
+// an exception); the pool's joins its threads, once the last reader holding it is gone.
 #pragma once
 
 #include <condition_variable>
@@ -37,13 +40,30 @@
 
 namespace packoracle::fastcheck {
 
-// Bytes of blocks claimed and not yet handed out, over every reader sharing it.
-struct ReadBudget {
-  explicit ReadBudget(std::int64_t bytes) : limit(bytes) {}
-  const std::int64_t limit;
-  std::mutex mutex;
-  std::condition_variable released;  // a reader's claimed bytes went down (or its window emptied, or it stops)
-  std::int64_t claimed = 0;
+class ParallelBatchReader;
+
+// The threads that parse for the readers sharing it, and the bytes of blocks they may have claimed and not yet
+// handed out, all readers together.
+class ReadPool {
+ public:
+  ReadPool(std::int64_t bytes, int workers);  // workers >= 1
+  ~ReadPool();                                 // stops and joins the workers
+  ReadPool(const ReadPool&) = delete;
+  ReadPool& operator=(const ReadPool&) = delete;
+  int workers() const { return static_cast<int>(threads_.size()); }
+  std::int64_t claimed() const;
+
+ private:
+  friend class ParallelBatchReader;
+  void Work();
+  ParallelBatchReader* NextToClaim() const;  // with mutex_ held; null: none may claim now
+  const std::int64_t limit_;
+  mutable std::mutex mutex_;  // guards every member here, and each reader's shared state
+  std::condition_variable work_;  // a reader may claim: room in a window, bytes let go, a caller waits, stop
+  std::int64_t claimed_ = 0;
+  std::vector<ParallelBatchReader*> readers_;  // those whose header was read, until their destructor
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
 };
 
 class ParallelBatchReader final : public RecordReader {
@@ -51,10 +71,10 @@ class ParallelBatchReader final : public RecordReader {
   // Small enough that the parsed blocks in flight stay a few MiB even of short lines (a block of document
   // records takes several times its JSON once parsed), large enough that the lock is taken rarely.
   static constexpr std::size_t kDefaultBlock = std::size_t{128} << 10;
-  // InputError if the file cannot be opened. workers >= 1; `budget` may be shared with other readers (null:
-  // this reader's own, of workers + 3 blocks).
-  ParallelBatchReader(std::string path, int workers, std::shared_ptr<ReadBudget> budget = nullptr,
-                      std::size_t block_bytes = kDefaultBlock);
+  // InputError if the file cannot be opened. With a pool of its own (workers >= 1, workers + 3 blocks), or
+  // one shared with other readers.
+  ParallelBatchReader(std::string path, int workers, std::size_t block_bytes = kDefaultBlock);
+  ParallelBatchReader(std::string path, std::shared_ptr<ReadPool> pool, std::size_t block_bytes = kDefaultBlock);
   ~ParallelBatchReader() override;
   ParallelBatchReader(const ParallelBatchReader&) = delete;
   ParallelBatchReader& operator=(const ParallelBatchReader&) = delete;
@@ -79,21 +99,20 @@ class ParallelBatchReader final : public RecordReader {
     bool end = false;          // no block: the file ended before it
     bool ready = false;
   };
+  friend class ReadPool;
   void ReadHeader();
   bool ReadBlock(Block& block, std::size_t target);  // the next lines; false at the end of the file
   static void ParseBlock(Block& block, LineParser& parser);
-  void Work();
-  bool WithinBudget() const;  // with budget_->mutex held
-  bool WaitToClaim(std::unique_lock<std::mutex>& lock);  // false: leave
-  void WakeWorkers();
+  bool MayClaim() const;  // with pool_->mutex_ held
+  void ClaimAndParse(std::unique_lock<std::mutex>& lock, LineParser& parser);  // a worker, with the lock
   void Release(std::unique_ptr<Block> block);
   void HandOut(Block& block, PackedBatchRecord& record);  // the block's next record into record
 
   std::string path_;
   std::FILE* file_ = nullptr;
   std::size_t block_bytes_;
-  std::shared_ptr<ReadBudget> budget_;  // its mutex guards every member below but the caller's own
-  // Under budget_->mutex:
+  std::shared_ptr<ReadPool> pool_;  // its mutex guards every member below but the caller's own
+  // Under pool_->mutex_:
   std::vector<char> carry_;  // bytes read past the last cut
   bool file_ended_ = false;  // fread found the end
   bool stop_claiming_ = false;  // the end or an error was claimed: nothing after it is needed
@@ -103,8 +122,10 @@ class ParallelBatchReader final : public RecordReader {
   std::deque<std::unique_ptr<Block>> window_;  // claimed, in file order
   std::vector<std::unique_ptr<Block>> spare_;  // handed out, their storage kept
   std::size_t max_window_;
-  std::condition_variable room_;   // this reader's workers: a block left the window, or stop
-  std::condition_variable ready_;  // the caller: a block of the window was parsed
+  int in_flight_ = 0;       // blocks a worker is parsing
+  bool waiting_ = false;    // the caller waits for the front block
+  bool claiming_ = false;   // the header was read: the pool's workers may claim
+  std::condition_variable ready_;  // the caller: a block was parsed (also its destructor: in_flight_ fell)
   // The caller's own:
   std::unique_ptr<Block> current_;  // being handed out
   std::size_t next_record_ = 0;
@@ -113,8 +134,6 @@ class ParallelBatchReader final : public RecordReader {
   std::int64_t bytes_handed_ = 0;
   std::int64_t record_offset_ = -1;
   std::optional<PackedBatchRecord> header_;
-  int worker_count_;
-  std::vector<std::thread> workers_;
 };
 
 }  // namespace packoracle::fastcheck
