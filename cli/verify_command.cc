@@ -110,8 +110,8 @@ Runner AddVerifyCommand(CLI::App& app) {
                 "the dump stops mid-run: documents left unfinished at its end are not coverage violations");
   job.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("--jobs", job.jobs,
-                  "threads reading the dumps: parse ahead while the steps are checked, several files at once "
-                  "(default: the cores available; 1: one thread; the report is the same)")
+                  "threads reading the dumps: parse ahead while the steps are checked, one pool for all the "
+                  "files (default: the cores available; 1: one thread; the report is the same)")
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--decoder", job.decoder,
                 "also check packing_invariance: the tiny decoder on every row and every document alone (slow on "
