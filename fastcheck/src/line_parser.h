@@ -1,7 +1,7 @@
 // One packed-batch line into one record (internal to fastcheck/): the simdjson parse of `document` and
 // `microbatch` lines, and the nlohmann-json reader of interchange/ for every other line, with its messages.
-// FastBatchReader reads lines one after another through one LineParser; ParallelBatchReader gives each of
-// its workers one, which parse blocks of lines far into the file (after the header, read first).
+// FastBatchReader reads lines one after another through one LineParser; each worker of a ReadPool has one,
+// with which it parses blocks of lines of every file far ahead (after each file's header, read first).
 #pragma once
 
 #include <cstddef>

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 #include <variant>
 
 #include <simdjson.h>
 #if defined(__linux__)
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
@@ -24,9 +26,11 @@ namespace {
 // otherwise, so the caller, the slower stage, ran two thirds of the time. A worker yields to it (nice + 10:
 // on Linux each thread has its own) and takes the cycles it leaves: verify --jobs 2 on short documents
 // 0.48–0.54 s → 0.44–0.46 s, the other shapes unchanged (bench/README.md). Failure costs only that speed.
+// The trade: a worker cuts its block (fread, memchr) under the pool's lock, and on a loaded machine a worker
+// at nice + 10 descheduled there holds the caller up until it runs again; correctness is untouched.
 void LowerThisThreadsPriority() {
 #if defined(__linux__)
-  const auto thread = static_cast<id_t>(gettid());
+  const auto thread = static_cast<id_t>(syscall(SYS_gettid));  // (gettid() itself needs glibc 2.30)
   setpriority(PRIO_PROCESS, thread, std::min(getpriority(PRIO_PROCESS, thread) + 10, 19));
 #endif
 }
@@ -34,10 +38,17 @@ void LowerThisThreadsPriority() {
 }  // namespace
 
 ReadPool::ReadPool(std::int64_t bytes, int workers) : limit_(bytes) {
-  for (int k = 0; k < std::max(workers, 1); ++k) threads_.emplace_back([this] { Work(); });
+  try {
+    for (int k = 0; k < std::max(workers, 1); ++k) threads_.emplace_back([this] { Work(); });
+  } catch (...) {  // a thread that could not start: those that did are stopped and joined, not left running
+    Stop();
+    throw;
+  }
 }
 
-ReadPool::~ReadPool() {
+ReadPool::~ReadPool() { Stop(); }
+
+void ReadPool::Stop() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -51,15 +62,19 @@ std::int64_t ReadPool::claimed() const {
   return claimed_;
 }
 
-// The reader whose caller waits, else the one with the fewest blocks ahead (the file the audit drains is
-// refilled first), among those that may claim.
+// The reader whose caller waits with nothing claimed (a block already being parsed for it is no reason to
+// hold the others back), else the one with the fewest blocks ahead (the file the audit drains is refilled
+// first), among those that may claim.
 ParallelBatchReader* ReadPool::NextToClaim() const {
   ParallelBatchReader* best = nullptr;
+  bool best_urgent = false;
   for (ParallelBatchReader* reader : readers_) {
     if (!reader->MayClaim()) continue;
-    if (!best || reader->waiting_ > best->waiting_ ||
-        (reader->waiting_ == best->waiting_ && reader->window_.size() < best->window_.size()))
+    const bool urgent = reader->waiting_ && reader->window_.empty();
+    if (!best || urgent > best_urgent || (urgent == best_urgent && reader->window_.size() < best->window_.size())) {
       best = reader;
+      best_urgent = urgent;
+    }
   }
   return best;
 }
@@ -91,7 +106,8 @@ ParallelBatchReader::ParallelBatchReader(std::string path, std::shared_ptr<ReadP
     : path_(std::move(path)),
       block_bytes_(std::max<std::size_t>(block_bytes, 1)),
       pool_(std::move(pool)),
-      max_window_(static_cast<std::size_t>(pool_->workers()) + 3) {
+      max_window_(pool_ ? static_cast<std::size_t>(pool_->workers()) + 3 : 0) {
+  if (!pool_) throw std::invalid_argument("ParallelBatchReader: pool is null (the other constructor makes one)");
   file_ = std::fopen(path_.c_str(), "rb");
   if (!file_) throw InputError(path_ + ": cannot open the file");
 }
@@ -155,10 +171,11 @@ bool ParallelBatchReader::ReadBlock(Block& block, std::size_t target) {
 }
 
 // Every line of the block into its records; the first bad line's error kept, as FastBatchReader would throw it.
-void ParallelBatchReader::ParseBlock(Block& block, LineParser& parser) {
+void ParallelBatchReader::ParseBlock(Block& block, LineParser& parser, const std::string& path) {
   block.count = 0;
   block.error = nullptr;
   try {
+    parser.set_path(path);
     std::size_t at = 0;
     std::int64_t line = block.first_line;
     while (at < block.size) {
@@ -184,7 +201,7 @@ void ParallelBatchReader::ReadHeader() {
   LineParser parser(path_, false);
   Block block;
   while (ReadBlock(block, 1)) {  // one line at a time, blank ones skipped
-    ParseBlock(block, parser);
+    ParseBlock(block, parser, path_);
     if (block.error) std::rethrow_exception(block.error);
     bytes_handed_ += static_cast<std::int64_t>(block.size);
     if (block.count > 0) {
@@ -236,8 +253,10 @@ void ParallelBatchReader::ClaimAndParse(std::unique_lock<std::mutex>& lock, Line
   pool_->claimed_ += static_cast<std::int64_t>(block.size);
   ++in_flight_;
   lock.unlock();
-  parser.set_path(path_);
-  ParseBlock(block, parser);
+  ParseBlock(block, parser, path_);
+  // Slots past this pass's records let go what an earlier pass left in them: what HandOut gave back stays
+  // within this pass's bound.
+  if (block.records.size() > block.count) block.records.resize(block.count);
   std::vector<char>().swap(block.text);  // the records hold what is needed: the JSON is let go at once
   lock.lock();
   --in_flight_;
@@ -251,7 +270,7 @@ void ParallelBatchReader::Release(std::unique_ptr<Block> block) {
     std::lock_guard lock(pool_->mutex_);
     pool_->claimed_ -= static_cast<std::int64_t>(block->size);
     block->size = 0;
-    if (spare_.size() <= max_window_) spare_.push_back(std::move(block));  // its storage serves the next block
+    if (spare_.size() < kSpareBlocks) spare_.push_back(std::move(block));  // its storage serves the next block
   }
   pool_->work_.notify_all();
 }

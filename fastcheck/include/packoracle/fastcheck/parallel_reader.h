@@ -10,11 +10,13 @@
 // bound what they claim ahead together, so eight rank files take the threads and the memory of one file.
 // A free worker claims for the reader whose caller waits, else for the one with the fewest blocks ahead:
 // the audit takes a step's micro-batches file by file, and the file it drains is the one refilled first.
-// Memory is bounded: each reader has at most pool workers + 3 blocks claimed and not yet handed out, and a
-// block's JSON is let go once parsed. Its records go to the caller; a caller that reads into the same record
-// gives its last document back into the block (a worker parses into its storage again: no allocation per
-// document), at most four times the block's JSON bytes (HandOut). Each reader may always hold one block, so
-// a caller waiting on any file never waits for the bytes.
+// Memory is bounded: each reader has at most pool workers + 3 blocks claimed and not yet handed out (the
+// pool's bytes bound their JSON, all readers together), and a block's JSON is let go once parsed. Its records
+// go to the caller; a caller that reads into the same record gives its last document back into the block (a
+// worker parses into its storage again: no allocation per document), at most four times the block's JSON
+// bytes a pass (HandOut). That storage is the reader's own, outside the pool's bytes: at most four times the
+// JSON of each block it holds (claimed, the one handed out, and kSpareBlocks kept). Each reader may always
+// hold one block, so a caller waiting on any file never waits for the bytes.
 //
 //   auto pool = std::make_shared<fastcheck::ReadPool>(/*bytes=*/8 << 20, /*workers=*/2);
 //   fastcheck::ParallelBatchReader reader("rank0.jsonl", pool);
@@ -56,10 +58,12 @@ class ReadPool {
  private:
   friend class ParallelBatchReader;
   void Work();
+  void Stop();
   ParallelBatchReader* NextToClaim() const;  // with mutex_ held; null: none may claim now
   const std::int64_t limit_;
   mutable std::mutex mutex_;  // guards every member here, and each reader's shared state
-  std::condition_variable work_;  // a reader may claim: room in a window, bytes let go, a caller waits, stop
+  std::condition_variable work_;  // a reader may claim: one registered, room in a window, bytes let go, a
+                                  // caller waits; or stop
   std::int64_t claimed_ = 0;
   std::vector<ParallelBatchReader*> readers_;  // those whose header was read, until their destructor
   bool stop_ = false;
@@ -71,6 +75,7 @@ class ParallelBatchReader final : public RecordReader {
   // Small enough that the parsed blocks in flight stay a few MiB even of short lines (a block of document
   // records takes several times its JSON once parsed), large enough that the lock is taken rarely.
   static constexpr std::size_t kDefaultBlock = std::size_t{128} << 10;
+  static constexpr std::size_t kSpareBlocks = 2;  // handed-out blocks kept for their storage
   // InputError if the file cannot be opened. With a pool of its own (workers >= 1, workers + 3 blocks), or
   // one shared with other readers.
   ParallelBatchReader(std::string path, int workers, std::size_t block_bytes = kDefaultBlock);
@@ -102,7 +107,7 @@ class ParallelBatchReader final : public RecordReader {
   friend class ReadPool;
   void ReadHeader();
   bool ReadBlock(Block& block, std::size_t target);  // the next lines; false at the end of the file
-  static void ParseBlock(Block& block, LineParser& parser);
+  static void ParseBlock(Block& block, LineParser& parser, const std::string& path);
   bool MayClaim() const;  // with pool_->mutex_ held
   void ClaimAndParse(std::unique_lock<std::mutex>& lock, LineParser& parser);  // a worker, with the lock
   void Release(std::unique_ptr<Block> block);
