@@ -376,6 +376,26 @@ def test_tensors_in_unusual_states_read_as_the_python_reader_reads_them(form):
     assert (core[0] == "TypeError") == (form == "negative view"), core
 
 
+class Tensor(torch.Tensor):
+    """A torch tensor whose numpy() fails (named Tensor, as the core recognises torch's by its type's name)."""
+
+    def numpy(self, *args, **kwargs):
+        raise AssertionError("numpy() was called")
+
+
+def test_a_plain_int64_tensor_is_read_through_dlpack_never_numpy():
+    """The core reads a plain tensor through torch's DLPack export (no numpy array made and freed): with every
+    tensor's numpy() failing, the batch is still checked and clean. The same trap on a negative view, which
+    DLPack must not read, is sprung: the test can tell the two paths apart."""
+    name, batch = next(_common_batches())
+    docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}
+    trapped = {k: v.as_subclass(Tensor) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    assert packoracle.check_batch(trapped, docs, "reference").ok
+    negative = dict(trapped, input_ids=torch._neg_view(batch["input_ids"]).as_subclass(Tensor))
+    with pytest.raises(ValueError, match="numpy\\(\\) was called"):
+        packoracle.check_batch(negative, docs, "reference")
+
+
 def _clean_batches():
     """Clean batches (checked below) of both label alignments, spans given and derived, with their documents."""
     name, batch = next(_common_batches())
