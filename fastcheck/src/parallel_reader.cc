@@ -214,7 +214,8 @@ void ParallelBatchReader::ReadHeader() {
 }
 
 bool ParallelBatchReader::MayClaim() const {
-  if (!claiming_ || stop_ || stop_claiming_ || window_.size() >= max_window_) return false;
+  // (Only readers in pool_->readers_ are asked: their header was read.)
+  if (stop_ || stop_claiming_ || window_.size() >= max_window_) return false;
   if (window_.empty()) return true;  // one block always: a caller waiting on this file must not wait for others
   return pool_->claimed_ + static_cast<std::int64_t>(block_bytes_) <= pool_->limit_;
 }
@@ -318,8 +319,7 @@ bool ParallelBatchReader::Next(PackedBatchRecord& record) {
     header_.reset();
     {
       std::lock_guard lock(pool_->mutex_);
-      claiming_ = true;
-      pool_->readers_.push_back(this);
+      pool_->readers_.push_back(this);  // the pool's workers may now claim for it
     }
     pool_->work_.notify_all();
     return true;

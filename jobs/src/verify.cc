@@ -638,8 +638,8 @@ AuditResult VerifyFiles(const VerifyOptions& options) {
   const bool oracle = options.oracle;
   const auto& files = options.files;
   // Several threads: every file parsed ahead by one pool of `jobs` workers, all of one audit's blocks within
-  // kParseAhead bytes of JSON, whatever the number of files, so that eight rank files take the threads and the
-  // memory of one.
+  // kParseAhead bytes of JSON, whatever the number of files, so that eight rank files take the threads of one
+  // and no more blocks ahead.
   constexpr std::int64_t kParseAhead = std::int64_t{8} << 20;
   auto pool = options.jobs > 1 && !oracle ? std::make_shared<fastcheck::ReadPool>(kParseAhead, options.jobs) : nullptr;
   SourceOpener opener{files.size(), [&](std::size_t k) -> std::unique_ptr<fastcheck::RecordReader> {

@@ -129,7 +129,6 @@ class ParallelBatchReader final : public RecordReader {
   std::size_t max_window_;
   int in_flight_ = 0;       // blocks a worker is parsing
   bool waiting_ = false;    // the caller waits for the front block
-  bool claiming_ = false;   // the header was read: the pool's workers may claim
   std::condition_variable ready_;  // the caller: a block was parsed (also its destructor: in_flight_ fell)
   // The caller's own:
   std::unique_ptr<Block> current_;  // being handed out
