@@ -94,17 +94,126 @@ def tiny_model(family: str, attention: str, device: str = "cpu") -> Any:
 
 
 # ---- the feed: the kit's rows as a producer of each configuration hands them to the model -----------------
+#
+# A feed is built from whatever the rows carry, from any packer (the kit's reference packer, a user's, an
+# adapter's): position_ids as the rows have them (never made up: a feed that passes them needs them), document
+# boundaries (cu_seq_lens, seq_idx) read by the core from the first encoding the row carries (the policy's
+# declared one first, then cu_seqlens, seq_lens, doc_ids, position resets: `_core.segments_as_fed`, the reading
+# the guard uses), padding from the row's 2-D attention_mask, else from the slots no doc_span covers (the
+# padding every backend is told, as the core's BackendAttention reads it). A micro-batch whose rows lack what
+# the feed needs raises FeedNotBuilt, which the consumers turn into "not checked" (named), never a failure of
+# the model.
 
-def _segments(doc_ids: np.ndarray) -> np.ndarray:
-    """Runs of equal doc id (padding, -1, one run per pad slot: a collator pads with one-token sequences)."""
-    starts = np.ones(len(doc_ids), dtype=bool)
-    starts[1:] = (doc_ids[1:] != doc_ids[:-1]) | (doc_ids[1:] < 0)
-    return np.cumsum(starts) - 1
+# The encodings a row's boundaries are read from when its policy's declared one is absent, in this order
+# (policy boundary_source → the canonical field the core reads it from).
+_BOUNDARY_SOURCES = (("cu_seqlens", "cu_seqlens"), ("seq_lens", "seq_lens"), ("doc_ids", "doc_ids"),
+                     ("position_reset", "position_ids"))
+_FIELD_OF_SOURCE = dict(_BOUNDARY_SOURCES, position_step="position_ids")
 
 
-def build_feed(microbatch: dict, feed: str, device: str = "cpu") -> dict:
-    """The model's keyword arguments for one micro-batch (rows stacked: the kit pads every row to its length)."""
-    out = _feed_on_cpu(microbatch, feed)
+class FeedNotBuilt(Exception):
+    """The rows lack an encoding the feed needs (its message names it): the micro-batch is not checked."""
+
+
+@dataclass(frozen=True)
+class Feed:
+    """How a producer hands a micro-batch to the model: `name` (one of FEEDS: which boundary encoding rides
+    along), whether position_ids ride along (``position_ids=False``: DataCollatorWithFlattening with
+    return_position_ids=False; the model then builds its own, arange over each row) and whether each row is a
+    forward of its own (``one_row``: a flattening collator hands the model one row a batch)."""
+
+    name: str
+    position_ids: bool = True
+    one_row: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name not in FEEDS:
+            raise ValueError(f"feed: one of {', '.join(FEEDS)}, got {self.name!r}")
+
+    @property
+    def label(self) -> str:
+        """The feed as the consumer's name shows it (the plain feed name when both options are at their
+        defaults, so that the consumer column's names are unchanged)."""
+        return (self.name + ("" if self.position_ids else "+no_position_ids") +
+                ("+one_row" if self.one_row else ""))
+
+
+def _as_feed(feed: Any) -> Feed:
+    return feed if isinstance(feed, Feed) else Feed(feed)
+
+
+def _resolved(policy: Optional[dict]) -> dict:
+    if policy is not None:
+        return policy
+    from .._policy import resolve
+
+    return resolve("reference")
+
+
+def _padding(row: dict) -> np.ndarray:
+    """The row's padding slots as a backend is told them: its 2-D attention_mask (0: padding) when it has one,
+    else the slots no doc_span covers (the core's PaddingOf)."""
+    n = len(row["input_ids"])
+    if row.get("attention_mask") is not None:
+        return np.asarray(row["attention_mask"]).reshape(-1)[:n] == 0
+    pad = np.ones(n, dtype=bool)
+    for span in row.get("doc_spans") or []:
+        start, length = ((span["start"], span["length"]) if isinstance(span, dict) else (span[1], span[2]))
+        pad[max(int(start), 0):max(int(start) + int(length), 0)] = False
+    return pad
+
+
+def boundary_starts(row: dict, policy: Optional[dict] = None) -> Optional[tuple[list[int], str]]:
+    """(segment starts, the source read) of one canonical row, by the core's reading of the first boundary
+    encoding the row carries: its policy's declared boundary_source, else cu_seqlens, seq_lens, doc_ids,
+    position resets (positions at the policy's position_base). None when the row carries none of them."""
+    from .. import _core
+
+    policy = _resolved(policy)
+    declared = policy.get("boundary_source")
+    sources = ([declared] if declared not in (None, "spans", "none") else []) + [s for s, _ in _BOUNDARY_SOURCES]
+    for source in dict.fromkeys(str(s) for s in sources):
+        field = _FIELD_OF_SOURCE.get(source)
+        if field is not None and row.get(field) is None:
+            continue
+        try:
+            starts, read = _core.segments_as_fed(row, dict(policy, boundary_source=source))
+        except ValueError:
+            continue  # a policy the core refuses with this source, or an encoding it cannot read
+        if read:
+            return [int(s) for s in starts], source
+    return None
+
+
+def _segment_ids(starts: list[int], pad: np.ndarray) -> np.ndarray:
+    """Per slot, the ordinal of its sequence as a collator hands it: the row's segments, and each padding slot
+    a one-token sequence of its own (as a collator pads)."""
+    n = len(pad)
+    first = np.zeros(n, dtype=bool)
+    first[[s for s in starts if 0 <= s < n]] = True
+    if n:
+        first[0] = True
+    first |= pad
+    first[1:] |= pad[:-1]
+    return np.cumsum(first) - 1
+
+
+def _stacked(rows: list, key: str, fill: int) -> np.ndarray:
+    """One field of every row as rows × slots; rows of an unpadded policy are right-padded to the longest (a
+    padded slot is a future key of every real query, so a causal model's answer for the real slots is the same)."""
+    n = max(len(r["input_ids"]) for r in rows)
+    return np.stack([np.pad(np.asarray(r[key], dtype=np.int64).reshape(-1), (0, n - len(r["input_ids"])),
+                            constant_values=fill) for r in rows])
+
+
+def _stacked_array(per_row: list[np.ndarray], n: int, fill: Any) -> np.ndarray:
+    return np.stack([np.pad(a, (0, n - len(a)), constant_values=fill) for a in per_row])
+
+
+def build_feed(microbatch: dict, feed: Any, device: str = "cpu", policy: Optional[dict] = None) -> dict:
+    """The model's keyword arguments for one micro-batch (rows stacked: the kit pads every row to its length).
+    `feed`: a Feed or a feed name (position_ids passed). Raises FeedNotBuilt when the rows lack what it needs."""
+    out = _feed_on_cpu(microbatch, _as_feed(feed), policy)
     return {k: v.to(device) if hasattr(v, "to") else v for k, v in out.items()}
 
 
@@ -112,43 +221,44 @@ def row_lengths(microbatch: dict) -> list[int]:
     return [len(r["input_ids"]) for r in microbatch["rows"]]
 
 
-def _stacked(rows: list, key: str, fill: int) -> np.ndarray:
-    """One field of every row as rows × slots; rows of an unpadded policy are right-padded to the longest (a
-    padded slot is a future key of every real query, so a causal model's answer for the real slots is the same)."""
-    n = max(len(r["input_ids"]) for r in rows)
-    return np.stack([np.pad(np.asarray(r[key], dtype=np.int64), (0, n - len(r[key])), constant_values=fill)
-                     for r in rows])
-
-
 def cropped(masks: Any, lengths: list[int]) -> list:
     """Each row's answer cut to its own length (see _stacked)."""
     return [m[:k, :k] if isinstance(m, np.ndarray) else m for m, k in zip(masks, lengths)]  # a BlockMask: as is
 
 
-def _feed_on_cpu(microbatch: dict, feed: str) -> dict:
+def _feed_on_cpu(microbatch: dict, feed: Feed, policy: Optional[dict]) -> dict:
     import torch
 
-    if feed not in FEEDS:
-        raise ValueError(f"feed: one of {', '.join(FEEDS)}, got {feed!r}")
     rows = microbatch["rows"]
-    ids = torch.as_tensor(_stacked(rows, "input_ids", 0))
-    pos = torch.as_tensor(_stacked(rows, "position_ids", 0))
-    doc = _stacked(rows, "doc_ids", -1)
-    out: dict[str, Any] = {"input_ids": ids, "position_ids": pos}
-    if feed in ("cu_seq_lens", "cu_seq_lens_alone"):
-        seg = np.concatenate([_segments(d) + k * (len(d) + 1) for k, d in enumerate(doc)])  # flattened batch
-        lengths = np.bincount(np.unique(seg, return_inverse=True)[1])
-        cu = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int32)
-        out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu)
-        if feed == "cu_seq_lens":
-            out.update(max_length_q=int(lengths.max()), max_length_k=int(lengths.max()))
-    elif feed == "seq_idx":
-        seg = np.concatenate([_segments(d) for d in doc]).reshape(doc.shape)
-        out["seq_idx"] = torch.as_tensor(seg, dtype=torch.int32)
-    elif feed == "ones_mask":
-        out["attention_mask"] = torch.ones_like(ids)
-    elif feed == "padding_mask":
-        out["attention_mask"] = torch.as_tensor((doc >= 0).astype(np.int64))
+    n = max(len(r["input_ids"]) for r in rows)
+    out: dict[str, Any] = {"input_ids": torch.as_tensor(_stacked(rows, "input_ids", 0))}
+    if feed.position_ids:
+        if any(r.get("position_ids") is None for r in rows):
+            raise FeedNotBuilt(f"the {feed.name} feed passes position_ids, and the rows carry none")
+        out["position_ids"] = torch.as_tensor(_stacked(rows, "position_ids", 0))
+    pads = [_padding(r) for r in rows]
+    if feed.name in ("cu_seq_lens", "cu_seq_lens_alone", "seq_idx"):
+        segments = []
+        for r, pad in zip(rows, pads):
+            read = boundary_starts(r, policy)
+            if read is None:
+                raise FeedNotBuilt(f"the {feed.name} feed passes document boundaries, and the rows carry none of "
+                                   f"cu_seqlens, seq_lens, doc_ids (seq_idx), position_ids, nor the policy's "
+                                   f"boundary encoding")
+            segments.append(_segment_ids(read[0], np.pad(pad, (0, n - len(pad)), constant_values=True)))
+        if feed.name == "seq_idx":
+            out["seq_idx"] = torch.as_tensor(np.stack(segments), dtype=torch.int32)
+        else:
+            seg = np.concatenate([s + k * (n + 1) for k, s in enumerate(segments)])  # the flattened batch
+            lengths = np.bincount(np.unique(seg, return_inverse=True)[1])
+            cu = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int32)
+            out.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+            if feed.name == "cu_seq_lens":
+                out.update(max_length_q=int(lengths.max()), max_length_k=int(lengths.max()))
+    elif feed.name == "ones_mask":
+        out["attention_mask"] = torch.ones_like(out["input_ids"])
+    elif feed.name == "padding_mask":
+        out["attention_mask"] = torch.as_tensor(_stacked_array([~p for p in pads], n, False).astype(np.int64))
     return out
 
 
@@ -205,7 +315,8 @@ def perturbation_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> np.
 
 
 def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
-    """One layer's mask as the per-row answers the kit reads: None is plain causal (is_causal) on every path."""
+    """One layer's mask as the per-row answers the kit reads: None is plain causal (is_causal) on the eager, sdpa
+    and flex paths (the flash path is read from its kernel's arguments instead: flash_kernel_masks)."""
     if mask is None:
         return [np.tril(np.ones((n, n), dtype=bool))] * rows
     if type(mask).__name__ == "BlockMask":
@@ -218,26 +329,39 @@ def _dense_from_layer_mask(mask: Any, rows: int, n: int) -> list:
 
 
 class _Caught(Exception):
-    """Raised by the pre-hook of the first attention module: its mask is all the mask level needs."""
+    """Raised where the mask level has what it reads (the first attention module's mask, or the first flash
+    kernel's arguments): the forward stops there."""
 
     def __init__(self, mask: Any):
         super().__init__("mask caught")
         self.mask = mask
 
 
-def caught_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> list:
-    """Per row, the mask the model hands its first attention module (``*.self_attn``), caught on the way in;
-    the forward stops there, so a large model costs its embedding and first layer norm, not a forward."""
-    import torch
+class MaskUnreadable(Exception):
+    """The mask level cannot say what this model attends with (its message says why): read the forward level."""
 
+
+def _first_attention(model: Any) -> Any:
     attention = [m for name, m in model.named_modules() if name.endswith("self_attn")]
     if not attention:
-        raise ValueError(f"{type(model).__name__} has no module named *.self_attn: no attention mask to read")
+        raise MaskUnreadable(f"{type(model).__name__} has no module named *.self_attn: no attention mask to read")
+    return attention[0]
+
+
+def caught_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> list:
+    """Per row, what the model's first attention layer attends with: on the flash path (flash_attention_2 and
+    the other implementations transformers runs through integrations.flash_attention), the sequences its kernel
+    is handed (flash_kernel_masks); elsewhere (eager, sdpa, flex_attention) the mask handed to the first
+    attention module (``*.self_attn``), caught on the way in. The forward stops there, so a large model costs
+    its embedding and first layer norm, not a forward."""
+    if flash_path(model):
+        return flash_kernel_masks(model, feed, use_cache)
+    import torch
 
     def catch(module: Any, args: tuple, kwargs: dict) -> None:
         raise _Caught(kwargs.get("attention_mask"))
 
-    handle = attention[0].register_forward_pre_hook(catch, with_kwargs=True)
+    handle = _first_attention(model).register_forward_pre_hook(catch, with_kwargs=True)
     kwargs = dict(feed)
     if use_cache is not None:
         kwargs["use_cache"] = use_cache
@@ -249,22 +373,259 @@ def caught_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> list:
         return _dense_from_layer_mask(caught.mask, rows, n)
     finally:
         handle.remove()
-    raise ValueError(f"{type(model).__name__}'s forward never reached its first attention module")
+    raise MaskUnreadable(f"{type(model).__name__}'s forward never reached its first attention module")
 
 
-def mask_consumer(model: Any, feed: str, use_cache: Optional[bool],
-                  device: str = "cpu") -> Callable[[dict, dict], list]:
-    """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
-    micro-batch consumer answering the mask the model's attention layers receive."""
+# ---- the flash path: the sequences transformers hands the varlen kernel -------------------------------------
+#
+# On the flash path the mask a layer is handed says little (None for a packed batch, or a 2-D padding mask):
+# transformers decides in _flash_attention_forward which kernel runs and on which sequences (cu_seq_lens_q/k
+# with max_length_q/k; else the unpadding of a 2-D mask; else sequences found in position_ids when the batch
+# has one row; else the dense kernel, causal over each row). To read that decision without flash-attn (on a CPU
+# it cannot be installed), the model's own attention function (AttentionInterface's entry for its
+# implementation, integrations.flash_attention.flash_attention_forward) is called by a recorder registered in
+# its place for one forward, with query, key and value replaced by tensors that hold each slot's index, and
+# with recording kernels in the place lazy_import_flash_attention fills: the first kernel call shows which
+# slots each sequence holds, whatever unpadding or flattening came before. The kernels' semantics are
+# flash-attn's documented ones (causal within each sequence, bottom-right aligned, window_size inclusive).
+
+
+def flash_path(model: Any) -> bool:
+    """Whether the model's attention implementation runs transformers' flash-attention path
+    (integrations.flash_attention.flash_attention_forward: flash_attention_2/3/4 and the hub kernels that
+    transformers wraps with it)."""
+    try:
+        from transformers.integrations.flash_attention import flash_attention_forward
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    except ImportError:
+        return False
+    implementation = getattr(model.config, "_attn_implementation", None)
+    return implementation in ALL_ATTENTION_FUNCTIONS and ALL_ATTENTION_FUNCTIONS[implementation] is flash_attention_forward
+
+
+def _flash_visible(nq: int, nk: int, causal: bool, window: Any) -> np.ndarray:
+    """flash-attn's mask of one sequence of nq queries and nk keys: causal bottom-right aligned, window_size
+    (left, right) inclusive, -1 unbounded."""
+    i = np.arange(nq)[:, None] + (nk - nq)
+    j = np.arange(nk)[None, :]
+    ok = np.ones((nq, nk), dtype=bool)
+    if causal:
+        ok &= j <= i
+    left, right = (int(w) for w in (window if window is not None else (-1, -1)))
+    if left >= 0:
+        ok &= j >= i - left
+    if right >= 0:
+        ok &= j <= i + right
+    return ok
+
+
+def _kernel_masks(call: tuple, rows: int, n: int, nk: int) -> list:
+    """Per row, n × n: the kernel call's visibility between the row's own slots (`call`: what a recording
+    kernel saw; its query and key hold each slot's index, row-major). A slot in no sequence the kernel is handed
+    attends to nothing; a key of another row (a sequence that crosses rows) is in no row's mask."""
+    kind, q, k, cu_q, cu_k, causal, window = call
+    if kind == "varlen":
+        qs = q.reshape(q.shape[0], -1)[:, 0].round().long().cpu().numpy()
+        ks = k.reshape(k.shape[0], -1)[:, 0].round().long().cpu().numpy()
+        sequences = list(zip(cu_q[:-1], cu_q[1:], cu_k[:-1], cu_k[1:]))
+    else:  # the dense kernel: each row one sequence
+        qs, ks = np.arange(rows * n), np.arange(rows * nk)
+        sequences = [(b * n, (b + 1) * n, b * nk, (b + 1) * nk) for b in range(rows)]
+    out = np.zeros((rows, n, n), dtype=bool)
+    for a, b, c, d in sequences:
+        q_row, q_slot = np.divmod(qs[a:b], n)
+        k_row, k_slot = np.divmod(ks[c:d], nk)
+        visible = _flash_visible(b - a, d - c, causal, window)
+        visible &= (q_row[:, None] == k_row[None, :]) & (k_slot[None, :] < n)
+        x, y = np.nonzero(visible)
+        out[q_row[x], q_slot[x], k_slot[y]] = True
+    return list(out)
+
+
+def _recording_kernels() -> tuple:
+    """flash_attn_func and flash_attn_varlen_func stand-ins (flash-attn's signatures, which
+    _lazy_define_process_function reads for the keyword arguments it hands them) that raise _Caught with
+    their arguments."""
+
+    def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                               max_seqlen_q: Any = None, max_seqlen_k: Any = None, dropout_p: float = 0.0,
+                               softmax_scale: Optional[float] = None, causal: bool = False,
+                               window_size: tuple = (-1, -1), softcap: float = 0.0,
+                               deterministic: bool = False) -> Any:
+        raise _Caught(("varlen", q, k, [int(x) for x in cu_seqlens_q.tolist()],
+                       [int(x) for x in cu_seqlens_k.tolist()], causal, window_size))
+
+    def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
+                        causal: bool = False, window_size: tuple = (-1, -1), softcap: float = 0.0,
+                        deterministic: bool = False) -> Any:
+        raise _Caught(("dense", q, k, None, None, causal, window_size))
+
+    return flash_attn_func, flash_attn_varlen_func
+
+
+def flash_kernel_masks(model: Any, feed: dict, use_cache: Optional[bool]) -> list:
+    """Per row, n × n: which keys each query attends to on the flash path, read from the first kernel call of
+    the model's first attention layer (see the section's comment). Needs no flash-attn: the kernels are never
+    called. Raises MaskUnreadable when the attention function reaches no kernel (an implementation that does
+    not go through transformers' _flash_attention_forward)."""
+    import torch
+    import transformers.modeling_flash_attention_utils as fa
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    implementation = model.config._attn_implementation
+    original = ALL_ATTENTION_FUNCTIONS[implementation]
+    dense, varlen = _recording_kernels()
+    process = fa._lazy_define_process_function(varlen)
+    rows, n = feed["input_ids"].shape
+    seen: dict = {}
+
+    def recorder(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+        b, _, lq, _ = query.shape
+        lk = key.shape[2]
+        seen["nk"] = lk
+        slots_q = torch.arange(b * lq, dtype=torch.float64, device=query.device).view(b, 1, lq, 1)
+        slots_k = torch.arange(b * lk, dtype=torch.float64, device=query.device).view(b, 1, lk, 1)
+        original(module, slots_q, slots_k, slots_k.clone(), attention_mask, **kwargs)
+        raise MaskUnreadable(f"{implementation}'s attention function returned without calling a flash kernel")
+
+    def lazy_import(implementation: Any, *args: Any, **kwargs: Any) -> tuple:
+        return (dense, varlen, None, fa._pad_input, fa._unpad_input), (process, dict)
+
+    kwargs = dict(feed)
+    if use_cache is not None:
+        kwargs["use_cache"] = use_cache
+    local = getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", {})
+    had_local, before = implementation in local, local.get(implementation)
+    saved_import = fa.lazy_import_flash_attention
+    ALL_ATTENTION_FUNCTIONS[implementation] = recorder
+    fa.lazy_import_flash_attention = lazy_import
+    try:
+        with torch.no_grad():
+            model(**kwargs)
+    except _Caught as caught:
+        return _kernel_masks(caught.mask, rows, n, seen.get("nk", n))
+    finally:
+        fa.lazy_import_flash_attention = saved_import
+        if had_local:
+            ALL_ATTENTION_FUNCTIONS[implementation] = before
+        else:
+            del ALL_ATTENTION_FUNCTIONS[implementation]
+    raise MaskUnreadable(f"{type(model).__name__}'s forward never reached a flash kernel")
+
+
+# ---- the consumers: a model, a feed, a level ----------------------------------------------------------------
+
+LEVELS = ("forward", "mask", "auto")
+
+
+def mask_level_unreadable(model: Any) -> Optional[str]:
+    """Why the mask level cannot say what `model` attends with (None where it can): layers that mix tokens
+    outside attention (linear attention, state-space layers: their convolutions and recurrences have no
+    mask), or an attention implementation whose choices are neither a mask handed to the layer (eager, sdpa,
+    flex_attention) nor transformers' flash path (flash_path)."""
+    layer_types = set(getattr(model.config, "layer_types", None) or ())
+    mixing = sorted(layer_types - {"full_attention", "sliding_attention", "chunked_attention"})
+    if mixing:
+        return f"its {', '.join(mixing)} layers mix tokens outside any attention mask"
+    implementation = getattr(model.config, "_attn_implementation", None)
+    if implementation in ("eager", "sdpa", "flex_attention") or flash_path(model):
+        return None
+    return f"its attention implementation {implementation!r} is neither a masked one nor transformers' flash path"
+
+
+def rule_masks(microbatch: dict, policy: dict) -> list:
+    """The answer for a micro-batch the model was not fed (FeedNotBuilt): per row, who may attend to whom as the
+    policy's attention and pad_keys say over the pieces the doc_spans name (the rule of
+    properties/attention_runs.h, which the core compares every answer with: a case answered this way passes,
+    and the consumer counts it in ``not_checked``)."""
+    out = []
+    for row in microbatch["rows"]:
+        n = len(row["input_ids"])
+        pad = _padding(row)
+        piece = np.full(n, -1, dtype=np.int64)
+        for k, span in enumerate(row.get("doc_spans") or []):
+            start, length = (span["start"], span["length"]) if isinstance(span, dict) else (span[1], span[2])
+            piece[max(int(start), 0):max(int(start) + int(length), 0)] = k
+        real = ~pad
+        same = real[:, None] & real[None, :]
+        if policy.get("attention") != "row_causal":
+            same &= piece[:, None] == piece[None, :]
+        if policy.get("pad_keys") == "visible":
+            same |= real[:, None] & pad[None, :]
+        same |= np.diag(pad)  # a padding query (never compared) sees itself
+        out.append(np.tril(same))
+    return out
+
+
+class NotCheckedWarning(UserWarning):
+    """A model consumer could not feed the model some micro-batches (the rows lack what the feed needs)."""
+
+
+def model_consumer(model: Any, feed: Any, use_cache: Optional[bool], level: str = "mask", device: str = "cpu",
+                   perturb: bool = False) -> Callable[[dict, dict], list]:
+    """A micro-batch consumer (``packoracle.fuzz(microbatch_consumer=...)``) answering what `model` attends with
+    when fed each micro-batch as `feed` says (a Feed or a feed name), at `level`: "forward" (dependency_masks,
+    or perturbation_masks with ``perturb``: FlexAttention has no backward on the CPU), "mask" (caught_masks) or
+    "auto" (the mask level, and the forward level where it cannot say: mask_level_unreadable, MaskUnreadable).
+
+    Rows from any packer: the feed takes what they carry (build_feed). A micro-batch whose rows lack what the
+    feed needs is not fed: it is answered by rule_masks, named in the consumer's ``not_checked`` ({reason:
+    micro-batches}) and warned about once per reason (NotCheckedWarning); ``checked`` counts the micro-batches
+    the model was fed. ``levels_read`` counts the micro-batches read at each level."""
+    import warnings
+
+    if level not in LEVELS:
+        raise ValueError(f"level: one of {', '.join(LEVELS)}, got {level!r}")
+    feed = _as_feed(feed)
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    forward_read = perturbation_masks if perturb else dependency_masks
+    state: dict = {"level": "forward" if level == "auto" and mask_level_unreadable(model) else level}
+    not_checked: dict[str, int] = {}
+    levels_read: dict[str, int] = {}
+
+    def read(kwargs: dict) -> list:
+        if state["level"] != "forward":
+            try:
+                masks = caught_masks(model, kwargs, use_cache)
+                levels_read["mask"] = levels_read.get("mask", 0) + 1
+                return masks
+            except MaskUnreadable:
+                if state["level"] == "mask":
+                    raise
+                state["level"] = "forward"
+        levels_read["forward"] = levels_read.get("forward", 0) + 1
+        return list(forward_read(model, kwargs, use_cache))
 
     def consume(microbatch: dict, policy: dict) -> list:
-        kwargs = build_feed(microbatch, feed, device)
-        if vocab:
-            kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the model's vocabulary
-        return cropped(caught_masks(model, kwargs, use_cache), row_lengths(microbatch))
+        batches = [{"rows": [row]} for row in microbatch["rows"]] if feed.one_row else [microbatch]
+        try:
+            fed = [build_feed(b, feed, device, policy) for b in batches]
+        except FeedNotBuilt as e:
+            reason = str(e)
+            if reason not in not_checked:
+                warnings.warn(NotCheckedWarning(f"packoracle: {consume.__qualname__}: not checked: {reason}"),
+                              stacklevel=2)
+            not_checked[reason] = not_checked.get(reason, 0) + 1
+            return rule_masks(microbatch, policy)
+        answer = []
+        for b, kwargs in zip(batches, fed):
+            if vocab:
+                kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
+            answer += cropped(read(kwargs), row_lengths(b))
+        consume.checked += 1  # type: ignore[attr-defined]
+        return answer
 
+    consume.not_checked = not_checked  # type: ignore[attr-defined]
+    consume.levels_read = levels_read  # type: ignore[attr-defined]
+    consume.checked = 0  # type: ignore[attr-defined]
     return consume
+
+
+def mask_consumer(model: Any, feed: Any, use_cache: Optional[bool],
+                  device: str = "cpu") -> Callable[[dict, dict], list]:
+    """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
+    micro-batch consumer answering what the model's first attention layer attends with (caught_masks)."""
+    return model_consumer(model, feed, use_cache, "mask", device)
 
 
 # ---- what the matrix finds, examined -------------------------------------------------------------------
@@ -320,8 +681,10 @@ FINDINGS = (USE_CACHE_LEAK, MASK_DISABLES_PACKING, LINEAR_ATTENTION_LEAK, FLASH_
 @dataclass(frozen=True)
 class ModelConsumer:
     """One cell of the consumer column: a family, an attention implementation, a feed, a use_cache setting
-    and a level. ``consumer()`` is the micro-batch consumer ``packoracle.fuzz(microbatch_consumer=...)``
-    drives."""
+    and a level; ``position_ids=False`` feeds the model no position_ids (it builds its own), ``one_row=True``
+    feeds each row as a batch of its own (see Feed). ``consumer()`` is the micro-batch consumer
+    ``packoracle.fuzz(microbatch_consumer=...)`` drives, on any packer's rows (model_consumer: a micro-batch
+    whose rows lack what the feed needs is counted in its ``not_checked``, never a failure of the model)."""
 
     family: str
     attention: str
@@ -329,11 +692,17 @@ class ModelConsumer:
     use_cache: Optional[bool] = None
     level: str = "forward"
     device: str = "cpu"
+    position_ids: bool = True
+    one_row: bool = False
+
+    @property
+    def feed_options(self) -> Feed:
+        return Feed(self.feed, self.position_ids, self.one_row)
 
     @property
     def name(self) -> str:
         cache = "Trainer use_cache=False" if self.use_cache is False else "use_cache default"
-        return f"transformers/{self.family}/{self.attention}/{self.feed}/{cache}/{self.level}"
+        return f"transformers/{self.family}/{self.attention}/{self.feed_options.label}/{cache}/{self.level}"
 
     @property
     def finding(self) -> Optional[Finding]:
@@ -351,11 +720,15 @@ class ModelConsumer:
             return USE_CACHE_LEAK
         return None
 
+    def _call(self) -> str:
+        extra = ("" if self.position_ids else ", position_ids=False") + (", one_row=True" if self.one_row else "")
+        return (f"ModelConsumer({self.family!r}, {self.attention!r}, {self.feed!r}, {self.use_cache!r}, "
+                f"{self.level!r}{extra})")
+
     def replay(self, reproduce: str) -> str:
         """The Python that replays one of this cell's cases."""
         return (f"from packoracle.adapters.transformers_models import ModelConsumer; packoracle.fuzz(None, "
-                f"\"reference\", microbatch_consumer=ModelConsumer({self.family!r}, {self.attention!r}, "
-                f"{self.feed!r}, {self.use_cache!r}, {self.level!r}).consumer(), max_row_length=16, max_documents=8, "
+                f"\"reference\", microbatch_consumer={self._call()}.consumer(), max_row_length=16, max_documents=8, "
                 f"reproduce=\"{reproduce}\")")
 
     def kernel_control(self) -> float:
@@ -374,22 +747,11 @@ class ModelConsumer:
         return float((mine.float() - eager.float()).abs().max())
 
     def consumer(self) -> Callable[[dict, dict], list]:
-        model = tiny_model(self.family, self.attention, self.device)
-        consume: Callable[[dict, dict], list]
-        if self.level == "forward":
-            read = perturbation_masks if self.attention == "flex_attention" else dependency_masks
-
-            vocab = model.config.vocab_size
-
-            def consume(microbatch: dict, policy: dict) -> list:
-                feed = build_feed(microbatch, self.feed, self.device)
-                feed["input_ids"] = feed["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
-                return cropped(read(model, feed, self.use_cache), row_lengths(microbatch))
-        elif self.level == "mask":
-            consume = mask_consumer(model, self.feed, self.use_cache, self.device)
-        else:
+        if self.level not in ("forward", "mask"):
             raise ValueError(f"level: 'forward' or 'mask', got {self.level!r}")
+        model = tiny_model(self.family, self.attention, self.device)
+        consume = model_consumer(model, self.feed_options, self.use_cache, self.level, self.device,
+                                 perturb=self.attention == "flex_attention")
         # What a Replay line names: Python that rebuilds this consumer (after importing ModelConsumer).
-        consume.__qualname__ = (f"ModelConsumer({self.family!r}, {self.attention!r}, {self.feed!r}, "
-                                f"{self.use_cache!r}, {self.level!r}).consumer()")
+        consume.__qualname__ = f"{self._call()}.consumer()"
         return consume
