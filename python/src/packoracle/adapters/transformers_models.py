@@ -11,12 +11,16 @@ of two levels:
   model's outputs with respect to its input embeddings (one batched backward). A masked key has a gradient of
   exactly zero; a key the model reads through any layer does not. FlexAttention has no backward on the CPU:
   there, one forward per slot with that slot's input changed says which outputs read it.
-- *mask* (fast): the attention mask the model hands its first attention layer, caught on the way in (a forward
-  pre-hook that stops the forward there): a 4-D bool or additive mask, a FlexAttention BlockMask, or None, which
-  the sdpa, eager and flex paths all run as plain causal attention.
+- *mask* (fast): what the first attention layer attends with, the forward stopped there. On eager, sdpa and
+  flex the mask it is handed, caught on the way in (a forward pre-hook): a 4-D bool or additive mask, a
+  FlexAttention BlockMask, or None, which those paths run as plain causal attention. On the flash path (the
+  mask is None or a 2-D padding mask there, and says little) the sequences transformers' _flash_attention_forward
+  hands the varlen or dense kernel, read by recording kernels (flash_kernel_masks): no flash-attn needed, so it
+  runs on a CPU.
 
 Nothing of the library is re-implemented: the model builds its own masks and runs its own attention; this
-module only builds the feed from the kit's row (as a collator would) and reads what came out.
+module only builds the feed from the rows (as a collator would: from whatever encodings any packer's rows
+carry, see the feed section) and reads what came out.
 """
 
 from __future__ import annotations
