@@ -547,7 +547,9 @@ AuditResult Verifier::Run() {
     CheckGathered(*step, mbs);
     if (options_.progress) Report();
   }
-  pieces_.CheckTiling(documents_, policy_, options_.partial, options_.row_length, FirstSource(), findings_);
+  // In a window of the run, a document's life over the run is not known.
+  if (!options_.window)
+    pieces_.CheckTiling(documents_, policy_, options_.partial, options_.row_length, FirstSource(), findings_);
   if (summary_) summary_->Write(options_.summary);
   return Result();
 }
@@ -600,6 +602,7 @@ AuditResult Verifier::Result() {
     t.tokens += s.tokens;
     t.valid_targets += s.valid_targets;
   }
+  if (options_.window) r.notes.push_back(AuditNote{std::string(kWindowNote), static_cast<std::int64_t>(r.steps.size())});
   t.utilization = t.slots > 0 ? static_cast<double>(t.tokens) / static_cast<double>(t.slots) : 0;
   t.records = records_;
   t.documents = documents_seen_;

@@ -226,7 +226,7 @@ bool DeferredDocumentsAllowed(nb::handle documents, const jobs::AuditResult* res
 // None where a deferred id scan finds an id the policy does not allow.
 nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
                          std::int64_t dp_world_size, std::int64_t row_length, bool decoder, bool delimiters_included,
-                         std::vector<MicrobatchRecord>& spare) {
+                         bool window, std::vector<MicrobatchRecord>& spare) {
   InMemory in = ReadInMemory(name, policy, documents, microbatches, dp_world_size, delimiters_included, &spare,
                              /*view=*/true);
   // Where each micro-batch sits (step, micro_step, rank, rows): what the violations' rows are counted over.
@@ -243,6 +243,7 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   options.documents = &in.refs();  // viewed by the audit, not copied into records
   options.row_length = row_length;
   options.decoder = decoder;
+  options.window = window;
   spare.clear();
   options.spare_records = &spare;
   // The fast verifier's buffers, kept per thread like `spare`: its per-document lists are not allocated and
@@ -266,13 +267,14 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
 
 // packoracle._core.audit_records.
 nb::object AuditRecords(const std::string& name, nb::handle policy, nb::handle documents, nb::handle microbatches,
-                        std::int64_t dp_world_size, std::int64_t row_length, bool decoder, bool delimiters_included) {
+                        std::int64_t dp_world_size, std::int64_t row_length, bool decoder, bool delimiters_included,
+                        bool window) {
   // The last audits' micro-batch records, kept per thread: check_batch on every training batch reads its rows
   // into the same storage (8 rows of 8,192 slots: no 2 MiB of fresh pages to fault in each call).
   thread_local std::vector<MicrobatchRecord> spare;
   try {
     return AuditInMemory(name, policy, documents, microbatches, dp_world_size, row_length, decoder,
-                         delimiters_included, spare);
+                         delimiters_included, window, spare);
   } catch (const InputError&) {
     // The Python reader may have stopped first at an id the policy does not allow: its reading says.
     if (!DeferredIdsAllowed(microbatches, nullptr) || !DeferredDocumentsAllowed(documents, nullptr, nullptr)) {
@@ -302,7 +304,7 @@ nb::object CheckPlainBatch(nb::handle batch, nb::handle documents, nb::handle po
   nb::object audit;
   try {
     audit = AuditRecords("batch", policy, docs, microbatches, dp_world_size, row_length, decoder,
-                         /*delimiters_included=*/false);
+                         /*delimiters_included=*/false, /*window=*/false);
   } catch (const InputError&) {
     return nb::none();
   }
@@ -323,8 +325,9 @@ void BindAudit(nb::module_& m) {
            "What `packoracle verify --format json` prints.");
   m.def("audit_records", &AuditRecords, nb::arg("name"), nb::arg("policy"), nb::arg("documents"),
         nb::arg("microbatches"), nb::arg("dp_world_size"), nb::arg("row_length"), nb::arg("decoder"),
-        nb::arg("delimiters_included"),
-      "check_batch / check_step: records built in memory, audited as a dump. None where a batch read with "
+        nb::arg("delimiters_included"), nb::arg("window") = false,
+      "check_batch / check_step: records built in memory, audited as a dump (window: a window of a run, "
+      "jobs::VerifyOptions::window). None where a batch read with "
       "defer_ids (batch_view) holds an id the policy does not allow: canonical_microbatch's to read.");
   m.def("check_plain_batch", &CheckPlainBatch,
         nb::sig("def check_plain_batch(batch: object, documents: object, policy: object, "

@@ -124,7 +124,8 @@ def test_llmc_row_gives_three_documents():
     ids = np.array([0, 5, 6, 0, 7, 8, 9, 0])
     labels = np.array([5, 6, 0, 7, 8, 9, 0, 1])
     docs, spans = documents_from_segments({"input_ids": ids, "labels": labels}, packoracle.Policy("llmc").to_dict())
-    assert [d["tokens"] for d in docs] == [[0, 5, 6], [0, 7, 8, 9], [0]]
+    # the last piece goes on: its label (pre-shifted) is the next token of the stream, 1, not a BOS
+    assert [d["tokens"] for d in docs] == [[0, 5, 6], [0, 7, 8, 9], [0, 1]]
     assert [(s["start"], s["length"]) for s in spans[0]] == [(0, 3), (3, 4), (7, 1)]
 
 

@@ -25,15 +25,17 @@ class _Records:
     """One step's records in memory: what the report draws from."""
 
     def __init__(self, name: str, policy: dict, documents: CoreDocuments, microbatches: list, dp_world_size: int,
-                 delimiters_included: bool):
+                 delimiters_included: bool, window: bool = False):
         self.name, self.policy, self.documents = name, policy, documents
         self.microbatches, self.dp_world_size = microbatches, dp_world_size
         self.delimiters_included = delimiters_included  # documents as placed (effective), or as given
+        # a window of a run (the guard's batches): the documents' coverage over the run is not checked
+        self.window = window
 
     def audit_deferred(self, row_length: Optional[int], decoder: bool) -> Optional[Report]:
         """The report; None where a batch read with defer_ids holds an id the policy does not allow."""
         audit = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
-                                    row_length or 0, decoder, self.delimiters_included)
+                                    row_length or 0, decoder, self.delimiters_included, self.window)
         return None if audit is None else report_from_core(audit, self.svg)
 
     def audit(self, row_length: Optional[int], decoder: bool) -> Report:
@@ -93,15 +95,18 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
 def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: dict, *, step: int = 0,
                   micro_step: int = 0, rank: int = 0, producer: Optional[Mapping[str, Any]] = None,
                   dp_world_size: int = 1, row_length: Optional[int] = None, decoder: bool = False,
-                  ignore: Sequence[str] = ()) -> Report:
+                  ignore: Sequence[str] = (), delimiters_included: bool = False, window: bool = False) -> Report:
     """check_batch once its arguments are known valid (check_batch's own checks passed, or the guard's fixed
     ones: its step, rank and flags are the defaults, its ignore a list of str): `resolved` a resolved policy
     dict. The batch and the documents are checked here, as check_batch checks them; the guard calls this on
-    every batch rather than re-checking arguments it made itself."""
+    every batch rather than re-checking arguments it made itself. ``delimiters_included``: the documents
+    already carry the policy's delimiters (as placed). ``window``: the batch is a window of a run (the guard's),
+    so the documents' coverage over the run is not checked (the report's notes say so)."""
     # The common form (a dict of arrays with doc_spans, documents {uid: tokens}) read and audited in one call to
     # the core, as the steps below read and audit it; where any part of it is not that form, they take it, and
     # name what is wrong.
-    if type(batch) is dict and type(documents) is dict and batch.get("doc_spans") is not None:
+    if (type(batch) is dict and type(documents) is dict and batch.get("doc_spans") is not None
+            and not delimiters_included and not window):
         try:
             given = _producer(producer, "batch")
         except TypeError:
@@ -123,7 +128,7 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
         view = read_batch(batch, where="batch", spans=None if spans_given else SpanMatcher(docs, resolved), step=step,
                           micro_step=micro_step, rank=rank, producer=producer, ignore=ignore, policy=resolved,
                           defer_ids=defer_ids)
-        return _Records("batch", resolved, docs, [view], dp_world_size, delimiters_included=False)
+        return _Records("batch", resolved, docs, [view], dp_world_size, delimiters_included, window)
 
     # The ids are scanned by the audit, and only where it does not prove them; a batch holding one the policy
     # does not allow is read again as before (canonical_microbatch names it).

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
@@ -35,6 +36,11 @@ struct VerifyProgress {
   std::int64_t steps = 0;       // checked so far
 };
 
+// The note of an audit of a window of a run (VerifyOptions::window).
+inline constexpr std::string_view kWindowNote =
+    "coverage over the run not checked: these batches are a window of a run (the guard's step), so a document's "
+    "pieces before or after them, and its tokens in no row, are not known here";
+
 struct VerifyOptions {
   std::vector<std::string> files;  // packed-batch .jsonl files (VerifyFiles only)
   // The policy the audit requires, instead of the one the headers declare: a preset name, a JSON policy file
@@ -45,6 +51,10 @@ struct VerifyOptions {
   std::int64_t row_length = 0;  // L; 0: the longest row of each step
   int max_violations = 20;      // violations printed in full by RenderAuditText (all are counted)
   bool partial = false;         // the dump stops mid-run: documents unfinished at its end are not violations
+  // The records are a window of a run (one step of a training loop, as the guard sees it; or batches whose
+  // documents were read from the rows themselves): a document may have pieces before and after them, so its
+  // tiling over the run is not checked (its pieces within the window are), and the report's notes say so.
+  bool window = false;
   bool decoder = false;         // also run packing_invariance (the tiny decoder: O(L²) per row, off for speed)
   bool oracle = false;          // the slow path only: nlohmann-json reader (files), CheckCase on every step
   std::string summary;          // write a per-rank summary (JSON) here, for `packoracle merge` (summary.h)

@@ -17,7 +17,8 @@ from .._batch import KNOWN, Microbatches, canonical_fields
 from .._checks import checked_batch
 from .._policy import PolicyLike, resolve
 from ..report import Report
-from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
+from ._rows import check_from_rows
+from ._segments import CHECKED_WITH_DOCUMENTS, CHECKED_WITHOUT_DOCUMENTS
 
 log = logging.getLogger("packoracle.guard")
 OnViolation = Union[Literal["raise", "log"], Callable[["GuardViolation"], Any]]
@@ -41,6 +42,7 @@ class GuardState:
     checked: int = 0
     violations: int = 0
     last_dump: Optional[str] = None
+    ambiguous: bool = False  # the last batch checked without documents allowed readings with other verdicts
 
 
 def documents_from_features(features: Sequence[Mapping[str, Any]], ignore_index: int = -100) -> list[dict]:
@@ -97,17 +99,18 @@ class BatchGuard:
         # the batch itself where nothing is left out (read, never changed); a dict, which the core reads in one call
         fields = batch if not self.ignore and type(batch) is dict else \
             {k: v for k, v in batch.items() if k not in self.ignore}
-        checks: tuple[str, ...]
-        if docs is None or not docs:
-            docs, spans = documents_from_segments(canonical_fields(fields, "batch", _not_read(fields)), self.policy)
-            fields = dict(fields, doc_spans=spans)
-            checks = CHECKED_WITHOUT_DOCUMENTS
-        else:
-            checks = CHECKED_WITH_DOCUMENTS
         # check_batch without its argument checks: the guard's arguments are its defaults, its policy resolved once
         not_read = _not_read(fields)  # checked as check_batch checks its ignore (none: nothing to check)
         ignore = _args.names(not_read, "check_batch", "ignore") if not_read else ()
-        report = checked_batch(fields, docs, self.policy, ignore=ignore)
+        checks: tuple[str, ...]
+        if docs is None or not docs:
+            read = check_from_rows(fields, canonical_fields(fields, "batch", not_read), self.policy, ignore)
+            report, docs, self.state.ambiguous = read.report, read.documents, read.ambiguous
+            fields = dict(fields, doc_spans=read.spans)  # what a saved dump holds
+            checks = CHECKED_WITHOUT_DOCUMENTS
+        else:
+            report = checked_batch(fields, docs, self.policy, ignore=ignore)
+            checks = CHECKED_WITH_DOCUMENTS
         if not report.ok:
             self.violation(report, fields, docs, checks, f"batch {self.state.seen - 1}", self.state.seen - 1)
         return report

@@ -22,11 +22,12 @@ from typing import Any, Optional
 from .. import _args, _core
 from .._batch import Microbatches, canonical_fields
 from .._documents import canonical_documents
-from .._checks import check_batch
+from .._checks import checked_batch
 from .._policy import PolicyLike, resolve
 from ..report import Report
 from ._batches import BatchGuard, GuardViolation, OnViolation, _not_read
-from ._segments import CHECKED_WITHOUT_DOCUMENTS, documents_from_segments
+from ._rows import AMBIGUOUS, check_from_rows
+from ._segments import CHECKED_WITHOUT_DOCUMENTS
 
 @dataclass
 class StepVerdict:
@@ -52,7 +53,7 @@ class StepVerdict:
         lines += [f"  denominator: {p}" for p in self.problems] + [f"  note: {n}" for n in self.notes]
         for r in self.ranks:
             lines.append(f"  rank {r['rank']}: {r['valid']:g} valid targets in {len(r['denominators'])} micro-batch(es), "
-                         f"divided by {', '.join(f'{d:g}' for d in r['denominators']) or '-'}")
+                         f"divided by {', '.join(_denominator_text(d) for d in r['denominators']) or '-'}")
         for report in self.local:
             if not report.ok:
                 lines.append(report.text)
@@ -60,6 +61,12 @@ class StepVerdict:
 
     def __str__(self) -> str:
         return self.text
+
+
+def _denominator_text(d: Optional[float]) -> str:
+    """A micro-batch's denominator as the step's text shows it: none reported (no producer totals, no
+    num_items_in_batch) is said so, never formatted as a number."""
+    return "(none reported)" if d is None else f"{d:g}"
 
 
 def _gather(local: dict, group: Any) -> tuple[list[dict], int]:
@@ -91,6 +98,7 @@ def verdict(step: int, policy: Mapping[str, Any], gathered: Sequence[dict], loca
     weighting = _core.denominator_weighting(dict(policy), divisions, f"step {step}")
     v.problems += weighting["problems"]
     v.notes += weighting["notes"]
+    v.notes += [f"rank {r['rank']}: {note}" for r in gathered for note in r.get("notes", ())]
     v.ok = not v.problems
     bad = [r["rank"] for r in gathered if r["violations"]]
     if bad:
@@ -117,7 +125,7 @@ def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, po
     """Each micro-batch's documents and spans. The step's documents are spread over its micro-batches, and a
     micro-batch checked alone is given only those it holds pieces of (the others are not missing from it: that
     was a false coverage violation). Spans are read across the step in order, as check_step reads them."""
-    docs = canonical_documents(documents, policy=policy)
+    docs = without_delimiters(canonical_documents(documents, policy=policy), policy)
     batches = [{n: x for n, x in mb.items() if n not in _not_read(mb)} for mb in microbatches]
     out = []
     for mb in Microbatches(docs, policy).read(batches):
@@ -127,27 +135,54 @@ def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, po
     return out
 
 
+def without_delimiters(docs: list[dict], policy: Mapping[str, Any]) -> list[dict]:
+    """The documents as the packer was given them: where every one carries the delimiters the policy adds (a
+    closing EOD, an opening BOS: documents as a dump or a tokenizer with them holds them), those are taken off,
+    once each, for the core to add as the packer does. Documents without them are returned as they are."""
+    eos, bos = policy.get("eos_id"), policy.get("bos_id")
+    if (eos is None and bos is None) or not docs:
+        return docs
+
+    def carries(tokens: Any) -> bool:
+        return len(tokens) >= (eos is not None) + (bos is not None) and \
+            (eos is None or int(tokens[-1]) == eos) and (bos is None or int(tokens[0]) == bos)
+    if not all(carries(d["tokens"]) for d in docs):
+        return docs
+    head, tail = int(bos is not None), int(eos is not None)
+    out = []
+    for d in docs:
+        cut = dict(d, tokens=d["tokens"][head:len(d["tokens"]) - tail])
+        if d.get("supervised") is not None:
+            cut["supervised"] = d["supervised"][head:len(d["supervised"]) - tail]
+        out.append(cut)
+    return out
+
+
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
-    reports, per_mb, counted = [], [], []
+    reports, per_mb, counted, notes = [], [], [], []
     given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy)
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
         fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
+        ignore = _args.names(_not_read(batch), "guard.check_step", "ignore")
         if given is None:
-            docs, spans = documents_from_segments(fields, policy)
+            read = check_from_rows(batch, fields, policy, ignore)
+            report = read.report
+            if read.ambiguous:
+                notes.append(f"micro-batch {k}: {AMBIGUOUS}")
         else:
             docs, spans = given[k]
-        batch = dict(batch, doc_spans=spans)
-        report = check_batch(batch, docs, policy, ignore=_not_read(batch))
+            # one step of the run: its documents may have pieces in the steps before and after it
+            report = checked_batch(dict(batch, doc_spans=spans), docs, policy, ignore=ignore, window=True)
         step = report.to_json()["steps"][0]
         per_mb.append(float(step["valid_targets"]))
         counted.append(float(step["counted"]))  # what the denominator is compared with, by the core's rule
         reports.append(report)
     summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "per_microbatch_counted": counted,
                "denominators": _denominators(microbatches, num_items_in_batch),
-               "violations": sum(len(r.violations) for r in reports if _counts_violation(r))}
+               "violations": sum(len(r.violations) for r in reports if _counts_violation(r)), "notes": notes}
     return summary, reports
 
 

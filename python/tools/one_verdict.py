@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Every entry point that reads a user's batch, against `packoracle verify`, on real dumps (issue 42).
+
+    python3 python/tools/one_verdict.py [DUMP_DIR] [--only SUBSTRING] [--table] [--entry NAME ...]
+
+Without DUMP_DIR the dumps are made afresh (python/tools/realpack_to_jsonl.py into a temporary folder). Each
+dump's micro-batches are handed to each entry point as a training loop holds them (arrays or tensors in the
+dump's field names, no doc_spans), with the dump's own header policy; the violations each reports are
+compared, row by row, with those `verify` reports on the whole dump:
+
+- ``agrees``: the same invariants on the same rows;
+- ``not checked``: verify's finding is on a row whose boundaries or padding the rows' own encodings do not show
+  (without the documents the entry point cannot know them), or is `coverage` (a document's life beyond the
+  rows), for the entry points that have no documents; never for those that have them;
+- ``differs``: anything else: a false positive, a visible miss, or an exception. A test failure.
+
+Prints a line per dump and entry point that differs, then the counts; ``--table`` prints the markdown table of
+docs/guard.md (system x entry point).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+import packoracle  # noqa: E402
+from packoracle import guard  # noqa: E402
+from packoracle._batch import canonical_fields  # noqa: E402
+from packoracle.guard._segments import documents_from_segments  # noqa: E402
+from packoracle.guard._step import without_delimiters  # noqa: E402
+
+# A finding: (invariant, micro-batch index in the step, row in it; -1 for a whole step or micro-batch).
+Finding = tuple[str, int, int]
+# What only the documents show: not a finding an entry point without them can make.
+DOCUMENTS_ONLY = ("coverage",)
+# Judged across ranks by the guard's step verdict, per micro-batch by verify: compared at the step.
+STEP_LEVEL = ("denominator", "loss")
+
+
+@dataclass
+class Dump:
+    name: str
+    policy: dict
+    documents: list[dict]                      # as dumped: the documents as placed, delimiters included
+    microbatches: list[dict]                   # the micro-batch records of the dump's single step and rank
+    truth: dict = field(default_factory=dict)  # (micro-batch, row) -> whether the rows show its reading
+
+    @property
+    def system(self) -> str:
+        return self.name.split(".")[0]
+
+
+def load(path: str) -> Dump:
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    mbs = [r for r in records if r.get("record") == "microbatch"]
+    if len({(m.get("step", 0), m.get("rank", 0)) for m in mbs}) != 1:
+        raise ValueError(f"{path}: one step of one rank expected (the realpack dumps are)")
+    docs = [{"doc_uid": r["doc_uid"], "tokens": r["tokens"], **({"supervised": r["supervised"]}
+                                                                 if r.get("supervised") is not None else {})}
+            for r in records if r.get("record") == "document"]
+    mbs.sort(key=lambda m: m.get("micro_step", 0))
+    return Dump(os.path.basename(path), records[0]["policy"], docs, mbs)
+
+
+def training_batch(mb: dict, tensors: bool = False) -> dict[str, Any]:
+    """A dump's micro-batch as a loop holds it: per-token fields rows x slots, boundary lists per row, no
+    doc_spans; the producer's totals kept (the guard reads its denominator)."""
+    rows = mb["rows"]
+    batch: dict[str, Any] = {}
+    for name in rows[0]:
+        if name == "doc_spans":
+            continue
+        values = [row[name] for row in rows]
+        if name in ("cu_seqlens", "seq_lens"):
+            batch[name] = [np.asarray(v, dtype=np.int64) for v in values] if len(values) > 1 else \
+                np.asarray(values[0], dtype=np.int64)
+        else:
+            batch[name] = np.asarray(values, dtype=np.float32 if name == "loss_mask" else np.int64)
+    if tensors:
+        import torch
+
+        batch = {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else [torch.from_numpy(x) for x in v])
+                 for k, v in batch.items()}
+    if mb.get("producer"):
+        batch["producer"] = mb["producer"]
+    return batch
+
+
+def verify_findings(path: str) -> set[Finding]:
+    out = set()
+    for v in packoracle.verify(path, max_violations=10_000).violations:
+        out.add((v.invariant, v.micro_step if v.invariant not in STEP_LEVEL else -1,
+                 v.row if v.invariant not in STEP_LEVEL else -1))
+    return out
+
+
+def report_findings(reports: list, step_problems: bool) -> set[Finding]:
+    out: set[Finding] = set()
+    for k, report in enumerate(reports):
+        for v in report.violations:
+            if v.invariant in STEP_LEVEL:
+                continue  # the guard judges denominators across the step (step_problems)
+            out.add((v.invariant, k, v.row))
+    if step_problems:
+        out.add(("denominator", -1, -1))
+    return out
+
+
+def rows_show_truth(dump: Dump) -> dict[tuple[int, int], set[str]]:
+    """(micro-batch, row) -> the invariants whose finding on that row the rows alone cannot show: all of them
+    where no reading of the row finds the documents' pieces and padding as the dump's doc_spans have them;
+    `targets` where one does, but the documents' supervision (a prompt mask, a supervised first token) differs
+    from what the row's own targets say (the only supervision a reading without documents has)."""
+    policy = packoracle.Policy(dump.policy).to_dict()
+    tokens = {d["doc_uid"]: d for d in dump.documents}
+    out: dict[tuple[int, int], set[str]] = {}
+    for k, mb in enumerate(dump.microbatches):
+        batch = training_batch(mb)
+        batch.pop("producer", None)
+        fields = canonical_fields(batch, "batch")
+        readings = [documents_from_segments(fields, policy, strict=False, pad_labelled_pad=p) for p in (False, True)]
+        for r, row in enumerate(mb["rows"]):
+            truth = [(s["start"], s["length"]) for s in row["doc_spans"]]
+            hidden = {"attention", "segments", "positions", "targets", "shape"}
+            for docs, spans in readings:
+                if [(s["start"], s["length"]) for s in spans[r]] != truth:
+                    continue
+                derived = {d["doc_uid"]: d for d in docs}
+                same = all(_flags(tokens[t["doc_uid"]], t) == _flags(derived[g["doc_uid"]], g)
+                           for t, g in zip(row["doc_spans"], spans[r]))
+                hidden = set() if same else {"targets"}
+                break
+            out[(k, r)] = hidden
+    return out
+
+
+def _flags(doc: dict, span: dict) -> list[int]:
+    """A piece's supervision flags, but for a row's first token (no slot of the row targets it)."""
+    sup = doc.get("supervised") or [1] * len(doc["tokens"])
+    first = span["doc_offset"] + (span["start"] == 0)
+    return [int(x) for x in sup[first:span["doc_offset"] + span["length"]]]
+
+
+# The entry points: each takes a Dump and answers its findings. `with_documents`: it is handed the documents.
+def guard_step(dump: Dump, tensors: bool = False, documents: Optional[list] = None) -> set[Finding]:
+    batches = [dict(training_batch(m, tensors), micro_step=m.get("micro_step", 0)) for m in dump.microbatches]
+    seen: list = []
+    v = guard.check_step(batches, policy=dump.policy, documents=documents, on_violation=seen.append)
+    if not v.ok and not seen:
+        raise AssertionError("guard.check_step: a violation that on_violation was not handed")
+    if not v.text:
+        raise AssertionError("guard.check_step: no text")
+    found = report_findings(v.local, any(not p.startswith("rank(s)") for p in v.problems))
+    # a micro-batch whose readings disagree holds (ambiguous): what verify finds there is not checked
+    return found | {("ambiguous", k, -1) for k in range(len(batches)) if f"micro-batch {k}: ambiguous" in v.text}
+
+
+def guard_loader(dump: Dump) -> set[Finding]:
+    batches = []
+    for m in dump.microbatches:
+        batch = training_batch(m)
+        batch.pop("producer", None)  # a loader's batches carry no totals
+        batches.append(batch)
+    seen: list = []
+    with tempfile.TemporaryDirectory() as dumps:
+        loader = guard.wrap_dataloader(batches, dump.policy, on_violation=seen.append, dump_dir=dumps)
+        ambiguous = set()
+        for k, (b, a) in enumerate(zip(loader, batches)):
+            if b is not a:
+                raise AssertionError("guard.wrap_dataloader: the batches came out changed")
+            if loader.guard.state.ambiguous:
+                ambiguous.add(("ambiguous", k, -1))
+        for error in seen:  # each violation's dump replays
+            if error.dump is None:
+                raise AssertionError(f"guard.wrap_dataloader: {error.where}: no dump saved")
+    out: set[Finding] = set(ambiguous)
+    for error in seen:
+        k = int(error.where.split()[-1])  # "batch N"
+        out |= {(f, k, r) for f, _, r in report_findings([error.report], False)}
+    return out
+
+
+def check_step_documents(dump: Dump) -> set[Finding]:
+    """packoracle.check_step with the documents as the packer was given them, no doc_spans (derived)."""
+    mbs = [dict(training_batch(m), micro_step=m.get("micro_step", 0)) for m in dump.microbatches]
+    docs = without_delimiters(dump.documents, packoracle.Policy(dump.policy).to_dict())
+    report = packoracle.check_step(mbs, docs, dump.policy)
+    return {(v.invariant, v.micro_step if v.invariant not in STEP_LEVEL else -1,
+             v.row if v.invariant not in STEP_LEVEL else -1) for v in report.violations}
+
+
+ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], bool]] = {
+    "guard.check_step": (lambda d: guard_step(d), False),
+    "guard.check_step (tensors)": (lambda d: guard_step(d, tensors=True), False),
+    "guard.wrap_dataloader": (guard_loader, False),
+    "guard.check_step (documents as dumped)": (lambda d: guard_step(d, documents=d.documents), True),
+    "guard.check_step (documents as given)":
+        (lambda d: guard_step(d, documents=without_delimiters(d.documents, packoracle.Policy(d.policy).to_dict())),
+         True),
+    "check_step (documents, no spans)": (check_step_documents, True),
+}
+
+
+def once_a_step(findings: set[Finding]) -> set[Finding]:
+    """`targets` as verify reports it: its first finding of a step only (the fast verifier stops there), so
+    an entry point that checks micro-batch by micro-batch may find more; compared as present or not."""
+    return {(i, k, r) for i, k, r in findings if i != "targets"} | \
+        ({("targets", -1, -1)} if any(i == "targets" for i, _, _ in findings) else set())
+
+
+def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int], set[str]],
+          with_documents: bool) -> tuple[str, str]:
+    """('agrees' | 'not checked' | 'differs', why) for one dump and entry point."""
+    targets_at = [(k, r) for i, k, r in expected if i == "targets"]
+    expected, got = once_a_step(expected), once_a_step(got)
+    if targets_at and ("targets", -1, -1) not in got:  # missed: hidden where verify's finding is
+        k, r = targets_at[0]
+        expected = (expected - {("targets", -1, -1)}) | {("targets", k, r)}
+    if with_documents:
+        return ("agrees", "") if got == expected else ("differs", f"verify {sorted(expected)}, got {sorted(got)}")
+    ambiguous = {k for i, k, _ in got if i == "ambiguous"}
+    got = {f for f in got if f[0] != "ambiguous"}
+    false = got - expected
+    if false:
+        return "differs", f"false positive {sorted(false)} (verify {sorted(expected)})"
+    unseen = []
+    for inv, k, r in sorted(expected - got):
+        if inv in DOCUMENTS_ONLY:
+            unseen.append(f"{inv}: only the documents show it")
+        elif k in ambiguous:
+            unseen.append(f"{inv} on micro-batch {k}: ambiguous (its pad ids read as padding or as a document)")
+        elif inv in STEP_LEVEL or r < 0 or inv not in hidden.get((k, r), set()):
+            return "differs", f"missed {inv} on micro-batch {k} row {r}, which the rows show (verify " \
+                              f"{sorted(expected)})"
+        elif inv == "targets" and len(hidden[(k, r)]) == 1:
+            unseen.append(f"{inv} on micro-batch {k} row {r}: only the documents say which tokens are supervised")
+        else:
+            unseen.append(f"{inv} on micro-batch {k} row {r}: the rows' encodings do not show its documents")
+    return ("not checked", "; ".join(unseen)) if unseen else ("agrees", "")
+
+
+def compare(path: str, entries: list[str]) -> dict[str, tuple[str, str]]:
+    dump = load(path)
+    expected = verify_findings(path)
+    hidden = rows_show_truth(dump)
+    out = {}
+    for name in entries:
+        run, with_documents = ENTRY_POINTS[name]
+        try:
+            got = run(dump)
+        except Exception as e:  # noqa: BLE001 - an exception is what this measures
+            out[name] = ("differs", f"raised {type(e).__name__}: {e}")
+            continue
+        out[name] = judge(expected, got, hidden, with_documents)
+    return out
+
+
+def make_dumps(out: str) -> None:
+    import realpack_to_jsonl
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = realpack_to_jsonl.main([out])
+    if code:
+        raise SystemExit(f"realpack_to_jsonl.py exited {code}")
+
+
+def table(results: dict[str, dict[str, tuple[str, str]]], entries: list[str]) -> str:
+    """System x entry point: how many dumps agree, are not checked (why, the first reason), differ."""
+    cells: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    reasons: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for name, by_entry in results.items():
+        system = name.split(".")[0]
+        for entry, (verdict, why) in by_entry.items():
+            cells[(system, entry)][verdict] += 1
+            if verdict == "not checked":
+                reasons[(system, entry)][why.split(":")[-1].strip()] += 1
+    systems = sorted({name.split(".")[0] for name in results})
+    lines = ["| system | " + " | ".join(f"`{e}`" for e in entries) + " |", "|---" * (len(entries) + 1) + "|"]
+    for system in systems:
+        row = []
+        for entry in entries:
+            c = cells[(system, entry)]
+            text = f"{c['agrees']} agree"
+            if c["not checked"]:
+                text += f", {c['not checked']} not checked"
+            if c["differs"]:
+                text += f", **{c['differs']} differ**"
+            row.append(text)
+        lines.append(f"| {system} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("dumps", nargs="?", help="a folder of dumps (default: made afresh from fixtures/realpack)")
+    ap.add_argument("--only", default="", help="only dumps whose file name contains this")
+    ap.add_argument("--entry", action="append", choices=sorted(ENTRY_POINTS), help="only this entry point")
+    ap.add_argument("--table", action="store_true", help="print docs/guard.md's table")
+    args = ap.parse_args(argv)
+    entries = args.entry or list(ENTRY_POINTS)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.dumps
+        if folder is None:
+            folder = tmp
+            make_dumps(folder)
+        results = {}
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".jsonl") and args.only in name:
+                results[name] = compare(os.path.join(folder, name), entries)
+    counts: Counter = Counter()
+    for name, by_entry in results.items():
+        for entry, (verdict, why) in by_entry.items():
+            counts[verdict] += 1
+            if verdict == "differs":
+                print(f"{name}: {entry}: {why}")
+    print(f"{len(results)} dumps x {len(entries)} entry points: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    if args.table:
+        print(table(results, entries))
+    return 1 if counts["differs"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
