@@ -43,6 +43,7 @@ SpanDerivation::SpanDerivation(std::vector<std::span<const Token>> documents, Ov
 void SpanDerivation::IndexDocuments() {
   for (std::size_t k = 0; k < docs_.size(); ++k) {
     const auto& d = docs_[k];
+    claimed_.emplace_back(d.size(), false);
     placed_.push_back(d.empty());  // an empty document has nothing to place
     all_pad_.push_back(pad_id_ && !d.empty() && AllEqual(d, *pad_id_));
     if (!d.empty()) by_first_[d.front()].push_back(static_cast<std::int64_t>(k));
@@ -110,6 +111,16 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
       i = m;
     }
   }
+  if (i == 0 && split_ && n > 0 && !NextDocument(r, 0)) {
+    // A row that starts inside a document other than the one cut at the previous row's end: a stream window
+    // of rows handed out shuffled (Megatron's GPTDataset, llm.c), or a step that begins mid-document.
+    if (const auto piece = ContinuedPiece(row, claimed_)) {
+      spans.push_back(*piece);
+      const std::int64_t size = static_cast<std::int64_t>(docs_[static_cast<std::size_t>(piece->document)].size());
+      if (piece->doc_offset + piece->length < size) open_ = {piece->document, piece->doc_offset + piece->length};
+      i = piece->length;
+    }
+  }
   while (i < n) {
     std::optional<std::int64_t> k = NextDocument(r, i);
     // As Solve chooses: a document out of order only where the rest is not padding.
@@ -125,7 +136,64 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
     if (m < static_cast<std::int64_t>(doc.size()) && split_) open_ = {*k, m};
     i += m;
   }
+  // A token read twice (a continued piece guessed for an earlier row's start that a later row places): the
+  // greedy reading does not explain the step, and Solve searches.
+  for (std::size_t a = 0; a < spans.size(); ++a) {
+    if (!Claim(claimed_, spans[a], true)) ++misses_;
+    for (std::size_t b = 0; b < a; ++b)
+      if (spans[b].document == spans[a].document) ++misses_;  // a row holds at most one piece of a document
+  }
   return spans;
+}
+
+bool SpanDerivation::Claim(std::vector<std::vector<bool>>& claimed, const DerivedSpan& span, bool claim) const {
+  auto& tokens = claimed[static_cast<std::size_t>(span.document)];
+  bool free = true;
+  for (std::int64_t t = span.doc_offset; t < span.doc_offset + span.length; ++t) {
+    free = free && tokens[static_cast<std::size_t>(t)] != claim;
+    tokens[static_cast<std::size_t>(t)] = claim;
+  }
+  return free;
+}
+
+bool SpanDerivation::Free(const std::vector<std::vector<bool>>& claimed, const DerivedSpan& span) const {
+  const auto& tokens = claimed[static_cast<std::size_t>(span.document)];
+  for (std::int64_t t = span.doc_offset; t < span.doc_offset + span.length; ++t)
+    if (tokens[static_cast<std::size_t>(t)]) return false;
+  return true;
+}
+
+// The piece a row starts with when it starts inside a document: the first document (in order) and the smallest
+// offset past its first token whose tokens from there fill the row's start up to the document's end or the
+// row's. Only where the policy splits documents across rows.
+std::optional<DerivedSpan> SpanDerivation::ContinuedPiece(std::span<const Token> row,
+                                                          const std::vector<std::vector<bool>>& claimed) const {
+  const std::vector<DerivedSpan> pieces = ContinuedPieces(row, claimed);
+  return pieces.empty() ? std::nullopt : std::optional<DerivedSpan>(pieces.front());
+}
+
+// Every piece a row may start with when it starts inside a document, none of whose tokens is claimed: first those
+// that continue what earlier rows placed (the document's tokens before the offset all claimed), then the rest;
+// each in the documents' order, then by offset.
+std::vector<DerivedSpan> SpanDerivation::ContinuedPieces(std::span<const Token> row,
+                                                         const std::vector<std::vector<bool>>& claimed) const {
+  const std::int64_t n = static_cast<std::int64_t>(row.size());
+  std::vector<DerivedSpan> continuing, others;
+  for (std::size_t k = 0; k < docs_.size() && n > 0; ++k) {
+    const std::span<const Token> doc = docs_[k];
+    for (std::size_t offset = 1; offset < doc.size(); ++offset) {
+      if (doc[offset] != row[0]) continue;
+      const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(doc.size() - offset), n);
+      const DerivedSpan piece{static_cast<std::int64_t>(k), 0, m, static_cast<std::int64_t>(offset)};
+      if (CommonPrefix(row, 0, doc.subspan(offset)) != m || !Free(claimed, piece)) continue;
+      const auto& tokens = claimed[k];
+      const bool continues = std::all_of(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(offset),
+                                         [](bool c) { return c; });
+      (continues ? continuing : others).push_back(piece);
+    }
+  }
+  continuing.insert(continuing.end(), others.begin(), others.end());
+  return continuing;
 }
 
 // The depth-first search of Solve: at each slot a continued piece, padding when the rest of the row is the pad
@@ -139,11 +207,35 @@ struct SpanDerivation::Search {
   std::vector<bool> placed;
   std::vector<std::vector<DerivedSpan>> found;
   std::vector<DerivedSpan> acc;  // the spans of the row being read
+  std::vector<std::vector<bool>> claimed;  // per document, the tokens a span of the reading holds
+  bool every_document = true;  // a reading must place every document (else: every row read, no token twice)
   std::int64_t budget = kSolveSteps;
+
+  // Whether the rest of a document cut at the last row's end was read elsewhere (rows out of stream order).
+  bool RestRead(std::pair<std::int64_t, std::int64_t> open) const {
+    const auto& tokens = claimed[static_cast<std::size_t>(open.first)];
+    return std::all_of(tokens.begin() + static_cast<std::ptrdiff_t>(open.second), tokens.end(), [](bool c) { return c; });
+  }
+
+  // `span` added to the reading, then RowFrom(r, next slot, open); undone where that fails. False where one of
+  // its tokens is already read.
+  bool With(const DerivedSpan& span, std::size_t r, std::optional<std::pair<std::int64_t, std::int64_t>> open) {
+    if (!d.Free(claimed, span)) return false;
+    for (const DerivedSpan& other : acc)
+      if (other.document == span.document) return false;  // a row holds at most one piece of a document
+    d.Claim(claimed, span, true);
+    acc.push_back(span);
+    if (RowFrom(r, span.start + span.length, open)) return true;
+    acc.pop_back();
+    d.Claim(claimed, span, false);
+    return false;
+  }
 
   bool RowFrom(std::size_t r, std::int64_t i, std::optional<std::pair<std::int64_t, std::int64_t>> open) {
     if (--budget < 0) return false;
-    if (r == d.rows_.size()) return !open && std::find(placed.begin(), placed.end(), false) == placed.end();
+    if (r == d.rows_.size())
+      return (!open || RestRead(*open)) &&
+             (!every_document || std::find(placed.begin(), placed.end(), false) == placed.end());
     const std::span<const Token> row = d.rows_[r];
     const std::int64_t n = static_cast<std::int64_t>(row.size());
     if (i == n) return NextRow(r, open);
@@ -154,6 +246,14 @@ struct SpanDerivation::Search {
     if (first_k >= 0 && std::find(matching.begin(), matching.end(), first_k) != matching.end() &&
         Place(r, i, first_k)) {
       return true;
+    }
+    if (i == 0 && d.split_) {  // a row that starts inside a document (rows out of stream order)
+      for (const DerivedSpan& piece : d.ContinuedPieces(row, claimed)) {
+        const std::int64_t size = static_cast<std::int64_t>(d.docs_[static_cast<std::size_t>(piece.document)].size());
+        std::optional<std::pair<std::int64_t, std::int64_t>> next;
+        if (piece.doc_offset + piece.length < size) next = {piece.document, piece.doc_offset + piece.length};
+        if (With(piece, r, next)) return true;
+      }
     }
     if (AllEqual(row.subspan(static_cast<std::size_t>(i)), pad_id)) {  // padding to the row's end
       const std::size_t keep = acc.size();
@@ -181,13 +281,11 @@ struct SpanDerivation::Search {
     const std::span<const Token> rest =
         std::span<const Token>(d.docs_[static_cast<std::size_t>(k)]).subspan(static_cast<std::size_t>(offset));
     const std::int64_t m = CommonPrefix(d.rows_[r], 0, rest);
-    if (m == 0) return false;
     std::optional<std::pair<std::int64_t, std::int64_t>> next;
     if (m < static_cast<std::int64_t>(rest.size()) && d.split_) next = {k, offset + m};
-    acc.push_back({k, 0, m, offset});
-    if (RowFrom(r, m, next)) return true;
-    acc.pop_back();
-    return false;
+    if (m > 0 && With({k, 0, m, offset}, r, next)) return true;
+    // rows out of stream order: the row need not continue the previous one
+    return d.split_ && RowFrom(r, 0, std::nullopt);
   }
 
   // Document k at slot i (cut at the row's end, then continued in the next row where the policy splits).
@@ -197,9 +295,7 @@ struct SpanDerivation::Search {
     std::optional<std::pair<std::int64_t, std::int64_t>> next;
     if (m < size && d.split_) next = {k, m};
     placed[static_cast<std::size_t>(k)] = true;
-    acc.push_back({k, i, m, 0});
-    if (RowFrom(r, i + m, next)) return true;
-    acc.pop_back();
+    if (With({k, static_cast<std::int64_t>(i), m, 0}, r, next)) return true;
     placed[static_cast<std::size_t>(k)] = false;
     return false;
   }
@@ -222,13 +318,22 @@ struct SpanDerivation::Search {
 };
 
 bool SpanDerivation::Solve(Token pad_id) {
-  Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}};
-  for (const auto& doc : docs_) search.placed.push_back(doc.empty());
-  if (!search.RowFrom(0, 0, std::nullopt)) return false;
-  spans_ = std::move(search.found);
-  placed_ = std::move(search.placed);
-  misses_ = 0;
-  return true;
+  // A reading that places every document; else one that reads every row with no token twice (a document the
+  // packer dropped, as Megatron drops a stream's tail, is then the coverage finding it is).
+  for (const bool every_document : {true, false}) {
+    Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {}, every_document};
+    for (const auto& doc : docs_) {
+      search.placed.push_back(doc.empty());
+      search.claimed.emplace_back(doc.size(), false);
+    }
+    if (search.RowFrom(0, 0, std::nullopt)) {
+      spans_ = std::move(search.found);
+      placed_ = std::move(search.placed);
+      misses_ = 0;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace packoracle::jobs

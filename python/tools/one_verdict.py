@@ -204,15 +204,16 @@ def check_step_documents(dump: Dump) -> set[Finding]:
              v.row if v.invariant not in STEP_LEVEL else -1) for v in report.violations}
 
 
-ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], bool]] = {
-    "guard.check_step": (lambda d: guard_step(d), False),
-    "guard.check_step (tensors)": (lambda d: guard_step(d, tensors=True), False),
-    "guard.wrap_dataloader": (guard_loader, False),
-    "guard.check_step (documents as dumped)": (lambda d: guard_step(d, documents=d.documents), True),
+# name -> (run, documents): "" none (the rows alone), "window" one step's (the guard's), "run" the whole run's.
+ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
+    "guard.check_step": (lambda d: guard_step(d), ""),
+    "guard.check_step (tensors)": (lambda d: guard_step(d, tensors=True), ""),
+    "guard.wrap_dataloader": (guard_loader, ""),
+    "guard.check_step (documents as dumped)": (lambda d: guard_step(d, documents=d.documents), "window"),
     "guard.check_step (documents as given)":
         (lambda d: guard_step(d, documents=without_delimiters(d.documents, packoracle.Policy(d.policy).to_dict())),
-         True),
-    "check_step (documents, no spans)": (check_step_documents, True),
+         "window"),
+    "check_step (documents, no spans)": (check_step_documents, "run"),
 }
 
 
@@ -224,15 +225,17 @@ def once_a_step(findings: set[Finding]) -> set[Finding]:
 
 
 def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int], set[str]],
-          with_documents: bool) -> tuple[str, str]:
+          with_documents: str) -> tuple[str, str]:
     """('agrees' | 'not checked' | 'differs', why) for one dump and entry point."""
     targets_at = [(k, r) for i, k, r in expected if i == "targets"]
     expected, got = once_a_step(expected), once_a_step(got)
     if targets_at and ("targets", -1, -1) not in got:  # missed: hidden where verify's finding is
         k, r = targets_at[0]
         expected = (expected - {("targets", -1, -1)}) | {("targets", k, r)}
-    if with_documents:
+    if with_documents == "run":  # the documents of the whole run: one verdict, coverage included
         return ("agrees", "") if got == expected else ("differs", f"verify {sorted(expected)}, got {sorted(got)}")
+    if with_documents == "window":  # a step of a run with its documents: all but coverage over the run
+        hidden = {}
     ambiguous = {k for i, k, _ in got if i == "ambiguous"}
     got = {f for f in got if f[0] != "ambiguous"}
     false = got - expected
@@ -240,7 +243,9 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
         return "differs", f"false positive {sorted(false)} (verify {sorted(expected)})"
     unseen = []
     for inv, k, r in sorted(expected - got):
-        if inv in DOCUMENTS_ONLY:
+        if inv in DOCUMENTS_ONLY and with_documents == "window":
+            unseen.append(f"{inv}: over the run, and the guard sees one step of it")
+        elif inv in DOCUMENTS_ONLY:
             unseen.append(f"{inv}: only the documents show it")
         elif k in ambiguous:
             unseen.append(f"{inv} on micro-batch {k}: ambiguous (its pad ids read as padding or as a document)")

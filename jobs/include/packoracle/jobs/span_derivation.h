@@ -5,7 +5,9 @@
 //
 // Each row is read left to right: a piece is the rest of the document cut at the previous row's end, or else
 // the first unplaced document (in the given order) whose tokens start here, whole or, when the policy splits
-// or truncates, cut at the row's end. Slots where no document matches are left without a span: the checks
+// or truncates, cut at the row's end. Where the policy splits and a row starts with neither, its first piece
+// may continue any document from past its first token (rows handed out out of stream order: shuffled stream
+// windows). Slots where no document matches are left without a span: the checks
 // then report them (coverage, padding).
 //
 // A document made only of the pad id, where the rest of the row is the pad id too, is read as padding unless a
@@ -66,6 +68,13 @@ class SpanDerivation {
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
   std::optional<std::int64_t> FirstUnplaced() const;
+  std::optional<DerivedSpan> ContinuedPiece(std::span<const Token> row,
+                                            const std::vector<std::vector<bool>>& claimed) const;
+  std::vector<DerivedSpan> ContinuedPieces(std::span<const Token> row,
+                                           const std::vector<std::vector<bool>>& claimed) const;
+  // Marks (claim) or unmarks the span's tokens in `claimed`; false where one was already as asked.
+  bool Claim(std::vector<std::vector<bool>>& claimed, const DerivedSpan& span, bool claim) const;
+  bool Free(const std::vector<std::vector<bool>>& claimed, const DerivedSpan& span) const;
   void IndexDocuments();
 
   std::vector<std::vector<Token>> owned_;     // the documents, where the derivation holds them
@@ -75,6 +84,7 @@ class SpanDerivation {
   std::optional<Token> pad_id_;
   std::vector<bool> all_pad_;  // documents made only of the pad id
   std::vector<bool> placed_;
+  std::vector<std::vector<bool>> claimed_;  // per document, the tokens some span holds
   std::unordered_map<Token, std::vector<std::int64_t>> by_first_;  // first token → documents, in order
   std::optional<std::pair<std::int64_t, std::int64_t>> open_;       // (document, offset) continued next row
   std::vector<std::vector<Token>> rows_;
