@@ -110,11 +110,6 @@ def tiny_model(family: str, attention: str, device: str = "cpu") -> Any:
 
 # The encodings a row's boundaries are read from when its policy's declared one is absent, in this order
 # (policy boundary_source → the canonical field the core reads it from).
-_BOUNDARY_SOURCES = (("cu_seqlens", "cu_seqlens"), ("seq_lens", "seq_lens"), ("doc_ids", "doc_ids"),
-                     ("position_reset", "position_ids"))
-_FIELD_OF_SOURCE = dict(_BOUNDARY_SOURCES, position_step="position_ids")
-
-
 class FeedNotBuilt(Exception):
     """The rows lack an encoding the feed needs (its message names it): the micro-batch is not checked."""
 
@@ -168,25 +163,12 @@ def _padding(row: dict) -> np.ndarray:
 
 
 def boundary_starts(row: dict, policy: Optional[dict] = None) -> Optional[tuple[list[int], str]]:
-    """(segment starts, the source read) of one canonical row, by the core's reading of the first boundary
-    encoding the row carries: its policy's declared boundary_source, else cu_seqlens, seq_lens, doc_ids,
-    position resets (positions at the policy's position_base). None when the row carries none of them."""
-    from .. import _core
+    """(segment starts, the source read) of one canonical row: the guard's reading (guard._segments.
+    boundary_starts, the core's reading of the first boundary encoding the row carries). None when it carries
+    none."""
+    from ..guard._segments import boundary_starts as read
 
-    policy = _resolved(policy)
-    declared = policy.get("boundary_source")
-    sources = ([declared] if declared not in (None, "spans", "none") else []) + [s for s, _ in _BOUNDARY_SOURCES]
-    for source in dict.fromkeys(str(s) for s in sources):
-        field = _FIELD_OF_SOURCE.get(source)
-        if field is not None and row.get(field) is None:
-            continue
-        try:
-            starts, read = _core.segments_as_fed(row, dict(policy, boundary_source=source))
-        except ValueError:
-            continue  # a policy the core refuses with this source, or an encoding it cannot read
-        if read:
-            return [int(s) for s in starts], source
-    return None
+    return read(row, _resolved(policy))
 
 
 def _segment_ids(starts: list[int], pad: np.ndarray) -> np.ndarray:

@@ -9,7 +9,9 @@ violation.
 The reading, row by row (`documents_from_segments`):
 
 - segments where the core reads them (`_core.segments_as_fed`: the declared encoding, as a backend fed it reads
-  it); a malformed encoding leaves the row one segment, and the audit reports the encoding itself;
+  it; where the row lacks it, or the policy declares none, the first it carries of cu_seqlens, seq_lens, doc ids
+  and position resets: `boundary_starts`); a malformed encoding leaves the row one segment, and the audit
+  reports the encoding itself;
 - padding by the policy's side: a trailing run of slots holding pad_id that are no target (label ignored or
   loss_mask 0) and labelled as padding (ignore_index; in a second reading also the pad id, as Megatron labels
   its pads), whole segments of them where the encoding was read (Megatron pads with its EOD id 0: each pad a
@@ -60,8 +62,38 @@ def segment_starts(batch: Mapping[str, Any], policy: Mapping[str, Any]) -> list[
     out = []
     for row in canonical["rows"]:
         starts, read = _core.segments_as_fed(row, policy)
+        if not read:  # the declared encoding is missing (or none is declared): what the row does carry
+            found = boundary_starts(row, policy)
+            if found is not None:
+                starts, read = found[0], True
         out.append(([int(x) for x in starts], bool(read)))
     return out
+
+
+# The boundary encodings a row may carry, in the order they are read where the declared one is missing: the
+# boundary_source the core reads each by, and its canonical field.
+BOUNDARY_SOURCES = (("cu_seqlens", "cu_seqlens"), ("seq_lens", "seq_lens"), ("doc_ids", "doc_ids"),
+                    ("position_reset", "position_ids"))
+_FIELD_OF_SOURCE = dict(BOUNDARY_SOURCES, position_step="position_ids")
+
+
+def boundary_starts(row: Mapping[str, Any], policy: Mapping[str, Any]) -> Optional[tuple[list[int], str]]:
+    """(segment starts, the source read) of one canonical row, by the core's reading of the first boundary
+    encoding the row carries: its policy's declared boundary_source, else cu_seqlens, seq_lens, doc_ids,
+    position resets (positions at the policy's position_base). None when the row carries none of them."""
+    declared = policy.get("boundary_source")
+    sources = ([declared] if declared not in (None, "spans", "none") else []) + [s for s, _ in BOUNDARY_SOURCES]
+    for source in dict.fromkeys(str(s) for s in sources):
+        field = _FIELD_OF_SOURCE.get(source)
+        if field is not None and row.get(field) is None:
+            continue
+        try:
+            starts, read = _core.segments_as_fed(row, dict(policy, boundary_source=source))
+        except ValueError:
+            continue  # a policy the core refuses with this source, or an encoding it cannot read
+        if read:
+            return [int(s) for s in starts], source
+    return None
 
 
 def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any], *, strict: bool = True,
@@ -230,9 +262,13 @@ def _unpadded_length(ids: np.ndarray, ignored: np.ndarray, labels: Optional[np.n
         if not pad[s:cut].all():
             break
         cut = s
-    if cut == n and (not read or labels is not None):
-        # no encoding read, or Megatron's padding, which its cu_seqlens fold into the last segment
+    if cut == n and not read:
         while cut > 0 and pad[cut - 1]:
+            cut -= 1
+    elif cut == n and labels is not None:
+        # Megatron's padding (the pad id labelled with itself, no target), which its cu_seqlens fold into the
+        # last segment
+        while cut > 0 and pad[cut - 1] and labels[cut - 1] == policy["pad_id"]:
             cut -= 1
         eos = policy.get("eos_id")
         if labels is not None and cut < n and cut > 0 and eos == policy["pad_id"] and int(ids[cut - 1]) != eos:
