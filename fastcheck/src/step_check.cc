@@ -107,6 +107,7 @@ void FastStepChecker::Impl::EnsureDocument(std::int64_t d) {
 
 // The rule is the oracle's (policy.h); here only the effective lengths are gathered.
 bool FastStepChecker::Impl::PolicyDemandsRefusal() const {
+  if (!options.whole_input) return false;  // a window of a run: its documents' lengths are not all seen
   std::vector<std::int64_t> lengths;
   lengths.reserve(docs_ptr->docs.size());
   for (const auto& d : docs_ptr->docs) lengths.push_back(static_cast<std::int64_t>(d.size));

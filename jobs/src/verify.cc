@@ -277,6 +277,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
   for (const auto& [m, file] : mbs) in.microbatches.push_back(&m.microbatch);
   in.documents = &docs;
   in.options = DumpStepOptions();
+  in.options.whole_input = !options_.window;
   const fastcheck::StepVerdict& v = fast_.Check(in);
   if (v.outcome != fastcheck::Outcome::kPassed) return false;
   summary.valid_targets = v.valid_targets;
@@ -329,6 +330,7 @@ void Verifier::CheckStep(std::int64_t step, StepMicrobatches& mbs) {
     if (documents_.Expand(uid, expanded_)) request.documents.push_back(expanded_);
   for (const auto& [m, file] : mbs) replay.microbatches.push_back(m.microbatch);
   CheckOptions check = DumpStepOptions();
+  check.whole_input = !options_.window;
   // The decoder costs O(L²) per row (about 18 ms at L = 2048): 25× slower audits, so it runs on request only.
   check.packing_invariance = options_.decoder;
   std::set<std::int64_t> ranks;
@@ -420,6 +422,7 @@ void Verifier::StreamStep(std::int64_t step) {
   in.dp_world_size = dp_world_size_;
   in.documents = &step_documents_;
   in.options = DumpStepOptions();
+  in.options.whole_input = !options_.window;
   fast_.Begin(in);
   StepSummary summary;
   summary.step = step;

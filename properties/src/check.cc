@@ -93,6 +93,7 @@ class Checker {
   // larger than the row (no row can hold a token: the reference layout rejects every non-empty input).
   // The rule is the oracle's (policy.h); here only the effective lengths are gathered.
   bool PolicyDemandsRefusal() const {
+    if (!options_.whole_input) return false;  // a window of a run: its documents' lengths are not all seen
     std::vector<std::int64_t> lengths;
     for (const auto& d : docs_) lengths.push_back(d.size());
     return packoracle::PolicyDemandsRefusal(policy_, request_.row_length, lengths);

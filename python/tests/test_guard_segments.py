@@ -78,6 +78,16 @@ def _told_from_padding(row, policy) -> list:
         return spans
     ids, labels = np.asarray(row["input_ids"]), np.asarray(row["labels"])
     pad = (ids == policy["pad_id"]) & (labels == policy["ignore_index"])
+    # unless an encoding marks the slots as a document's (a doc id >= 0, an attention_mask of 1): the guard
+    # takes the padding an encoding marks as it is marked
+    for field, real in (("doc_ids", lambda a: a >= 0), ("attention_mask", lambda a: a != 0)):
+        if row.get(field) is not None and np.asarray(row[field]).shape == ids.shape:
+            marked = ~real(np.asarray(row[field]))
+            tail = len(marked)
+            while tail > 0 and marked[tail - 1]:
+                tail -= 1
+            pad[:tail] = False
+            pad[tail:] = True
     while spans and pad[spans[-1]["start"]:spans[-1]["start"] + spans[-1]["length"]].all():
         spans.pop()
     return spans
@@ -104,8 +114,10 @@ def test_guard_segments_are_the_cores_on_every_generated_row(preset):
             truth = [s["start"] for s in told]
             assert all(a["start"] + a["length"] == b["start"] for a, b in zip(spans, spans[1:])), spans  # a tiling
             if policy["boundary_source"] in NO_ENCODING:
-                # nothing says where documents start (nor whether a trailing pad id is padding): one per row
-                assert _real(guard, piece) == truth[:1], (guard, row)
+                # none declared: the encodings the row carries say where documents start (the reference packer
+                # writes doc_ids), else nothing does and the row is one segment
+                carried = any(row.get(f) is not None for f in ("cu_seqlens", "seq_lens", "doc_ids"))
+                assert _real(guard, piece) == (truth if carried else truth[:1]), (guard, row)
                 continue
             core = _core.segments(row, policy)  # the core's reading of the whole row, doc_spans and all
             assert _real(core, piece) == [s["start"] for s in row["doc_spans"]], (core, row)

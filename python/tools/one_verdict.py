@@ -40,13 +40,14 @@ import numpy as np  # noqa: E402
 import packoracle  # noqa: E402
 from packoracle import guard  # noqa: E402
 from packoracle._batch import canonical_fields  # noqa: E402
-from packoracle.guard._segments import documents_from_segments  # noqa: E402
+from packoracle.guard._rows import check_from_rows  # noqa: E402
+from packoracle.guard._segments import READINGS, documents_from_segments  # noqa: E402
 from packoracle.guard._step import without_delimiters  # noqa: E402
 
 # A finding: (invariant, micro-batch index in the step, row in it; -1 for a whole step or micro-batch).
 Finding = tuple[str, int, int]
 # What only the documents show: not a finding an entry point without them can make.
-DOCUMENTS_ONLY = ("coverage",)
+DOCUMENTS_ONLY = ("coverage", "refusal")
 # Judged across ranks by the guard's step verdict, per micro-batch by verify: compared at the step.
 STEP_LEVEL = ("denominator", "loss")
 
@@ -120,15 +121,28 @@ def verify_findings(path: str, dump: Optional[Dump] = None) -> set[Finding]:
     """verify's findings, located as `dump` hands its rows to the entry points."""
     out = set()
     for v in packoracle.verify(path, max_violations=10_000).violations:
-        if v.invariant == "coverage" and "in no row" in v.message:
-            out.add(("coverage", -1, -1))  # a document's tokens in no row of the run: the run's, not a row's
-            continue
-        if v.invariant in STEP_LEVEL or v.row < 0:
-            out.add((v.invariant, -1, -1) if v.invariant in STEP_LEVEL else (v.invariant, v.micro_step, v.row))
+        if v.invariant in STEP_LEVEL or v.row < 0 or _whole(v):
+            out.add(finding(v, v.micro_step))
             continue
         k, r = (v.micro_step, v.row) if dump is None else dump.unit_of[(v.micro_step, v.row)]
-        out.add((v.invariant, k, r))
+        out.add(finding(v, k, r))
     return out
+
+
+def _whole(v: Any) -> bool:
+    """A finding of the step or the run, wherever it is located: a refusal the policy demands, a document's
+    tokens in no row."""
+    return v.invariant == "coverage" and ("demands a refusal" in v.message or "in no row" in v.message)
+
+
+def finding(v: Any, k: int, r: Optional[int] = None) -> Finding:
+    """A violation as compared: step-level invariants and whole-run coverage at (-1, -1); a refusal the policy
+    demands as its own name (verify checks that step no further)."""
+    if v.invariant == "coverage" and "demands a refusal" in v.message:
+        return ("refusal", -1, -1)
+    if v.invariant in STEP_LEVEL or _whole(v):
+        return (v.invariant, -1, -1)
+    return (v.invariant, k, v.row if r is None else r)
 
 
 def report_findings(reports: list, step_problems: bool) -> set[Finding]:
@@ -137,7 +151,7 @@ def report_findings(reports: list, step_problems: bool) -> set[Finding]:
         for v in report.violations:
             if v.invariant in STEP_LEVEL:
                 continue  # the guard judges denominators across the step (step_problems)
-            out.add((v.invariant, k, v.row))
+            out.add(finding(v, k))
     if step_problems:
         out.add(("denominator", -1, -1))
     return out
@@ -155,7 +169,7 @@ def rows_show_truth(dump: Dump) -> dict[tuple[int, int], set[str]]:
         batch = training_batch(mb)
         batch.pop("producer", None)
         fields = canonical_fields(batch, "batch")
-        readings = [documents_from_segments(fields, policy, strict=False, pad_labelled_pad=p) for p in (False, True)]
+        readings = [documents_from_segments(fields, policy, strict=False, reading=x) for x in READINGS]
         for r, row in enumerate(mb["rows"]):
             truth = [(s["start"], s["length"]) for s in row["doc_spans"]]
             hidden = {"attention", "segments", "positions", "targets", "shape"}
@@ -165,10 +179,31 @@ def rows_show_truth(dump: Dump) -> dict[tuple[int, int], set[str]]:
                 derived = {d["doc_uid"]: d for d in docs}
                 same = all(_flags(tokens[t["doc_uid"]], t) == _flags(derived[g["doc_uid"]], g)
                            for t, g in zip(row["doc_spans"], spans[r]))
+                if same and row["doc_spans"] and spans[r]:  # the token after the row: targeted from its last slot
+                    order = [d["doc_uid"] for d in dump.documents]
+                    same = _next_flag(tokens, order, row["doc_spans"][-1]) == \
+                        _next_flag(derived, [d["doc_uid"] for d in docs], spans[r][-1])
                 hidden = set() if same else {"targets"}
                 break
             out[(k, r)] = hidden
     return out
+
+
+def _next_flag(docs: dict, order: list[str], span: dict) -> Optional[int]:
+    """The supervision of the token after a piece: its document's next, else the next document's first (the
+    stream's next token), None where there is none."""
+    doc = docs[span["doc_uid"]]
+    sup = doc.get("supervised") or [1] * len(doc["tokens"])
+    end = span["doc_offset"] + span["length"]
+    if end < len(sup):
+        return int(sup[end])
+    k = order.index(span["doc_uid"]) + 1
+    while k < len(order) and not docs[order[k]]["tokens"]:
+        k += 1
+    if k == len(order):
+        return None
+    nxt = docs[order[k]]
+    return int((nxt.get("supervised") or [1])[0])
 
 
 def _flags(doc: dict, span: dict) -> list[int]:
@@ -188,8 +223,20 @@ def guard_step(dump: Dump, tensors: bool = False, documents: Optional[list] = No
     if not v.text:
         raise AssertionError("guard.check_step: no text")
     found = report_findings(v.local, any(not p.startswith("rank(s)") for p in v.problems))
-    # a micro-batch whose readings disagree holds (ambiguous): what verify finds there is not checked
-    return found | {("ambiguous", k, -1) for k in range(len(batches)) if f"micro-batch {k}: ambiguous" in v.text}
+    if documents is not None:
+        return found
+    # a micro-batch whose readings differ in their verdict (ambiguous): what verify finds there is not checked
+    return found | {("ambiguous", k, -1) for k, m in enumerate(dump.microbatches) if ambiguous(dump, m)}
+
+
+def ambiguous(dump: Dump, mb: dict) -> bool:
+    """Whether the readings of a micro-batch's rows without documents differ in their verdict (every reading
+    audited, where the guard stops at the first that holds)."""
+    batch = training_batch(mb)
+    batch.pop("producer", None)
+    policy = packoracle.Policy(dump.policy).to_dict()
+    longest = max(len(row["input_ids"]) for m in dump.microbatches for row in m["rows"])
+    return check_from_rows(batch, canonical_fields(batch, "batch"), policy, (), longest, every_reading=True).ambiguous
 
 
 def guard_loader(dump: Dump) -> set[Finding]:
@@ -201,16 +248,13 @@ def guard_loader(dump: Dump) -> set[Finding]:
     seen: list = []
     with tempfile.TemporaryDirectory() as dumps:
         loader = guard.wrap_dataloader(batches, dump.policy, on_violation=seen.append, dump_dir=dumps)
-        ambiguous = set()
-        for k, (b, a) in enumerate(zip(loader, batches)):
+        for b, a in zip(loader, batches):
             if b is not a:
                 raise AssertionError("guard.wrap_dataloader: the batches came out changed")
-            if loader.guard.state.ambiguous:
-                ambiguous.add(("ambiguous", k, -1))
         for error in seen:  # each violation's dump replays
             if error.dump is None:
                 raise AssertionError(f"guard.wrap_dataloader: {error.where}: no dump saved")
-    out: set[Finding] = set(ambiguous)
+    out: set[Finding] = {("ambiguous", k, -1) for k, m in enumerate(dump.microbatches) if ambiguous(dump, m)}
     for error in seen:
         k = int(error.where.split()[-1])  # "batch N"
         out |= {(f, k, r) for f, _, r in report_findings([error.report], False)}
@@ -222,15 +266,14 @@ def check_step_documents(dump: Dump) -> set[Finding]:
     mbs = [dict(training_batch(m), micro_step=m.get("micro_step", 0)) for m in dump.microbatches]
     docs = without_delimiters(dump.documents, packoracle.Policy(dump.policy).to_dict())
     report = packoracle.check_step(mbs, docs, dump.policy)
-    return {(v.invariant, v.micro_step if v.invariant not in STEP_LEVEL else -1,
-             v.row if v.invariant not in STEP_LEVEL else -1) for v in report.violations}
+    return {finding(v, v.micro_step) for v in report.violations}
 
 
 # name -> (run, documents): "" none (the rows alone), "window" one step's (the guard's), "run" the whole run's.
 ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
     "guard.check_step": (lambda d: guard_step(d), ""),
     "guard.check_step (tensors)": (lambda d: guard_step(d, tensors=True), ""),
-    "guard.wrap_dataloader": (guard_loader, ""),
+    "guard.wrap_dataloader": (guard_loader, "batch"),
     "guard.check_step (documents as dumped)": (lambda d: guard_step(d, documents=d.documents), "window"),
     "guard.check_step (documents as given)":
         (lambda d: guard_step(d, documents=without_delimiters(d.documents, packoracle.Policy(d.policy).to_dict())),
@@ -254,10 +297,14 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
           with_documents: str, ragged: bool = False) -> tuple[str, str]:
     """('agrees' | 'not checked' | 'differs', why) for one dump and entry point."""
     unseen = []
-    if ragged and any(i == "shape" for i, _, _ in expected):  # a loop could not collate the rows to see it
-        expected = {f for f in expected if f[0] != "shape"}
-        unseen.append("shape: rows of different lengths, which a loop hands one a batch")
-    stopped = any(i in STOPS and k >= 0 for i, k, _ in expected)
+    stopped = any((i in STOPS and k >= 0) or i == "refusal" for i, k, _ in expected)
+    if ragged:  # a loop could not collate the rows: their shape is not what it is handed, nor compared
+        if any(i == "shape" for i, _, _ in expected):
+            unseen.append("shape: rows of different lengths, which a loop hands one a batch")
+        expected, got = ({f for f in x if f[0] != "shape"} for x in (expected, got))
+    # a coverage finding of no one row is the step's or the run's, wherever an entry point locates it
+    expected, got = ({("coverage", -1, -1) if i == "coverage" and r < 0 else (i, k, r) for i, k, r in x}
+                     for x in (expected, got))
     targets_at = [(k, r) for i, k, r in expected if i == "targets"]
     expected, got = once_a_step(expected), once_a_step(got)
     if targets_at and ("targets", -1, -1) not in got:  # missed: hidden where verify's finding is
@@ -266,9 +313,15 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
     if with_documents == "run":  # the documents of the whole run: one verdict, coverage included
         # the same invariants (where documents collide, the spans derived may place a finding on another row)
         names = ({i for i, _, _ in expected}, {i for i, _, _ in got})
-        return ("agrees", "") if names[0] == names[1] else ("differs", f"verify {sorted(expected)}, got {sorted(got)}")
+        if names[0] == names[1] or (stopped and names[0] <= names[1]):
+            return ("agrees", "")
+        return "differs", f"verify {sorted(expected)}, got {sorted(got)}"
     if with_documents == "window":  # a step of a run with its documents: all but coverage over the run
         hidden = {}
+    if with_documents == "batch" and any(i == "shape" for i, _, _ in expected - got):
+        # a loader sees one batch: the step's row length (its longest row, over all its micro-batches) is unknown
+        expected = {f for f in expected if f[0] != "shape"}
+        unseen.append("shape: a loader sees one batch, not the step's longest row")
     ambiguous = {k for i, k, _ in got if i == "ambiguous"}
     got = {f for f in got if f[0] != "ambiguous"}
     flagged = {(k, r) for _, k, r in expected if r >= 0}
@@ -304,7 +357,10 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
 
 def compare(path: str, entries: list[str]) -> dict[str, tuple[str, str]]:
     dump = load(path)
-    expected = verify_findings(path, dump)
+    try:
+        expected = verify_findings(path, dump)
+    except ValueError as e:  # documents the policy cannot encode (an EOD inside one): verify refuses the dump
+        return refused(dump, entries, str(e))
     hidden = rows_show_truth(dump)
     out = {}
     for name in entries:
@@ -317,6 +373,24 @@ def compare(path: str, entries: list[str]) -> dict[str, tuple[str, str]]:
         if dump.ragged:  # the totals were left out: the step's denominators and loss are not compared
             expected, got = ({f for f in x if f[0] not in STEP_LEVEL} for x in (expected, got))
         out[name] = judge(expected, got, hidden, with_documents, dump.ragged)
+    return out
+
+
+def refused(dump: Dump, entries: list[str], why: str) -> dict[str, tuple[str, str]]:
+    """A dump verify refuses (its documents are not the policy's): the entry points handed no documents must
+    still answer (nothing to compare them with); those handed the documents may refuse them as verify does."""
+    out = {}
+    for name in entries:
+        run, documents = ENTRY_POINTS[name]
+        try:
+            run(dump)
+        except ValueError as e:
+            if documents in ("", "batch"):
+                out[name] = ("differs", f"raised ValueError on rows alone: {e}")
+            else:
+                out[name] = ("not checked", f"refused as verify refuses: {e}")
+            continue
+        out[name] = ("not checked", f"verify refuses the dump: {why}")
     return out
 
 
@@ -338,7 +412,8 @@ def table(results: dict[str, dict[str, tuple[str, str]]], entries: list[str]) ->
         for entry, (verdict, why) in by_entry.items():
             cells[(system, entry)][verdict] += 1
             if verdict == "not checked":
-                reasons[(system, entry)][why.split(":")[-1].strip()] += 1
+                for part in why.split("; "):
+                    reasons[(system, entry)][part.split(": ", 1)[-1].strip()] += 1
     systems = sorted({name.split(".")[0] for name in results})
     lines = ["| system | " + " | ".join(f"`{e}`" for e in entries) + " |", "|---" * (len(entries) + 1) + "|"]
     for system in systems:
@@ -352,6 +427,12 @@ def table(results: dict[str, dict[str, tuple[str, str]]], entries: list[str]) ->
                 text += f", **{c['differs']} differ**"
             row.append(text)
         lines.append(f"| {system} | " + " | ".join(row) + " |")
+    lines += ["", "Why not checked: the findings of verify the entry point could not make, counted over the dumps (the "
+              "other columns without documents as `guard.check_step`, with them as `documents as given`):", ""]
+    for system in systems:
+        for entry in [e for e in ("guard.check_step", "guard.check_step (documents as given)") if e in entries]:
+            for why, n in reasons[(system, entry)].most_common():
+                lines.append(f"- {system}, `{entry}`: {why} ({n})")
     return "\n".join(lines)
 
 

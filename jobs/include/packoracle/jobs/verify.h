@@ -39,7 +39,7 @@ struct VerifyProgress {
 // The note of an audit of a window of a run (VerifyOptions::window).
 inline constexpr std::string_view kWindowNote =
     "coverage over the run not checked: these batches are a window of a run (the guard's step), so a document's "
-    "pieces before or after them, and its tokens in no row, are not known here";
+    "pieces before or after them, its tokens in no row, and a refusal its length demands are not known here";
 
 struct VerifyOptions {
   std::vector<std::string> files;  // packed-batch .jsonl files (VerifyFiles only)
@@ -53,7 +53,8 @@ struct VerifyOptions {
   bool partial = false;         // the dump stops mid-run: documents unfinished at its end are not violations
   // The records are a window of a run (one step of a training loop, as the guard sees it; or batches whose
   // documents were read from the rows themselves): a document may have pieces before and after them, so its
-  // tiling over the run is not checked (its pieces within the window are), and the report's notes say so.
+  // tiling over the run is not checked (its pieces within the window are), nor a refusal the policy demands
+  // of the input (CheckOptions::whole_input), and the report's notes say so.
   bool window = false;
   bool decoder = false;         // also run packing_invariance (the tiny decoder: O(L²) per row, off for speed)
   bool oracle = false;          // the slow path only: nlohmann-json reader (files), CheckCase on every step

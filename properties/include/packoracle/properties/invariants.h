@@ -59,6 +59,10 @@ struct CheckOptions {
   // steps); and the per-target losses are unknown, so the producer's loss sums are taken as given and only
   // their normalisation is checked.
   bool partial_coverage = false;
+  // The step holds all of the packer's input (a generated case, a dump of the whole run): a refusal the policy
+  // demands of it (a document longer than the row, a stream shorter than a window) is checked. False for a
+  // window of a run (the guard's batches, whose documents may go on before and after them): not checked.
+  bool whole_input = true;
   bool losses_known = true;
   // Auditing one rank's dump of a data-parallel step (packoracle verify on some ranks' files): a global-scope
   // denominator and the step objective span ranks not seen here, so they are not compared (packoracle merge

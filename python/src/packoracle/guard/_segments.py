@@ -32,7 +32,7 @@ The reading, row by row (`documents_from_segments`):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
@@ -96,16 +96,30 @@ def boundary_starts(row: Mapping[str, Any], policy: Mapping[str, Any]) -> Option
     return None
 
 
+class Reading(NamedTuple):
+    """Where a row's trailing pad ids are padding, and where documents made of the pad id (the rows alone cannot
+    always tell): ``pad_labelled_pad``, a pad slot may also be labelled with the pad id and carry no target, as
+    Megatron labels its pads; ``pad_segments``, how many of the trailing segments made only of pad slots are
+    padding (None: all; torchtune's seq_lens give the padding one length of its own, and the segments before
+    it, or all of them, may be documents of the pad id)."""
+
+    pad_labelled_pad: bool = False
+    pad_segments: Optional[int] = None
+
+
+# The readings the guard tries, the first the common one (check_from_rows: a batch holds if one of them holds).
+READINGS = (Reading(), Reading(pad_labelled_pad=True), Reading(pad_segments=1), Reading(pad_segments=0))
+
+
 def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any], *, strict: bool = True,
-                            pad_labelled_pad: bool = False) -> tuple[list[dict], list[list[dict]]]:
+                            reading: Reading = READINGS[0]) -> tuple[list[dict], list[list[dict]]]:
     """([{"doc_uid", "tokens", "supervised"}], doc_spans per row): one document piece per segment of each row
     (see the module docstring for the reading), the documents as placed (check them with
     ``delimiters_included``). A token is supervised where the slot that targets it carries a target (its own
     slot under aligned labels, the previous one when pre-shifted; a label not ignored and a loss_mask not 0):
     the guard cannot tell a prompt mask from a wrong one without the documents. A malformed encoding is a
     ValueError naming it (``strict``), or leaves its rows one segment each for the audit to report.
-    ``pad_labelled_pad``: a pad slot may also be labelled with the pad id, as Megatron labels its pads (the other
-    reading: such slots predict a token, a document's; `readings` gives both where they differ)."""
+    ``reading``: where trailing pad ids are padding (`Reading`)."""
     ids = rows_of(as_array(batch["input_ids"], "batch", "input_ids"), "batch", "input_ids")
     labels = rows_of(as_array(batch["labels"], "batch", "labels"), "batch", "labels")
     weights = labels != policy["ignore_index"]
@@ -125,7 +139,7 @@ def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any],
         if strict:
             raise
         row_starts = [([0], False)] * ids.shape[0]
-    reader = _RowReader(policy, _stand_in(policy), pad_labelled_pad)
+    reader = _RowReader(policy, _stand_in(policy), reading)
     docs: list[dict] = []
     spans: list[list[dict]] = []
     for r in range(ids.shape[0]):
@@ -141,8 +155,8 @@ def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any],
 class _RowReader:
     """One row's pieces under one policy (documents_from_segments)."""
 
-    def __init__(self, policy: Mapping[str, Any], stand_in: int, pad_labelled_pad: bool):
-        self.policy, self.stand_in, self.pad_labelled_pad = policy, stand_in, pad_labelled_pad
+    def __init__(self, policy: Mapping[str, Any], stand_in: int, reading: Reading):
+        self.policy, self.stand_in, self.reading = policy, stand_in, reading
         self.crosses = policy["overflow"] == "split" or policy.get("stream_stride") is not None
         self.pre_shifted = policy["label_alignment"] == "pre_shifted"
         source = policy["boundary_source"]
@@ -151,13 +165,13 @@ class _RowReader:
 
     def row(self, r: int, ids: np.ndarray, labels: np.ndarray, weights: np.ndarray, positions: Optional[np.ndarray],
             starts: list[int], read: bool, marked: Optional[np.ndarray]) -> tuple[list[dict], list[dict]]:
-        n = _unpadded_length(ids, labels == self.policy["ignore_index"], labels if self.pad_labelled_pad else None,
-                             weights, starts, read, self.policy)
+        n = _unpadded_length(ids, labels == self.policy["ignore_index"],
+                             labels if self.reading.pad_labelled_pad else None, weights, starts, read, self.policy,
+                             self.reading.pad_segments)
         if marked is not None and self.policy["padding"] != "none":
-            tail = len(marked)
-            while tail > 0 and marked[tail - 1]:
-                tail -= 1
-            n = min(n, tail)  # the encoding itself says where padding starts
+            n = len(marked)
+            while n > 0 and marked[n - 1]:
+                n -= 1  # the encoding itself says where padding starts: no reading of the pad ids is needed
         starts = [s for s in starts if s < n] or ([0] if n else [])
         docs, spans = [], []
         for k, s in enumerate(starts):
@@ -238,7 +252,8 @@ def _stand_in(policy: Mapping[str, Any]) -> int:
 
 
 def _unpadded_length(ids: np.ndarray, ignored: np.ndarray, labels: Optional[np.ndarray], weights: np.ndarray,
-                     starts: list[int], read: bool, policy: Mapping[str, Any]) -> int:
+                     starts: list[int], read: bool, policy: Mapping[str, Any],
+                     pad_segments: Optional[int] = None) -> int:
     """Where a row's trailing padding starts, when the policy pads: padding slots hold pad_id and an ignored label
     (`ignored`); with `labels`, also those labelled with the pad id itself that carry no target (loss_mask 0), as
     Megatron labels its pads (a slot labelled with another token predicts it: a document's, such as an EOD that
@@ -258,8 +273,8 @@ def _unpadded_length(ids: np.ndarray, ignored: np.ndarray, labels: Optional[np.n
     else:
         pad &= ~np.asarray(weights, dtype=bool) & (ignored | (labels == policy["pad_id"]))
     cut = n
-    for s in reversed(starts):
-        if not pad[s:cut].all():
+    for k, s in enumerate(reversed(starts)):
+        if not pad[s:cut].all() or (pad_segments is not None and k >= pad_segments):
             break
         cut = s
     if cut == n and not read:

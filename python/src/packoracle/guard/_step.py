@@ -163,19 +163,21 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
     reports, per_mb, counted, notes = [], [], [], []
     given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy)
+    row_length = _longest_row(microbatches)  # the step's L, as verify takes it: every micro-batch checked with it
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
         fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
         ignore = _args.names(_not_read(batch), "guard.check_step", "ignore")
         if given is None:
-            read = check_from_rows(batch, fields, policy, ignore)
+            read = check_from_rows(batch, fields, policy, ignore, row_length)
             report = read.report
             if read.ambiguous:
                 notes.append(f"micro-batch {k}: {AMBIGUOUS}")
         else:
             docs, spans = given[k]
             # one step of the run: its documents may have pieces in the steps before and after it
-            report = checked_batch(dict(batch, doc_spans=spans), docs, policy, ignore=ignore, window=True)
+            report = checked_batch(dict(batch, doc_spans=spans), docs, policy, ignore=ignore, window=True,
+                                   row_length=row_length)
         step = report.to_json()["steps"][0]
         per_mb.append(float(step["valid_targets"]))
         counted.append(float(step["counted"]))  # what the denominator is compared with, by the core's rule
@@ -184,6 +186,20 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
                "denominators": _denominators(microbatches, num_items_in_batch),
                "violations": sum(len(r.violations) for r in reports if _counts_violation(r)), "notes": notes}
     return summary, reports
+
+
+def _longest_row(microbatches: Sequence[Mapping]) -> Optional[int]:
+    """The longest row of the step (a batch's input_ids: rows x slots, or one flattened row); None where none
+    can be read (check_batch then names what is wrong)."""
+    longest = 0
+    for mb in microbatches:
+        ids = mb.get("input_ids") if isinstance(mb, Mapping) else None
+        shape = getattr(ids, "shape", None)
+        if shape is None and isinstance(ids, Sequence):
+            shape = (len(ids[0]),) if ids and isinstance(ids[0], Sequence) else (len(ids),)
+        if shape:
+            longest = max(longest, int(shape[-1]))
+    return longest or None
 
 
 def _counts_violation(report: Report) -> bool:
