@@ -43,7 +43,7 @@ SpanDerivation::SpanDerivation(std::vector<std::span<const Token>> documents, Ov
 void SpanDerivation::IndexDocuments() {
   for (std::size_t k = 0; k < docs_.size(); ++k) {
     const auto& d = docs_[k];
-    claimed_.emplace_back(d.size(), false);
+    claimed_.emplace_back();
     placed_.push_back(d.empty());  // an empty document has nothing to place
     all_pad_.push_back(pad_id_ && !d.empty() && AllEqual(d, *pad_id_));
     if (!d.empty()) by_first_[d.front()].push_back(static_cast<std::int64_t>(k));
@@ -146,28 +146,42 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
   return spans;
 }
 
-bool SpanDerivation::Claim(std::vector<std::vector<bool>>& claimed, const DerivedSpan& span, bool claim) const {
-  auto& tokens = claimed[static_cast<std::size_t>(span.document)];
-  bool free = true;
-  for (std::int64_t t = span.doc_offset; t < span.doc_offset + span.length; ++t) {
-    free = free && tokens[static_cast<std::size_t>(t)] != claim;
-    tokens[static_cast<std::size_t>(t)] = claim;
+bool SpanDerivation::Claim(Claimed& claimed, const DerivedSpan& span, bool claim) const {
+  auto& pieces = claimed[static_cast<std::size_t>(span.document)];
+  const std::pair<std::int64_t, std::int64_t> piece{span.doc_offset, span.doc_offset + span.length};
+  if (!claim) {
+    const auto it = std::find(pieces.begin(), pieces.end(), piece);
+    if (it == pieces.end()) return false;
+    pieces.erase(it);
+    return true;
   }
+  const bool free = Free(claimed, span);
+  pieces.push_back(piece);
   return free;
 }
 
-bool SpanDerivation::Free(const std::vector<std::vector<bool>>& claimed, const DerivedSpan& span) const {
-  const auto& tokens = claimed[static_cast<std::size_t>(span.document)];
-  for (std::int64_t t = span.doc_offset; t < span.doc_offset + span.length; ++t)
-    if (tokens[static_cast<std::size_t>(t)]) return false;
+bool SpanDerivation::Free(const Claimed& claimed, const DerivedSpan& span) const {
+  const std::int64_t from = span.doc_offset, to = span.doc_offset + span.length;
+  for (const auto& [a, b] : claimed[static_cast<std::size_t>(span.document)])
+    if (a < to && from < b) return false;
   return true;
+}
+
+bool SpanDerivation::Covered(const Claimed& claimed, std::int64_t document, std::int64_t from, std::int64_t to) {
+  auto pieces = claimed[static_cast<std::size_t>(document)];
+  std::sort(pieces.begin(), pieces.end());
+  for (const auto& [a, b] : pieces) {
+    if (from >= to) break;
+    if (a > from) return false;
+    from = std::max(from, b);
+  }
+  return from >= to;
 }
 
 // The piece a row starts with when it starts inside a document: the first document (in order) and the smallest
 // offset past its first token whose tokens from there fill the row's start up to the document's end or the
 // row's. Only where the policy splits documents across rows.
-std::optional<DerivedSpan> SpanDerivation::ContinuedPiece(std::span<const Token> row,
-                                                          const std::vector<std::vector<bool>>& claimed) const {
+std::optional<DerivedSpan> SpanDerivation::ContinuedPiece(std::span<const Token> row, const Claimed& claimed) const {
   const std::vector<DerivedSpan> pieces = ContinuedPieces(row, claimed);
   return pieces.empty() ? std::nullopt : std::optional<DerivedSpan>(pieces.front());
 }
@@ -175,8 +189,7 @@ std::optional<DerivedSpan> SpanDerivation::ContinuedPiece(std::span<const Token>
 // Every piece a row may start with when it starts inside a document, none of whose tokens is claimed: first those
 // that continue what earlier rows placed (the document's tokens before the offset all claimed), then the rest;
 // each in the documents' order, then by offset.
-std::vector<DerivedSpan> SpanDerivation::ContinuedPieces(std::span<const Token> row,
-                                                         const std::vector<std::vector<bool>>& claimed) const {
+std::vector<DerivedSpan> SpanDerivation::ContinuedPieces(std::span<const Token> row, const Claimed& claimed) const {
   const std::int64_t n = static_cast<std::int64_t>(row.size());
   std::vector<DerivedSpan> continuing, others;
   for (std::size_t k = 0; k < docs_.size() && n > 0; ++k) {
@@ -186,9 +199,7 @@ std::vector<DerivedSpan> SpanDerivation::ContinuedPieces(std::span<const Token> 
       const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(doc.size() - offset), n);
       const DerivedSpan piece{static_cast<std::int64_t>(k), 0, m, static_cast<std::int64_t>(offset)};
       if (CommonPrefix(row, 0, doc.subspan(offset)) != m || !Free(claimed, piece)) continue;
-      const auto& tokens = claimed[k];
-      const bool continues = std::all_of(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(offset),
-                                         [](bool c) { return c; });
+      const bool continues = Covered(claimed, static_cast<std::int64_t>(k), 0, static_cast<std::int64_t>(offset));
       (continues ? continuing : others).push_back(piece);
     }
   }
@@ -207,14 +218,14 @@ struct SpanDerivation::Search {
   std::vector<bool> placed;
   std::vector<std::vector<DerivedSpan>> found;
   std::vector<DerivedSpan> acc;  // the spans of the row being read
-  std::vector<std::vector<bool>> claimed;  // per document, the tokens a span of the reading holds
+  Claimed claimed;  // per document, the pieces of the reading
   bool every_document = true;  // a reading must place every document (else: every row read, no token twice)
   std::int64_t budget = kSolveSteps;
 
   // Whether the rest of a document cut at the last row's end was read elsewhere (rows out of stream order).
   bool RestRead(std::pair<std::int64_t, std::int64_t> open) const {
-    const auto& tokens = claimed[static_cast<std::size_t>(open.first)];
-    return std::all_of(tokens.begin() + static_cast<std::ptrdiff_t>(open.second), tokens.end(), [](bool c) { return c; });
+    const std::int64_t size = static_cast<std::int64_t>(d.docs_[static_cast<std::size_t>(open.first)].size());
+    return Covered(claimed, open.first, open.second, size);
   }
 
   // `span` added to the reading, then RowFrom(r, next slot, open); undone where that fails. False where one of
@@ -324,7 +335,7 @@ bool SpanDerivation::Solve(Token pad_id) {
     Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {}, every_document};
     for (const auto& doc : docs_) {
       search.placed.push_back(doc.empty());
-      search.claimed.emplace_back(doc.size(), false);
+      search.claimed.emplace_back();
     }
     if (search.RowFrom(0, 0, std::nullopt)) {
       spans_ = std::move(search.found);

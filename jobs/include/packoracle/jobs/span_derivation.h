@@ -68,13 +68,14 @@ class SpanDerivation {
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
   std::optional<std::int64_t> FirstUnplaced() const;
-  std::optional<DerivedSpan> ContinuedPiece(std::span<const Token> row,
-                                            const std::vector<std::vector<bool>>& claimed) const;
-  std::vector<DerivedSpan> ContinuedPieces(std::span<const Token> row,
-                                           const std::vector<std::vector<bool>>& claimed) const;
-  // Marks (claim) or unmarks the span's tokens in `claimed`; false where one was already as asked.
-  bool Claim(std::vector<std::vector<bool>>& claimed, const DerivedSpan& span, bool claim) const;
-  bool Free(const std::vector<std::vector<bool>>& claimed, const DerivedSpan& span) const;
+  // Per document, the token ranges [from, to) its pieces so far hold (a few a document: intervals, not bits).
+  using Claimed = std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>>;
+  std::optional<DerivedSpan> ContinuedPiece(std::span<const Token> row, const Claimed& claimed) const;
+  std::vector<DerivedSpan> ContinuedPieces(std::span<const Token> row, const Claimed& claimed) const;
+  // Adds (claim) the span's range, false where it overlaps one already held; or takes it back (false: not held).
+  bool Claim(Claimed& claimed, const DerivedSpan& span, bool claim) const;
+  bool Free(const Claimed& claimed, const DerivedSpan& span) const;  // no token of the span held yet
+  static bool Covered(const Claimed& claimed, std::int64_t document, std::int64_t from, std::int64_t to);
   void IndexDocuments();
 
   std::vector<std::vector<Token>> owned_;     // the documents, where the derivation holds them
@@ -84,7 +85,7 @@ class SpanDerivation {
   std::optional<Token> pad_id_;
   std::vector<bool> all_pad_;  // documents made only of the pad id
   std::vector<bool> placed_;
-  std::vector<std::vector<bool>> claimed_;  // per document, the tokens some span holds
+  Claimed claimed_;  // per document, the token ranges some span holds
   std::unordered_map<Token, std::vector<std::int64_t>> by_first_;  // first token → documents, in order
   std::optional<std::pair<std::int64_t, std::int64_t>> open_;       // (document, offset) continued next row
   std::vector<std::vector<Token>> rows_;
