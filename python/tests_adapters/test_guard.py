@@ -52,7 +52,7 @@ def test_a_loader_is_checked_from_its_own_segments(tmp_path):
     seen = []
     list(guard.wrap_dataloader([shifted], "hf-flatten", on_violation=seen.append, dump_dir=str(tmp_path)))
     assert seen and "targets" in {v.invariant for v in seen[0].report.violations}
-    assert "targets against the shift inside each segment" in seen[0].checks
+    assert "targets against the shift inside each segment and across row ends" in seen[0].checks
 
 
 def test_step_rules_unequal_weights_violate_a_uniform_scale_is_a_note():

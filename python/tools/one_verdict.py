@@ -269,6 +269,25 @@ def check_step_documents(dump: Dump) -> set[Finding]:
     return {finding(v, v.micro_step) for v in report.violations}
 
 
+def which_policy(dump: Dump) -> set[Finding]:
+    """packoracle.which_policy_of_batch on each micro-batch (documents as given, no spans): a violation where the
+    dump's preset is not among those that hold. Only for a dump that declares a preset as it is."""
+    preset = dump.policy.get("preset")
+    docs = without_delimiters(dump.documents, packoracle.Policy(dump.policy).to_dict())
+    out: set[Finding] = set()
+    for k, mb in enumerate(dump.microbatches):
+        batch = training_batch(mb)
+        producer = batch.pop("producer", None)
+        fit = packoracle.which_policy_of_batch(batch, docs, row_length=_step_row_length(dump), producer=producer)
+        if preset not in fit.holds:
+            out.add(("violation", k, -1))
+    return out
+
+
+def _step_row_length(dump: Dump) -> int:
+    return max(len(row["input_ids"]) for m in dump.microbatches for row in m["rows"])
+
+
 # name -> (run, documents): "" none (the rows alone), "window" one step's (the guard's), "run" the whole run's.
 ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
     "guard.check_step": (lambda d: guard_step(d), ""),
@@ -279,6 +298,7 @@ ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
         (lambda d: guard_step(d, documents=without_delimiters(d.documents, packoracle.Policy(d.policy).to_dict())),
          "window"),
     "check_step (documents, no spans)": (check_step_documents, "run"),
+    "which_policy_of_batch": (which_policy, "verdict"),
 }
 
 
@@ -315,6 +335,9 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
     if targets_at and ("targets", -1, -1) not in got:  # missed: hidden where verify's finding is
         k, r = targets_at[0]
         expected = (expected - {("targets", -1, -1)}) | {("targets", k, r)}
+    if with_documents == "verdict":  # holds or not, batch by batch
+        return ("agrees", "") if bool(got) == bool(expected) else ("differs", f"verify {sorted(expected)}, got "
+                                                                               f"{sorted(got)}")
     if with_documents == "run":  # the documents of the whole run: one verdict, coverage included
         # the same invariants (where documents collide, the spans derived may place a finding on another row)
         names = ({i for i, _, _ in expected}, {i for i, _, _ in got})
@@ -370,6 +393,11 @@ def compare(path: str, entries: list[str]) -> dict[str, tuple[str, str]]:
     out = {}
     for name in entries:
         run, with_documents = ENTRY_POINTS[name]
+        if with_documents == "verdict" and (set(dump.policy) != {"preset"} or len(dump.microbatches) > 1 or
+                                            any(f[0] in STEP_LEVEL + DOCUMENTS_ONLY for f in expected)):
+            out[name] = ("not checked", "which_policy_of_batch: one micro-batch under a preset as it is, whose "
+                                        "verdict is the batch's own")
+            continue
         try:
             got = run(dump)
         except Exception as e:  # noqa: BLE001 - an exception is what this measures
