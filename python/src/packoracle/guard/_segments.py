@@ -200,7 +200,7 @@ class _RowReader:
         if self.bos is not None:
             return 0 if int(ids[0]) == self.bos else 1
         counted = self.policy["positions"] == "doc_reset" and positions is not None
-        if counted:
+        if counted and positions is not None:
             first = int(positions[0]) - int(self.policy["position_base"])
             if first == 0 or (first < 0 and self.policy["split_positions"] != "restart"):
                 return 0
