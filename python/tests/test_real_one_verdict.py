@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import packoracle
-from packoracle import _core, strategies
+from packoracle import _core, guard, strategies
+from packoracle.guard._step import without_delimiters
 from packoracle.dump import DumpWriter
 from tests.helpers import CANDIDATES, REALPACK, TOOLS, needs_realpack
 
@@ -137,3 +138,19 @@ def test_every_entry_point_gives_verifys_verdict_on_generated_cases(preset, tmp_
     assert sum(v for (_, clean), v in seen.items() if clean != "refused") >= 40, seen  # packed and compared
     if preset in CORRECT:  # its correct packer holds, and was read, on many cases
         assert seen[(CORRECT[preset], True)] >= 10, seen
+
+
+@needs_realpack
+def test_documents_with_or_without_their_delimiters_give_one_verdict_and_say_which(realpack_dumps):
+    """A user holds Megatron's documents with their EOD (as its dataset and the dump keep them) or without (as a
+    tokenizer gives them): the guard reads both, says which, and gives one verdict (was a ValueError)."""
+    name = next(n for n in sorted(os.listdir(realpack_dumps)) if n.startswith("megatron_GPTDataset.A.eod__train"))
+    dump = one_verdict.load(os.path.join(realpack_dumps, name))
+    policy = packoracle.Policy(dump.policy).to_dict()
+    assert all(d["tokens"][-1] == policy["eos_id"] for d in dump.documents)  # as dumped: with their EOD
+    batches = [one_verdict.training_batch(m) for m in dump.microbatches]
+    placed = guard.check_step(batches, policy=dump.policy, documents=dump.documents, on_violation=lambda e: None)
+    given = guard.check_step(batches, policy=dump.policy, on_violation=lambda e: None,
+                             documents=without_delimiters(dump.documents, policy))
+    assert [r.ok for r in placed.local] == [r.ok for r in given.local]
+    assert any("read as placed" in n for n in placed.notes) and not any("read as placed" in n for n in given.notes)

@@ -121,11 +121,17 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
     return [value] * n
 
 
-def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, policy: dict) -> list[tuple[list, list]]:
+def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, policy: dict,
+                             notes: list[str]) -> list[tuple[list, list]]:
     """Each micro-batch's documents and spans. The step's documents are spread over its micro-batches, and a
     micro-batch checked alone is given only those it holds pieces of (the others are not missing from it: that
-    was a false coverage violation). Spans are read across the step in order, as check_step reads them."""
-    docs = without_delimiters(canonical_documents(documents, policy=policy), policy)
+    was a false coverage violation). Spans are read across the step in order, as check_step reads them. How the
+    documents were read is said in `notes`."""
+    held = canonical_documents(documents, policy=policy)
+    docs = without_delimiters(held, policy)
+    if docs is not held:
+        notes.append("documents: given with the policy's delimiters, read as placed (the delimiters taken off "
+                     "once, for the core to add as the packer does)")
     batches = [{n: x for n, x in mb.items() if n not in _not_read(mb)} for mb in microbatches]
     out = []
     for mb in Microbatches(docs, policy).read(batches):
@@ -162,7 +168,7 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
     reports, per_mb, counted, notes = [], [], [], []
-    given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy)
+    given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy, notes)
     row_length = _longest_row(microbatches)  # the step's L, as verify takes it: every micro-batch checked with it
     for k, mb in enumerate(microbatches):
         batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
