@@ -244,9 +244,12 @@ struct SpanDerivation::Search {
 
   bool RowFrom(std::size_t r, std::int64_t i, std::optional<std::pair<std::int64_t, std::int64_t>> open) {
     if (--budget < 0) return false;
-    if (r == d.rows_.size())
-      return (!open || RestRead(*open)) &&
-             (!every_document || std::find(placed.begin(), placed.end(), false) == placed.end());
+    if (r == d.rows_.size()) {
+      // Every document placed and none left cut; or, where that cannot be, every row read (a document cut at
+      // the last row's end whose rest is in no row is then the coverage finding it is, as one never placed).
+      if (!every_document) return true;
+      return (!open || RestRead(*open)) && std::find(placed.begin(), placed.end(), false) == placed.end();
+    }
     const std::span<const Token> row = d.rows_[r];
     const std::int64_t n = static_cast<std::int64_t>(row.size());
     if (i == n) return NextRow(r, open);
@@ -332,6 +335,9 @@ bool SpanDerivation::Solve(Token pad_id) {
   // A reading that places every document; else one that reads every row with no token twice (a document the
   // packer dropped, as Megatron drops a stream's tail, is then the coverage finding it is).
   for (const bool every_document : {true, false}) {
+    // A greedy reading that read every row stays where no reading places every document: its unplaced
+    // documents are what the step did not pack (a stream's dropped tail), not a misreading.
+    if (!every_document && misses_ == 0) break;
     Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {}, every_document};
     for (const auto& doc : docs_) {
       search.placed.push_back(doc.empty());

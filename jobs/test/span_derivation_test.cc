@@ -30,6 +30,31 @@ TEST(SpanDerivation, ASplitDocumentContinuesAtTheNextRowsStart) {
   EXPECT_EQ(d.Unplaced(), 0);
 }
 
+TEST(SpanDerivation, ShuffledStreamWindowsStartInsideAnyDocument) {
+  // Megatron's GPTDataset as built: windows of one stream (1 2 0 | 3 0 | 4 0, L = 3) handed out shuffled. Row 0
+  // is d2's EOD, which the greedy reading first takes for d0's; row 1 then places d0 whole (a token read twice),
+  // and the search reads row 0 as the rest of d2, the one piece that leaves no token read twice.
+  SpanDerivation d({{1, 2, 0}, {3, 0}, {4, 0}}, Overflow::kSplit, 99);
+  ReadAll(d, {{0}, {1, 2, 0}, {3, 0, 4}});
+  ASSERT_GT(d.misses(), 0);
+  ASSERT_TRUE(d.Solve(99));
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{2, 0, 1, 1}},
+                                                             {{0, 0, 3, 0}},
+                                                             {{1, 0, 2, 0}, {2, 2, 1, 0}}}));
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
+TEST(SpanDerivation, AStreamsDroppedTailLeavesTheGreedyReadingAsItIs) {
+  // torchtitan's HuggingFaceTextDataset: one window of the stream, the rest dropped. The greedy reading (d1 cut
+  // at the row's end) read every row; d2, in no row, is what the step did not pack, and no search replaces it.
+  SpanDerivation d({{1, 11, 12, 13, 14, 15}, {1, 21}, {1}}, Overflow::kSplit, 0);
+  ReadAll(d, {{1, 11, 12, 13, 14, 15, 1}});
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 1);
+  EXPECT_FALSE(d.Solve(0));
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 6, 0}, {1, 6, 1, 0}}}));
+}
+
 TEST(SpanDerivation, TheSearchReadsAPadIdDocumentAsPaddingWhereTheGreedyReadingTookIt) {
   // The packer: [d0 pad] [d1 d2] [d3 d4]. The greedy reading puts d2 (a lone pad id) in row 0's padding, so
   // row 2's first token has no document left; the search reads row 0's tail as padding.
