@@ -167,7 +167,8 @@ def without_delimiters(docs: list[dict], policy: Mapping[str, Any]) -> list[dict
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
     """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
-    reports, per_mb, counted, notes = [], [], [], []
+    reports, per_mb, counted = [], [], []
+    notes: list[str] = []  # how the documents were read, and the micro-batches read ambiguously
     given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy, notes)
     row_length = _longest_row(microbatches)  # the step's L, as verify takes it: every micro-batch checked with it
     for k, mb in enumerate(microbatches):
