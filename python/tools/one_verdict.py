@@ -8,10 +8,13 @@ dump's micro-batches are handed to each entry point as a training loop holds the
 dump's field names, no doc_spans), with the dump's own header policy; the violations each reports are
 compared, row by row, with those `verify` reports on the whole dump:
 
-- ``agrees``: the same invariants on the same rows;
-- ``not checked``: verify's finding is on a row whose boundaries or padding the rows' own encodings do not show
-  (without the documents the entry point cannot know them), or is `coverage` (a document's life beyond the
-  rows), for the entry points that have no documents; never for those that have them;
+- ``agrees``: the same invariants on the same rows (verify names a row's first finding, and stops a step at a
+  row's shape or coverage: the same row flagged under another invariant agrees on the row);
+- ``not checked``: a finding of verify the entry point cannot make, with the reason: without documents, a row
+  whose documents no encoding shows (`ROWS_ALLOW`), supervision only the documents hold, coverage and refusal,
+  an ambiguous reading of pad ids; for the guard's step with its documents, coverage over the run; for the
+  guard, the loss values and a denominator off by one factor for all (its rule is the weighting); for a loader,
+  the step's row length;
 - ``differs``: anything else: a false positive, a visible miss, or an exception. A test failure.
 
 Prints a line per dump and entry point that differs, then the counts; ``--table`` prints the markdown table of
