@@ -12,11 +12,11 @@ The reading, row by row (`documents_from_segments`):
   it; where the row lacks it, or the policy declares none, the first it carries of cu_seqlens, seq_lens, doc ids
   and position resets: `boundary_starts`); a malformed encoding leaves the row one segment, and the audit
   reports the encoding itself;
-- padding by the policy's side: a trailing run of slots holding pad_id that are no target (label ignored or
-  loss_mask 0) and labelled as padding (ignore_index; in a second reading also the pad id, as Megatron labels
-  its pads), whole segments of them where the encoding was read (Megatron pads with its EOD id 0: each pad a
-  segment of its own, the document's closing EOD in the document's); and the trailing slots an encoding marks
-  as padding (a negative doc id, a 0 in a per-token attention_mask);
+- padding by the policy's side: the trailing slots an encoding marks as padding (a negative doc id, a 0 in a
+  per-token attention_mask), as marked; else a trailing run of the pad id with ignored labels, whole segments
+  of them where the encoding was read. Where the rows cannot tell padding from documents made of the pad id,
+  `READINGS` are the readings tried: also the pad id labelled with itself and no target (Megatron pads with
+  its EOD id 0, each pad a segment of its own), or only the last pad-only segment, or none, as padding;
 - the documents are taken as placed, with the row's own delimiters (the audit adds none:
   ``delimiters_included``);
 - where the policy lets a document cross rows (`overflow: split`, stream windows), a row's first piece may
