@@ -42,7 +42,6 @@ class GuardState:
     checked: int = 0
     violations: int = 0
     last_dump: Optional[str] = None
-    ambiguous: bool = False  # the last batch checked without documents allowed readings with other verdicts
 
 
 def documents_from_features(features: Sequence[Mapping[str, Any]], ignore_index: int = -100) -> list[dict]:
@@ -105,7 +104,7 @@ class BatchGuard:
         checks: tuple[str, ...]
         if docs is None or not docs:
             read = check_from_rows(fields, canonical_fields(fields, "batch", not_read), self.policy, ignore)
-            report, docs, self.state.ambiguous = read.report, read.documents, read.ambiguous
+            report, docs = read.report, read.documents
             fields = dict(fields, doc_spans=read.spans)  # what a saved dump holds
             checks = CHECKED_WITHOUT_DOCUMENTS
         else:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from .._checks import checked_batch
 from ..report import Report
-from ._segments import READINGS, documents_from_segments
+from ._segments import READINGS, documents_from_segments, segment_starts
 
 AMBIGUOUS = ("ambiguous: its trailing pad ids read as padding and as documents of the pad id give other verdicts "
              "(the one reported: the first that holds, else Megatron's padding); give the documents to tell")
@@ -42,8 +42,9 @@ def check_from_rows(batch: Mapping[str, Any], fields: Mapping[str, Any], policy:
     broken: Optional[RowsChecked] = None
     tried: list[list] = []
     verdicts: set[frozenset] = set()  # each reading's invariants found
+    starts = segment_starts(fields, policy, strict=False)  # the same segments under every reading
     for reading in READINGS:
-        docs, spans = documents_from_segments(fields, policy, strict=False, reading=reading)
+        docs, spans = documents_from_segments(fields, policy, reading=reading, row_starts=starts)
         if spans in tried:
             continue  # the rows read the same either way (no pad ids at a row's end: the common case)
         tried.append(spans)

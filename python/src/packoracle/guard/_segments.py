@@ -50,24 +50,33 @@ CHECKED_WITH_DOCUMENTS = ("documents against segments (attention)", "positions",
                           "coverage")
 
 
-def segment_starts(batch: Mapping[str, Any], policy: Mapping[str, Any]) -> list[tuple[list[int], bool]]:
+def segment_starts(batch: Mapping[str, Any], policy: Mapping[str, Any], *,
+                   strict: bool = True) -> list[tuple[list[int], bool]]:
     """Per row, (starts, read): the slots where a segment starts, read from the encoding the policy declares by
     the core's own reading (``_core.segments``: the one a backend reading that encoding uses), and whether an
     encoding was read at all. A row without one (boundary_source spans or none, or the declared field missing)
     is one segment, as a backend fed it reads it, except where a 2-D attention_mask marks padding. `batch` is
-    in canonical field names. A malformed encoding is a ValueError naming it."""
+    in canonical field names. A malformed encoding is a ValueError naming it (``strict``), or leaves every row one
+    segment, unread, for the audit to report the encoding itself."""
     fields = {name: value for name, value in batch.items() if name != "doc_spans"}
     rows = rows_of(as_array(fields["input_ids"], "batch", "input_ids"), "batch", "input_ids").shape[0]
     canonical = canonical_microbatch(dict(fields, doc_spans=[[] for _ in range(rows)]), where="batch")
-    out = []
-    for row in canonical["rows"]:
-        starts, read = _core.segments_as_fed(row, policy)
-        if not read:  # the declared encoding is missing (or none is declared): what the row does carry
-            found = boundary_starts(row, policy)
-            if found is not None:
-                starts, read = found[0], True
-        out.append(([int(x) for x in starts], bool(read)))
-    return out
+    try:
+        return [_row_starts(row, policy) for row in canonical["rows"]]
+    except ValueError:
+        if strict:
+            raise
+        return [([0], False)] * rows
+
+
+def _row_starts(row: Mapping[str, Any], policy: Mapping[str, Any]) -> tuple[list[int], bool]:
+    """One canonical row's (starts, read), as `segment_starts` gives them."""
+    starts, read = _core.segments_as_fed(row, policy)
+    if not read:  # the declared encoding is missing (or none is declared): what the row does carry
+        found = boundary_starts(row, policy)
+        if found is not None:
+            starts, read = found[0], True
+    return [int(x) for x in starts], bool(read)
 
 
 # The boundary encodings a row may carry, in the order they are read where the declared one is missing: the
@@ -112,14 +121,17 @@ READINGS = (Reading(), Reading(pad_labelled_pad=True), Reading(pad_segments=1), 
 
 
 def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any], *, strict: bool = True,
-                            reading: Reading = READINGS[0]) -> tuple[list[dict], list[list[dict]]]:
+                            reading: Reading = READINGS[0],
+                            row_starts: Optional[list[tuple[list[int], bool]]] = None
+                            ) -> tuple[list[dict], list[list[dict]]]:
     """([{"doc_uid", "tokens", "supervised"}], doc_spans per row): one document piece per segment of each row
     (see the module docstring for the reading), the documents as placed (check them with
     ``delimiters_included``). A token is supervised where the slot that targets it carries a target (its own
     slot under aligned labels, the previous one when pre-shifted; a label not ignored and a loss_mask not 0):
     the guard cannot tell a prompt mask from a wrong one without the documents. A malformed encoding is a
     ValueError naming it (``strict``), or leaves its rows one segment each for the audit to report.
-    ``reading``: where trailing pad ids are padding (`Reading`)."""
+    ``reading``: where trailing pad ids are padding (`Reading`). ``row_starts``: `segment_starts` of the batch,
+    where the caller read them already (each reading of one batch reads the same segments)."""
     ids = rows_of(as_array(batch["input_ids"], "batch", "input_ids"), "batch", "input_ids")
     labels = rows_of(as_array(batch["labels"], "batch", "labels"), "batch", "labels")
     weights = labels != policy["ignore_index"]
@@ -133,12 +145,8 @@ def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any],
         if positions.shape != ids.shape:
             positions = None  # the audit names the shape; the reading goes without them
     marked = _marked_padding(batch, ids.shape)
-    try:
-        row_starts = segment_starts(batch, policy)
-    except ValueError:
-        if strict:
-            raise
-        row_starts = [([0], False)] * ids.shape[0]
+    if row_starts is None:
+        row_starts = segment_starts(batch, policy, strict=strict)
     reader = _RowReader(policy, _stand_in(policy), reading)
     docs: list[dict] = []
     spans: list[list[dict]] = []
