@@ -156,7 +156,8 @@ bool Span(od::value v, DocSpan& span) {
   return seen.bits == 0xF;
 }
 
-bool Row(od::value v, CandidateRow& row) {
+// `has_spans`: whether the row carries doc_spans (a dump's rows may leave them out: MicrobatchFromJson).
+bool Row(od::value v, CandidateRow& row, bool& has_spans) {
   od::object o;
   if (v.get_object().get(o)) return false;
   Seen seen;
@@ -202,7 +203,9 @@ bool Row(od::value v, CandidateRow& row) {
     }
     if (!ok) return false;
   }
-  if (!seen.Has(0) || !seen.Has(1) || !seen.Has(8)) return false;
+  if (!seen.Has(0) || !seen.Has(1)) return false;
+  has_spans = seen.Has(8);
+  if (!has_spans) row.doc_spans.clear();
   const std::size_t n = row.input_ids.size();
   // MicrobatchFromJson's length checks (cu_seqlens and seq_lens have their own lengths).
   if (row.labels.size() != n || (row.loss_mask && row.loss_mask->size() != n) ||
@@ -312,6 +315,7 @@ struct LineParser::Simd {
     CandidateMicrobatch& mb = m.microbatch;
     mb.step = 0;
     m.flattened = false;
+    m.spans_absent = false;
     Seen seen;
     seen.First(0);  // "record"
     for (++it; it != o.end(); ++it) {
@@ -333,7 +337,12 @@ struct LineParser::Simd {
           od::value r;
           if (!ok || element.get(r)) return false;
           if (count == mb.rows.size()) mb.rows.emplace_back();
-          ok = Row(r, mb.rows[count++]);
+          bool has_spans = true;
+          ok = Row(r, mb.rows[count], has_spans);
+          // Every row with doc_spans or none (MicrobatchFromJson names the row that breaks it).
+          if (count == 0) m.spans_absent = !has_spans;
+          ok = ok && m.spans_absent == !has_spans;
+          ++count;
         }
         if (ok) mb.rows.resize(count);
       } else if (key == "producer") {

@@ -72,7 +72,7 @@ PackedBatchRecord ParsePackedBatchRecord(const Json& j, const std::string& where
   if (type == "document") return DocumentRecord{DocumentFromJson(j, at)};
   if (type == "microbatch") {
     MicrobatchRecord m;
-    m.microbatch = MicrobatchFromJson(j, at);
+    m.microbatch = MicrobatchFromJson(j, at, &m.spans_absent);
     if (auto flattened = j.find("flattened"); flattened != j.end() && !flattened->is_null()) {
       if (!flattened->is_boolean()) Bad(at, "field 'flattened' must be true or false, got " + flattened->dump());
       m.flattened = flattened->get<bool>();

@@ -216,7 +216,7 @@ nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {
   return j;
 }
 
-CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) {
+CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where, bool* spans_absent) {
   CandidateMicrobatch mb;
   mb.step = j.contains("step") ? Int(j.at("step"), "step", where) : 0;
   mb.micro_step = Int(Required(j, "micro_step", where), "micro_step", where);
@@ -239,6 +239,16 @@ CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where) 
     row.seq_lens = OptionalInts<std::int64_t>(rows[k], "seq_lens", at, static_cast<std::size_t>(-1));
     row.doc_ids = OptionalInts<std::int64_t>(rows[k], "doc_ids", at, n);
     row.attention_mask = OptionalInts<std::int64_t>(rows[k], "attention_mask", at, n);
+    const auto given = rows[k].find("doc_spans");
+    if (spans_absent && k == 0) *spans_absent = given == rows[k].end();
+    if (spans_absent && *spans_absent != (given == rows[k].end())) {
+      Bad(at, "doc_spans", *spans_absent ? "is given, but rows[0] has none (every row of a micro-batch or none)"
+                                         : "is missing, but rows[0] has them (every row of a micro-batch or none)");
+    }
+    if (spans_absent && *spans_absent) {
+      mb.rows.push_back(std::move(row));
+      continue;
+    }
     const Json& spans = Required(rows[k], "doc_spans", at);
     if (!spans.is_array()) Bad(at, "doc_spans", "must be an array");
     for (std::size_t s = 0; s < spans.size(); ++s) {

@@ -75,25 +75,55 @@ bool SpanDerivation::PaddingRatherThan(std::int64_t k, std::size_t r, std::int64
   return std::none_of(targets.begin() + i, targets.begin() + i + m, [](std::uint8_t t) { return t != 0; });
 }
 
+bool SpanDerivation::EndsAtAStart(std::size_t r, std::int64_t i, std::int64_t k) const {
+  const auto& starts = starts_[r];
+  if (starts.empty()) return false;
+  const std::int64_t n = static_cast<std::int64_t>(rows_[r].size());
+  const std::int64_t end = std::min<std::int64_t>(i + static_cast<std::int64_t>(docs_[static_cast<std::size_t>(k)].size()), n);
+  return end == n || std::binary_search(starts.begin(), starts.end(), end) || PaddingFrom(rows_[r], end);
+}
+
+void SpanDerivation::PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const {
+  if (starts_[r].empty()) return;
+  std::stable_partition(candidates.begin(), candidates.end(), [&](std::int64_t k) { return EndsAtAStart(r, i, k); });
+}
+
 // The first unplaced document (in order) whose tokens start at slot i of row r, whole or cut at the row's end
-// where the policy cuts.
-std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int64_t i) const {
+// where the policy cuts; of several, the first that ends where the row's encodings start a segment.
+std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int64_t i, const StartsOf& starts) {
   const std::span<const Token> row = rows_[r];
   const auto found = by_first_.find(row[static_cast<std::size_t>(i)]);
   if (found == by_first_.end()) return std::nullopt;
+  std::optional<std::int64_t> first;
   for (std::int64_t k : found->second) {
     if (placed_[static_cast<std::size_t>(k)] || PaddingRatherThan(k, r, i)) continue;
     const auto& doc = docs_[static_cast<std::size_t>(k)];
     const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(doc.size()),
                                                   static_cast<std::int64_t>(row.size()) - i);
-    if ((m == static_cast<std::int64_t>(doc.size()) || cut_) && CommonPrefix(row, i, doc) == m) return k;
+    if ((m != static_cast<std::int64_t>(doc.size()) && !cut_) || CommonPrefix(row, i, doc) != m) continue;
+    if (!first) {
+      first = k;
+      if (!starts) return first;  // nothing to choose by
+      continue;
+    }
+    // A second document matches here: the row's encodings choose (read once a row, where first needed).
+    if (starts_[r].empty() && !starts_asked_[r]) {
+      starts_asked_[r] = true;
+      starts_[r] = starts();
+    }
+    if (starts_[r].empty()) return first;
+    if (EndsAtAStart(r, i, *first)) return first;
+    if (EndsAtAStart(r, i, k)) return k;
   }
-  return std::nullopt;
+  return first;
 }
 
-const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row, std::span<const std::uint8_t> targets) {
+const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row, std::span<const std::uint8_t> targets,
+                                                     const StartsOf& starts) {
   rows_.emplace_back(row.begin(), row.end());
   targets_.emplace_back(targets.begin(), targets.end());
+  starts_.emplace_back();
+  starts_asked_.push_back(false);
   spans_.emplace_back();
   const std::size_t r = rows_.size() - 1;
   auto& spans = spans_.back();
@@ -111,7 +141,7 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
       i = m;
     }
   }
-  if (i == 0 && split_ && n > 0 && !NextDocument(r, 0)) {
+  if (i == 0 && split_ && n > 0 && !NextDocument(r, 0, starts)) {
     // A row that starts inside a document other than the one cut at the previous row's end: a stream window
     // of rows handed out shuffled (Megatron's GPTDataset, llm.c), or a step that begins mid-document.
     if (const auto piece = ContinuedPiece(row, claimed_)) {
@@ -122,7 +152,7 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
     }
   }
   while (i < n) {
-    std::optional<std::int64_t> k = NextDocument(r, i);
+    std::optional<std::int64_t> k = NextDocument(r, i, starts);
     // As Solve chooses: a document out of order only where the rest is not padding.
     if (k && k != FirstUnplaced() && PaddingFrom(row, i)) k.reset();
     if (!k) {
@@ -254,13 +284,15 @@ struct SpanDerivation::Search {
     const std::int64_t n = static_cast<std::int64_t>(row.size());
     if (i == n) return NextRow(r, open);
     if (i == 0 && open) return Continue(r, *open);
-    const std::vector<std::int64_t> matching = Matching(row, i);
+    std::vector<std::int64_t> matching = Matching(row, i);
     const auto first = std::find(placed.begin(), placed.end(), false);
-    const std::int64_t first_k = first == placed.end() ? -1 : static_cast<std::int64_t>(first - placed.begin());
-    if (first_k >= 0 && std::find(matching.begin(), matching.end(), first_k) != matching.end() &&
-        Place(r, i, first_k)) {
-      return true;
-    }
+    std::int64_t first_k = first == placed.end() ? -1 : static_cast<std::int64_t>(first - placed.begin());
+    if (std::find(matching.begin(), matching.end(), first_k) == matching.end()) first_k = -1;
+    // Where the row's encodings tell documents that both match apart, the one they mark goes first.
+    d.PreferEncoded(r, i, matching);
+    if (first_k >= 0 && !matching.empty() && d.EndsAtAStart(r, i, matching.front()) && !d.EndsAtAStart(r, i, first_k))
+      first_k = matching.front();
+    if (first_k >= 0 && Place(r, i, first_k)) return true;
     if (i == 0 && d.split_) {  // a row that starts inside a document (rows out of stream order)
       for (const DerivedSpan& piece : d.ContinuedPieces(row, claimed)) {
         const std::int64_t size = static_cast<std::int64_t>(d.docs_[static_cast<std::size_t>(piece.document)].size());
@@ -314,18 +346,25 @@ struct SpanDerivation::Search {
     return false;
   }
 
+  // The unplaced documents that match at slot i, in the documents' order. Of documents placed whole that are
+  // the same tokens (both equal the row's slots) and have no piece anywhere yet, only the first: any reading
+  // with another is the same reading with the two swapped, and trying each would multiply the search by the
+  // number of ways to order them (a stream of one-token documents of the pad id).
   std::vector<std::int64_t> Matching(std::span<const Token> row, std::int64_t i) const {
     std::vector<std::int64_t> out;
     const auto candidates = d.by_first_.find(row[static_cast<std::size_t>(i)]);
     if (candidates == d.by_first_.end()) return out;
+    std::vector<std::int64_t> whole_sizes;  // of the fresh documents taken whole so far
     for (std::int64_t k : candidates->second) {
       const auto& doc = d.docs_[static_cast<std::size_t>(k)];
-      const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(doc.size()),
-                                                    static_cast<std::int64_t>(row.size()) - i);
-      if (!placed[static_cast<std::size_t>(k)] && (m == static_cast<std::int64_t>(doc.size()) || d.cut_) &&
-          CommonPrefix(row, i, doc) == m) {
-        out.push_back(k);
+      const std::int64_t size = static_cast<std::int64_t>(doc.size());
+      const std::int64_t m = std::min<std::int64_t>(size, static_cast<std::int64_t>(row.size()) - i);
+      if (placed[static_cast<std::size_t>(k)] || (m != size && !d.cut_) || CommonPrefix(row, i, doc) != m) continue;
+      if (m == size && claimed[static_cast<std::size_t>(k)].empty()) {
+        if (std::find(whole_sizes.begin(), whole_sizes.end(), size) != whole_sizes.end()) continue;
+        whole_sizes.push_back(size);
       }
+      out.push_back(k);
     }
     return out;
   }
@@ -351,6 +390,14 @@ bool SpanDerivation::Solve(Token pad_id) {
     }
   }
   return false;
+}
+
+void TargetSlots(std::span<const Token> labels, std::optional<std::span<const double>> loss_mask, Token ignore_index,
+                 std::vector<std::uint8_t>& out) {
+  out.resize(labels.size());
+  for (std::size_t k = 0; k < labels.size(); ++k) {
+    out[k] = labels[k] != ignore_index && (!loss_mask || k >= loss_mask->size() || (*loss_mask)[k] != 0);
+  }
 }
 
 }  // namespace packoracle::jobs

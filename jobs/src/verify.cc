@@ -26,6 +26,7 @@
 #include "packoracle/jobs/summary.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
+#include "verify_derive.h"
 #include "verify_internal.h"
 
 namespace packoracle::jobs {
@@ -113,6 +114,7 @@ class Verifier {
   void Recycle(MicrobatchRecord&& m);
   std::int64_t dp_world_size_ = 1;
   std::int64_t records_ = 0;
+  bool spans_derived_ = false;  // some rows came without doc_spans (verify_derive.h)
   std::unique_ptr<SummaryCollector> summary_;  // --summary
   // A streamed step: its documents as the fast verifier found them, and whether it can still pass there (a
   // step that cannot, or that fails, is read again and checked whole).
@@ -170,6 +172,10 @@ void Verifier::Open() {
     }
   }
   if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(names_, sources_.front().header, policy_);
+  // Rows without doc_spans get them from the documents (the caller's with the first source: Run reads them there).
+  for (std::size_t k = 0; k < sources_.size(); ++k)
+    sources_[k].reader = DeriveMissingSpans(std::move(sources_[k].reader), policy_, k == 0 ? options_.documents : nullptr,
+                                            [this](std::string_view uid, Document& out) { return documents_.Expand(uid, out); });
 }
 
 // About the bytes a micro-batch record's rows take (six arrays of 8 B a slot).
@@ -241,6 +247,7 @@ void Verifier::Advance(Source& s) {
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
       HoldDocument(s.reader->path(), d->line, DocumentRef::Of(d->document), &d->document);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
+      spans_derived_ = spans_derived_ || m->spans_absent;
       if (!Streams()) Materialize(*m);  // its steps are checked whole, from CandidateRows
       s.next = std::move(*m);
       s.next_offset = s.reader->record_offset();
@@ -605,6 +612,7 @@ AuditResult Verifier::Result() {
     t.tokens += s.tokens;
     t.valid_targets += s.valid_targets;
   }
+  if (spans_derived_) r.notes.push_back(AuditNote{kDerivedSpansNote, static_cast<std::int64_t>(r.steps.size())});
   if (options_.window) r.notes.push_back(AuditNote{std::string(kWindowNote), static_cast<std::int64_t>(r.steps.size())});
   t.utilization = t.slots > 0 ? static_cast<double>(t.tokens) / static_cast<double>(t.slots) : 0;
   t.records = records_;

@@ -110,5 +110,45 @@ TEST(SpanDerivation, ViewedDocumentsReadAsDocumentsOfItsOwn) {
   }
 }
 
+TEST(SpanDerivation, TheRowsOwnEncodingsChooseBetweenDocumentsThatBothMatch) {
+  // Row 0 is [1 1 | pad]: d1 = [1 1] whole, or d0 = [1] then d2 = [1 0]. The tokens explain both; the greedy
+  // reading takes the first in order (d0) unless the row's encodings start a segment at slot 2, not at 1.
+  const std::vector<std::vector<Token>> docs{{1}, {1, 1}, {1, 0}};
+  const std::vector<Token> row{1, 1, 0, 0};
+  SpanDerivation blind(docs, Overflow::kError, 0);
+  EXPECT_EQ(blind.Match(row, {}), (std::vector<DerivedSpan>{{0, 0, 1, 0}, {2, 1, 2, 0}}));
+  SpanDerivation told(docs, Overflow::kError, 0);
+  int asked = 0;
+  const auto starts = [&asked] {
+    ++asked;
+    return std::vector<std::int64_t>{0, 2};
+  };
+  EXPECT_EQ(told.Match(row, {}, starts), (std::vector<DerivedSpan>{{1, 0, 2, 0}}));
+  EXPECT_EQ(asked, 1);  // asked once, where two documents matched
+  SpanDerivation unique({{5, 6}}, Overflow::kError, 0);
+  unique.Match(std::vector<Token>{5, 6}, {}, starts);
+  EXPECT_EQ(asked, 1);  // a slot only one document matches needs no encoding
+}
+
+TEST(SpanDerivation, DocumentsOfTheSameTokensAreTriedOnceAtASlot) {
+  // Megatron's stream of one-token documents of the EOD id 0 (which is also the pad id), windows handed out in
+  // reverse: the search finds the reading within its bound only if it does not try every order of the twelve
+  // interchangeable documents.
+  std::vector<std::vector<Token>> docs{{5, 0}};
+  for (int k = 0; k < 12; ++k) docs.push_back({0});
+  docs.push_back({7, 0});
+  // the stream 5 0 0 0 ... 0 7 0 in windows of 2, last first
+  std::vector<Token> stream{5, 0};
+  for (int k = 0; k < 12; ++k) stream.push_back(0);
+  stream.insert(stream.end(), {7, 0});
+  Rows rows;
+  for (std::size_t i = 0; i < stream.size(); i += 2) rows.insert(rows.begin(), {stream[i], stream[i + 1]});
+  SpanDerivation d(docs, Overflow::kSplit, 0);
+  ReadAll(d, rows);
+  d.Finish(0);
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
 }  // namespace
 }  // namespace packoracle::jobs

@@ -93,6 +93,28 @@ SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& polic
   return row.input_ids.empty() ? SegmentStarts{} : SegmentStarts{0};  // read as one sequence
 }
 
+std::optional<std::pair<SegmentStarts, BoundarySource>> EncodedSegments(const CandidateRow& row, const Policy& policy) {
+  // The sources a row carries as fields, in the order they are read where the declared one is missing.
+  static constexpr BoundarySource kCarried[] = {BoundarySource::kCuSeqlens, BoundarySource::kSeqLens,
+                                                BoundarySource::kDocIds, BoundarySource::kPositionReset};
+  std::vector<BoundarySource> sources;
+  if (policy.boundary_source != BoundarySource::kSpans && policy.boundary_source != BoundarySource::kNone)
+    sources.push_back(policy.boundary_source);
+  for (const BoundarySource s : kCarried)
+    if (s != policy.boundary_source) sources.push_back(s);
+  Policy reading = policy;
+  for (const BoundarySource s : sources) {
+    if (!HasRequiredBoundaryField(row, s)) continue;
+    reading.boundary_source = s;
+    try {
+      return std::make_pair(DeclaredSegments(row, reading), s);
+    } catch (const InputError&) {
+      continue;  // malformed: the checks name it
+    }
+  }
+  return std::nullopt;
+}
+
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy) {
   const std::size_t n = row.input_ids.size();
   const auto pad = PaddingOf(row);

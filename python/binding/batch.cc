@@ -21,6 +21,7 @@
 #include "convert.h"
 #include "packoracle/jobs/span_derivation.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/backend_attention.h"
 
 namespace packoracle::python {
 namespace {
@@ -345,7 +346,7 @@ bool GivenSpans(nb::handle value, BatchView& view) {
 
 // doc_spans derived from the documents, row by row (SpanMatcher.match: the slots a target sits on, a label
 // that is not the ignore index, tell a run of pad ids from a document of them).
-void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::string>& uids,
+void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::string>& uids,
                   std::optional<std::int64_t> ignore_index, BatchView& view) {
   std::vector<std::int64_t> token_storage, label_storage;  // rows not viewed in place (RowSpan)
   std::vector<std::uint8_t> targets;
@@ -359,7 +360,14 @@ void DerivedSpans(jobs::SpanDerivation& derivation, const std::vector<std::strin
       for (std::size_t k = 0; k < labels.size(); ++k) targets[k] = labels[k] != *ignore_index;
       flags = targets;
     }
-    for (const auto& s : derivation.Match(tokens, flags)) {
+    // The row's own encodings, read only where two documents match at one of its slots.
+    const auto starts = [&view, &derivation, r] {
+      CandidateRow row;
+      view.ReadRowFields(r, row);
+      const auto encoded = EncodedSegments(row, derivation.policy);
+      return encoded ? encoded->first : std::vector<std::int64_t>{};
+    };
+    for (const auto& s : derivation.Match(tokens, flags, starts)) {
       if (s.document < 0 || s.document >= static_cast<std::int64_t>(uids.size())) {
         throw InputError("batch_view: the span derivation names document " + std::to_string(s.document) + " of " +
                          std::to_string(uids.size()));
@@ -382,6 +390,17 @@ void ReadOptional(const std::optional<Array>& a, std::int64_t r, std::optional<s
 
 }  // namespace
 
+void BatchView::ReadRowFields(std::int64_t r, CandidateRow& row) const {
+  ReadRow(*fields[kInputIds], r, row.input_ids);
+  ReadRow(*fields[kLabels], r, row.labels);
+  row.loss_mask.reset();
+  ReadOptional(fields[kPositionIds], r, row.position_ids);
+  ReadOptional(fields[kDocIds], r, row.doc_ids);
+  ReadOptional(fields[kAttentionMask], r, row.attention_mask);
+  ReadOptional(fields[kCuSeqlens], r, row.cu_seqlens);
+  ReadOptional(fields[kSeqLens], r, row.seq_lens);
+}
+
 CandidateMicrobatch BatchView::Read(const std::string& where, CandidateMicrobatch reuse) const {
   CandidateMicrobatch mb;
   mb.step = step;
@@ -390,14 +409,7 @@ CandidateMicrobatch BatchView::Read(const std::string& where, CandidateMicrobatc
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto k = static_cast<std::size_t>(r);
     CandidateRow row = k < reuse.rows.size() ? std::move(reuse.rows[k]) : CandidateRow{};
-    ReadRow(*fields[kInputIds], r, row.input_ids);
-    ReadRow(*fields[kLabels], r, row.labels);
-    row.loss_mask.reset();
-    ReadOptional(fields[kPositionIds], r, row.position_ids);
-    ReadOptional(fields[kDocIds], r, row.doc_ids);
-    ReadOptional(fields[kAttentionMask], r, row.attention_mask);
-    ReadOptional(fields[kCuSeqlens], r, row.cu_seqlens);
-    ReadOptional(fields[kSeqLens], r, row.seq_lens);
+    ReadRowFields(r, row);
     row.doc_spans = spans[k];
     mb.rows.push_back(std::move(row));
   }
@@ -471,7 +483,7 @@ nb::object BatchViewOf(nb::handle batch, const std::vector<std::string>& ignore,
   } else if (derivation.is_none()) {
     return nb::none();  // no spans and no documents to derive them from: canonical_microbatch says so
   } else {
-    DerivedSpans(nb::cast<jobs::SpanDerivation&>(derivation), uids, ignore_index, view);
+    DerivedSpans(nb::cast<PolicySpanDerivation&>(derivation), uids, ignore_index, view);
   }
   view.step = step;
   view.micro_step = micro_step;

@@ -18,6 +18,7 @@
 #include <nanobind/ndarray.h>
 
 #include "packoracle/interchange/packed_batch.h"
+#include "packoracle/jobs/span_derivation.h"
 #include "packoracle/properties/candidate.h"
 
 namespace packoracle::python {
@@ -48,6 +49,8 @@ struct BatchView {
   // The first label of each row allowed: the one slot the clean-row path does not read under aligned labels.
   bool FirstLabelsAllowed() const;
 
+  // Row r's fields (not its spans) read into `row`'s storage.
+  void ReadRowFields(std::int64_t r, CandidateRow& row) const;
   // The micro-batch, its rows read into `reuse`'s storage: what MicrobatchFromPython gives for the
   // canonical micro-batch of the same batch (the producer read as it reads it, errors named at `where`).
   CandidateMicrobatch Read(const std::string& where, CandidateMicrobatch reuse) const;
@@ -55,6 +58,19 @@ struct BatchView {
   // the caller's arrays hold them, the others read into the record's rows (their storage reused). The views
   // are valid while this view and the record are.
   void View(const std::string& where, MicrobatchRecord& record) const;
+};
+
+// packoracle._core.SpanDerivation: the core's derivation (jobs/span_derivation.h) with the policy it reads the
+// rows' own encodings by where two documents match at a slot (EncodedSegments).
+struct PolicySpanDerivation : jobs::SpanDerivation {
+  PolicySpanDerivation(std::vector<std::vector<Token>> documents, const Policy& p)
+      : jobs::SpanDerivation(std::move(documents), p.overflow, PadOf(p)), policy(p) {}
+  PolicySpanDerivation(std::vector<std::span<const Token>> documents, const Policy& p)
+      : jobs::SpanDerivation(std::move(documents), p.overflow, PadOf(p)), policy(p) {}
+  static std::optional<Token> PadOf(const Policy& p) {
+    return p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
+  }
+  Policy policy;
 };
 
 // packoracle._core.batch_view: a BatchView of `batch`, or None for any batch canonical_microbatch is left to read

@@ -1,6 +1,8 @@
 // packoracle._core: the C++ kit as a Python extension module (nanobind). Nothing is reimplemented here: every
 // function converts its arguments, calls the library the command line calls, and converts the result back.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -76,6 +78,20 @@ void BindPolicies(nb::module_& m) {
       "as_fed=True), and whether they were read from the row's own encoding (properties/backend_attention.h "
       "ReadsDeclaredEncoding; False: the row as one sequence, or the spans). ValueError when the encoding is "
       "malformed.");
+  m.def(
+      "encoded_segments",
+      [](nb::handle row, nb::handle policy) -> std::optional<std::pair<std::vector<std::int64_t>, std::string>> {
+        const Policy p = PolicyFromPython(policy, "policy");
+        const CandidateRow r = RowFromPython(row, "row", /*spans_required=*/false);
+        const auto found = EncodedSegments(r, p);
+        if (!found) return std::nullopt;
+        return std::make_pair(found->first, std::string(Name(found->second)));
+      },
+      nb::arg("row"), nb::arg("policy"),
+      "(starts, boundary_source) of one canonical row read from its own encodings without its documents: the "
+      "declared boundary_source where the row carries it, else the first of cu_seqlens, seq_lens, doc_ids and "
+      "position resets it carries that reads (properties/backend_attention.h EncodedSegments); None where none "
+      "does.");
   m.def(
       "read_microbatches",
       [](nb::handle microbatches) {

@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "batch.h"
 #include "bindings.h"
 #include "convert.h"
 #include "packoracle/jobs/span_derivation.h"
@@ -32,13 +33,13 @@ nb::list SpansToPython(const std::vector<jobs::DerivedSpan>& spans) {
 }  // namespace
 
 void BindSpans(nb::module_& m) {
-  nb::class_<jobs::SpanDerivation>(
+  nb::class_<PolicySpanDerivation>(
       m, "SpanDerivation",
       "doc_spans derived from the documents, row by row (jobs/span_derivation.h); spans are tuples "
       "(document index, start, length, doc_offset).")
       .def(
           "__init__",
-          [](jobs::SpanDerivation* self, nb::handle documents, nb::handle policy) {
+          [](PolicySpanDerivation* self, nb::handle documents, nb::handle policy) {
             // The documents as the packer places them (the policy's delimiters added: the core's Effective), their
             // inputs only (InputTokens: under shift: document a document's last token is in no row).
             const Policy p = PolicyFromPython(policy, "policy");
@@ -50,7 +51,6 @@ void BindSpans(nb::module_& m) {
             // _core.Documents (kept alive with the derivation: keep_alive below), viewed where it holds them.
             const bool adds = AddsDelimiters(p);
             const std::vector<DocumentRef>& given = DocumentRefsOf(documents, "documents", read, refs);
-            const std::optional<Token> pad = p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
             if (!adds && &given != &refs) {
               std::vector<std::span<const Token>> views;
               views.reserve(given.size());
@@ -58,7 +58,7 @@ void BindSpans(nb::module_& m) {
                 ValidateDocument(d, p);
                 views.emplace_back(d.tokens, static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(d.size))));
               }
-              new (self) jobs::SpanDerivation(std::move(views), p.overflow, pad);
+              new (self) PolicySpanDerivation(std::move(views), p);
               return;
             }
             docs.reserve(given.size());
@@ -73,13 +73,14 @@ void BindSpans(nb::module_& m) {
               tokens.resize(static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(tokens.size()))));
               docs.push_back(std::move(tokens));
             }
-            new (self) jobs::SpanDerivation(std::move(docs), p.overflow, pad);
+            new (self) PolicySpanDerivation(std::move(docs), p);
           },
           nb::arg("documents"), nb::arg("policy"), nb::keep_alive<1, 2>(),
           "documents: [{doc_uid, tokens, supervised?}] as given to the packer; policy: a preset name or a dict.")
       .def(
           "match",
-          [](jobs::SpanDerivation& self, const TokenArray& row, std::optional<FlagArray> targets) {
+          [](PolicySpanDerivation& self, const TokenArray& row, std::optional<FlagArray> targets,
+             std::optional<std::vector<std::int64_t>> starts) {
             std::span<const std::uint8_t> flags;
             if (targets) {
               if (targets->shape(0) != row.shape(0)) {
@@ -88,16 +89,23 @@ void BindSpans(nb::module_& m) {
               }
               flags = {targets->data(), targets->shape(0)};
             }
-            return SpansToPython(self.Match({row.data(), row.shape(0)}, flags));
+            jobs::SpanDerivation::StartsOf of;
+            if (starts) of = [&starts] { return *starts; };
+            return SpansToPython(self.Match({row.data(), row.shape(0)}, flags, of));
           },
-          nb::arg("row"), nb::arg("targets").none(), "The spans of the next row of the step.")
-      .def_prop_ro("misses", &jobs::SpanDerivation::misses, "Rows whose rest is neither a document nor padding.")
-      .def("unplaced", &jobs::SpanDerivation::Unplaced, "Documents never placed.")
-      .def("solve", &jobs::SpanDerivation::Solve, nb::arg("pad_id"),
+          nb::arg("row"), nb::arg("targets").none(), nb::arg("starts").none() = nb::none(),
+          "The spans of the next row of the step. starts: where the row's own encodings start segments "
+          "(encoded_segments), which choose between documents that both match at a slot; None: unknown.")
+      .def("finish", [](PolicySpanDerivation& self, Token pad_id) { return self.Finish(pad_id); }, nb::arg("pad_id"),
+           "Once the step's rows are matched: where the greedy reading leaves them unexplained, solve (the rule "
+           "check_step, the guard and verify share); True when the rows' spans were replaced.")
+      .def_prop_ro("misses", [](const PolicySpanDerivation& self) { return self.misses(); }, "Rows whose rest is neither a document nor padding.")
+      .def("unplaced", [](const PolicySpanDerivation& self) { return self.Unplaced(); }, "Documents never placed.")
+      .def("solve", [](PolicySpanDerivation& self, Token pad_id) { return self.Solve(pad_id); }, nb::arg("pad_id"),
            "Search for a reading that places every document; True when the rows' spans were replaced.")
       .def(
           "rows",
-          [](const jobs::SpanDerivation& self) {
+          [](const PolicySpanDerivation& self) {
             nb::list out;
             for (const auto& spans : self.rows()) out.append(SpansToPython(spans));
             return out;

@@ -91,8 +91,16 @@ def _packers(preset):
     import reference
     import torchtune_packed
 
+    def reversed_rows(request):  # rows handed out in another order than packed (shuffled windows, buckets)
+        return reference.pack(request)[::-1]
+
+    def longest_first(request):  # first-fit-decreasing's order: rows not in the documents' order
+        by_length = sorted(request["documents"], key=lambda d: -len(d["tokens"]))
+        return reference.pack(dict(request, documents=by_length))
+
     packs = {"reference": reference.pack, "hf_flatten": hf_flatten.pack, "torchtune_packed": torchtune_packed.pack,
-             "po01": buggy_po01_positions_not_reset.pack, "tg03": buggy_tg03_boundary_target.pack}
+             "po01": buggy_po01_positions_not_reset.pack, "tg03": buggy_tg03_boundary_target.pack,
+             "reference_reversed": reversed_rows, "reference_longest_first": longest_first}
     return packs
 
 

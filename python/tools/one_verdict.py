@@ -58,6 +58,7 @@ STEP_LEVEL = ("denominator", "loss")
 @dataclass
 class Dump:
     name: str
+    path: str
     policy: dict
     documents: list[dict]                      # as dumped: the documents as placed, delimiters included
     microbatches: list[dict]                   # the micro-batch records of the dump's single step and rank
@@ -81,7 +82,7 @@ def load(path: str) -> Dump:
                                                                  if r.get("supervised") is not None else {})}
             for r in records if r.get("record") == "document"]
     mbs.sort(key=lambda m: m.get("micro_step", 0))
-    dump = Dump(os.path.basename(path), records[0]["policy"], docs, [])
+    dump = Dump(os.path.basename(path), path, records[0]["policy"], docs, [])
     for k, mb in enumerate(mbs):
         if len({len(row["input_ids"]) for row in mb["rows"]}) <= 1:
             dump.unit_of.update({(k, r): (len(dump.microbatches), r) for r in range(len(mb["rows"]))})
@@ -272,6 +273,21 @@ def check_step_documents(dump: Dump) -> set[Finding]:
     return {finding(v, v.micro_step) for v in report.violations}
 
 
+def verify_without_spans(dump: Dump) -> set[Finding]:
+    """`packoracle verify` on the dump with every row's doc_spans taken out (a dump written straight from a
+    collator's output): the spans derived from the dump's documents (jobs/verify_derive.h)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        stripped = os.path.join(tmp, dump.name)
+        with open(dump.path) as f, open(stripped, "w") as out:
+            for line in f:
+                record = json.loads(line)
+                if record.get("record") == "microbatch":
+                    for row in record["rows"]:
+                        row.pop("doc_spans", None)
+                out.write(json.dumps(record) + "\n")
+        return verify_findings(stripped, dump)
+
+
 def which_policy(dump: Dump) -> set[Finding]:
     """packoracle.which_policy_of_batch on each micro-batch (documents as given, no spans): a violation where the
     dump's preset is not among those that hold. Only for a dump that declares a preset as it is."""
@@ -291,7 +307,8 @@ def _step_row_length(dump: Dump) -> int:
     return max(len(row["input_ids"]) for m in dump.microbatches for row in m["rows"])
 
 
-# name -> (run, documents): "" none (the rows alone), "window" one step's (the guard's), "run" the whole run's.
+# name -> (run, documents): "" none (the rows alone), "window" one step's (the guard's), "run" the whole run's,
+# "same" the whole run's, read by verify itself (every finding where verify places it).
 ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
     "guard.check_step": (lambda d: guard_step(d), ""),
     "guard.check_step (tensors)": (lambda d: guard_step(d, tensors=True), ""),
@@ -301,6 +318,7 @@ ENTRY_POINTS: dict[str, tuple[Callable[[Dump], set[Finding]], str]] = {
         (lambda d: guard_step(d, documents=without_delimiters(d.documents, packoracle.Policy(d.policy).to_dict())),
          "window"),
     "check_step (documents, no spans)": (check_step_documents, "run"),
+    "verify (no spans)": (verify_without_spans, "same"),
     "which_policy_of_batch": (which_policy, "verdict"),
 }
 
@@ -338,6 +356,8 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
     if targets_at and ("targets", -1, -1) not in got:  # missed: hidden where verify's finding is
         k, r = targets_at[0]
         expected = (expected - {("targets", -1, -1)}) | {("targets", k, r)}
+    if with_documents == "same":  # verify's own reading, spans derived: every finding where verify has it
+        return ("agrees", "") if got == expected else ("differs", f"verify {sorted(expected)}, got {sorted(got)}")
     if with_documents == "verdict":  # holds or not, batch by batch
         return ("agrees", "") if bool(got) == bool(expected) else ("differs", f"verify {sorted(expected)}, got "
                                                                                f"{sorted(got)}")

@@ -134,21 +134,22 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
             raise ValueError(f"{where}: field {name!r} has shape {tuple(array.shape)}, input_ids has {tuple(shape)}")
     rows = shape[0]
     lists = {name: _per_row_lists(fields[name], rows, where, name) for name in PER_ROW_LISTS if name in fields}
-    if "doc_spans" in fields:
-        row_spans = _spans_per_row(fields["doc_spans"], rows, where)
-    elif spans is not None:
-        targets = _target_slots(arrays, policy)
-        row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]", None if targets is None else targets[r])
-                     for r in range(rows)]
-    else:
-        raise ValueError(f"{where}: field 'doc_spans' is missing (and no documents to derive it from)")
     out_rows = []
     for r in range(rows):
         row = {name: array[r] for name, array in arrays.items()}
         for name, per_row in lists.items():
             row[name] = per_row[r]
-        row["doc_spans"] = row_spans[r]
         out_rows.append(row)
+    if "doc_spans" in fields:
+        row_spans = _spans_per_row(fields["doc_spans"], rows, where)
+    elif spans is not None:
+        targets = _target_slots(arrays, policy)
+        row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]", None if targets is None else targets[r],
+                                 _encoded_starts(out_rows[r], policy)) for r in range(rows)]
+    else:
+        raise ValueError(f"{where}: field 'doc_spans' is missing (and no documents to derive it from)")
+    for row, row_spans_of in zip(out_rows, row_spans):
+        row["doc_spans"] = row_spans_of
     return {"step": step, "micro_step": micro_step, "rank": rank, "rows": out_rows,
             "producer": _producer(producer, where)}
 
@@ -180,6 +181,18 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
                 return view
     return canonical_microbatch(batch, where=where, spans=spans, step=step, micro_step=micro_step, rank=rank,
                                 producer=producer, ignore=ignore, policy=policy)
+
+
+def _encoded_starts(row: Mapping[str, Any], policy: Optional[Mapping]) -> Optional[list[int]]:
+    """Where the row's own encodings start segments (``_core.encoded_segments``), the evidence SpanMatcher
+    chooses by where two documents match at one slot; None without a policy or where a field does not read."""
+    if policy is None:
+        return None
+    try:
+        found = _core.encoded_segments(dict(row, doc_spans=[]), policy)
+    except (TypeError, ValueError):
+        return None  # a field the audit then names
+    return None if found is None else list(found[0])
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
@@ -224,10 +237,13 @@ class SpanMatcher:
         """Rows whose rest is neither a document nor padding."""
         return int(self._core.misses)
 
-    def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None) -> list[dict]:
-        """The spans of one row. ``targets``: which of its slots are targets (see the class docstring)."""
+    def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None,
+              starts: Optional[list[int]] = None) -> list[dict]:
+        """The spans of one row. ``targets``: which of its slots are targets (see the class docstring).
+        ``starts``: where the row's own encodings start segments, which choose between documents that both match
+        at a slot (the tokens decide every reading; None: unknown)."""
         flags = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint8)
-        spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags))
+        spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags, starts))
         self._returned.append(spans)
         return spans
 
@@ -242,11 +258,18 @@ class SpanMatcher:
     def solve(self, pad_id: int) -> bool:
         """Depth-first over the rows seen (the core's search, at most SOLVE_STEPS steps): the first reading that
         places every document replaces the greedy spans; False when none is found."""
-        if not self._core.solve(int(pad_id)):
-            return False
-        for spans, new in zip(self._returned, self._core.rows()):
-            spans[:] = self._spans(new)
-        return True
+        return self._replaced(self._core.solve(int(pad_id)))
+
+    def finish(self, pad_id: int) -> bool:
+        """Once the step's rows are all matched: where the greedy reading leaves them unexplained (``misses``,
+        ``unplaced()``), ``solve`` (the core's rule, SpanDerivation::Finish, which verify applies too)."""
+        return self._replaced(self._core.finish(int(pad_id)))
+
+    def _replaced(self, solved: bool) -> bool:
+        if solved:
+            for spans, new in zip(self._returned, self._core.rows()):
+                spans[:] = self._spans(new)
+        return bool(solved)
 
     def _spans(self, spans: list) -> list[dict]:
         uids = self._uids
@@ -304,11 +327,11 @@ class Microbatches:
         out = [self.microbatch(mb, k) for k, mb in enumerate(answer)]
         matched = self._matcher
         pad = self.policy.get("pad_id")
-        if matched is not None and pad is not None and matched.misses + matched.unplaced() > 0:
-            # The greedy reading left the step unexplained (documents made of the pad id at a row's end, read
-            # as documents where they were padding, or the other way round): search for a reading of every row
-            # that places every document; the greedy one stays when there is none.
-            matched.solve(int(pad))
+        if matched is not None and pad is not None:
+            # The greedy reading may leave the step unexplained (documents made of the pad id at a row's end, read
+            # as documents where they were padding, or the other way round): the core then searches for a
+            # reading of every row that places every document; the greedy one stays when there is none.
+            matched.finish(int(pad))
         return out
 
     def microbatch(self, mb: Any, k: int) -> dict:

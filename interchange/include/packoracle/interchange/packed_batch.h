@@ -42,6 +42,9 @@ struct DocumentRecord {
 struct MicrobatchRecord {
   CandidateMicrobatch microbatch;
   bool flattened = false;
+  // Its rows carry no doc_spans (a dump written straight from a collator's output: DESIGN §5): verify derives
+  // them from the documents (jobs/verify_derive.h) before anything reads them.
+  bool spans_absent = false;
   std::int64_t line = 0;  // where it was read, for reports
   // Not empty: the rows, viewed where the record's maker holds them (check_batch: the training batch's own
   // arrays, for the length of the call), in place of microbatch.rows, which then only lends storage the views

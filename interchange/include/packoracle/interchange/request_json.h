@@ -23,7 +23,11 @@ Document DocumentFromJson(const nlohmann::json& json, const std::string& where);
 
 // {"record":"microbatch","step","micro_step","rank","rows":[...],"producer":{...}}
 nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& microbatch);
-CandidateMicrobatch MicrobatchFromJson(const nlohmann::json& json, const std::string& where);
+// `spans_absent` null: every row needs its doc_spans (the exec protocol's answers). Given (a dump's micro-batch,
+// DESIGN §5): a record whose rows all leave doc_spans out is read with none and sets it true (verify derives
+// them from the documents); some rows with them and some without is an InputError naming the row.
+CandidateMicrobatch MicrobatchFromJson(const nlohmann::json& json, const std::string& where,
+                                       bool* spans_absent = nullptr);
 
 // Python's json module (and some loggers) write a NaN or infinite loss as the bare tokens NaN, Infinity and
 // -Infinity, which are not JSON. A producer that divides 0 by 0 must be told so under `denominator`, not as

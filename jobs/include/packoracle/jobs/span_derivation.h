@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -50,9 +51,17 @@ class SpanDerivation {
   SpanDerivation(SpanDerivation&&) = default;
   SpanDerivation(const SpanDerivation&) = delete;  // its views may point into its own storage
 
+  // Where a row's own encodings start segments (properties/backend_attention.h EncodedSegments, sorted; empty
+  // where it carries none), asked for only where two documents both match at a slot of the row.
+  using StartsOf = std::function<std::vector<std::int64_t>()>;
+
   // The spans of the next row of the step. `targets`: which of its slots are targets (a label that is not
-  // ignored and a loss_mask that is not 0), or empty when unknown.
-  const std::vector<DerivedSpan>& Match(std::span<const Token> row, std::span<const std::uint8_t> targets);
+  // ignored and a loss_mask that is not 0), or empty when unknown. `starts`: the row's encodings, or null.
+  // They only choose between documents whose tokens both match at a slot (one that ends where a segment
+  // starts, or where padding or the row does, is read first): the tokens decide every reading, so an encoding
+  // that is wrong is still what the checks find.
+  const std::vector<DerivedSpan>& Match(std::span<const Token> row, std::span<const std::uint8_t> targets,
+                                        const StartsOf& starts = nullptr);
 
   std::int64_t misses() const { return misses_; }
   std::int64_t Unplaced() const;
@@ -61,10 +70,19 @@ class SpanDerivation {
   bool Solve(Token pad_id);
   // Every row's spans so far, in the order the rows were matched (Solve may have replaced them).
   const std::vector<std::vector<DerivedSpan>>& rows() const { return spans_; }
+  // Once a step's (or a run's) rows are all matched: where the greedy reading leaves them unexplained (a miss,
+  // an unplaced document), Solve with `pad_id`. The one rule check_step, the guard and verify apply; true when
+  // the spans were replaced (re-read rows()).
+  bool Finish(Token pad_id) { return misses_ + Unplaced() > 0 && Solve(pad_id); }
 
  private:
   struct Search;
-  std::optional<std::int64_t> NextDocument(std::size_t r, std::int64_t i) const;
+  std::optional<std::int64_t> NextDocument(std::size_t r, std::int64_t i, const StartsOf& starts);
+  // Whether document k at slot i of row r (whole, or cut at the row's end) ends where row r's encodings start a
+  // segment, or padding, or the row, does; false where the row carries no encoding.
+  bool EndsAtAStart(std::size_t r, std::int64_t i, std::int64_t k) const;
+  // `candidates` (documents matching at slot i of row r) reordered, stably: those EndsAtAStart first.
+  void PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const;
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
   std::optional<std::int64_t> FirstUnplaced() const;
@@ -90,8 +108,15 @@ class SpanDerivation {
   std::optional<std::pair<std::int64_t, std::int64_t>> open_;       // (document, offset) continued next row
   std::vector<std::vector<Token>> rows_;
   std::vector<std::vector<std::uint8_t>> targets_;
+  std::vector<std::vector<std::int64_t>> starts_;  // per row, its encodings' segment starts (Match's `starts`)
+  std::vector<bool> starts_asked_;                 // per row, whether `starts` was asked (once a row at most)
   std::vector<std::vector<DerivedSpan>> spans_;
   std::int64_t misses_ = 0;
 };
+
+// Which slots of a row carry a target as its producer wrote them, 1 or 0 into `out`: a label that is not
+// `ignore_index`, and a loss_mask that is not 0 where there is one. Match's evidence: padding is never a target.
+void TargetSlots(std::span<const Token> labels, std::optional<std::span<const double>> loss_mask, Token ignore_index,
+                 std::vector<std::uint8_t>& out);
 
 }  // namespace packoracle::jobs

@@ -20,6 +20,9 @@
 // A correct packer's rows under any preset give exactly the oracle's attention rule (properties test).
 #pragma once
 
+#include <optional>
+#include <utility>
+
 #include <vector>
 
 #include "packoracle/oracle/policy.h"
@@ -44,6 +47,13 @@ SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& polic
 // (not spans, not none) and the row has its field. Where it is false the segments are the row as one sequence
 // (or the spans), not evidence of where documents start (the guard says which checks it could run).
 bool ReadsDeclaredEncoding(const CandidateRow& row, const Policy& policy);
+
+// Where the row's own encodings start segments, read without its documents (the spans derived for rows
+// without doc_spans, and the guard): by the policy's declared boundary_source where the row carries it, else
+// by the first of cu_seqlens, seq_lens, doc_ids and position resets (at the policy's position_base) that the
+// row carries and that reads; with the source read. nullopt where none does (a malformed encoding is skipped:
+// the checks report it).
+std::optional<std::pair<SegmentStarts, BoundarySource>> EncodedSegments(const CandidateRow& row, const Policy& policy);
 
 // The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);

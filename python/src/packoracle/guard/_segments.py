@@ -79,30 +79,16 @@ def _row_starts(row: Mapping[str, Any], policy: Mapping[str, Any]) -> tuple[list
     return [int(x) for x in starts], bool(read)
 
 
-# The boundary encodings a row may carry, in the order they are read where the declared one is missing: the
-# boundary_source the core reads each by, and its canonical field.
-BOUNDARY_SOURCES = (("cu_seqlens", "cu_seqlens"), ("seq_lens", "seq_lens"), ("doc_ids", "doc_ids"),
-                    ("position_reset", "position_ids"))
-_FIELD_OF_SOURCE = dict(BOUNDARY_SOURCES, position_step="position_ids")
-
-
 def boundary_starts(row: Mapping[str, Any], policy: Mapping[str, Any]) -> Optional[tuple[list[int], str]]:
     """(segment starts, the source read) of one canonical row, by the core's reading of the first boundary
     encoding the row carries: its policy's declared boundary_source, else cu_seqlens, seq_lens, doc_ids,
-    position resets (positions at the policy's position_base). None when the row carries none of them."""
-    declared = policy.get("boundary_source")
-    sources = ([declared] if declared not in (None, "spans", "none") else []) + [s for s, _ in BOUNDARY_SOURCES]
-    for source in dict.fromkeys(str(s) for s in sources):
-        field = _FIELD_OF_SOURCE.get(source)
-        if field is not None and row.get(field) is None:
-            continue
-        try:
-            starts, read = _core.segments_as_fed(row, dict(policy, boundary_source=source))
-        except ValueError:
-            continue  # a policy the core refuses with this source, or an encoding it cannot read
-        if read:
-            return [int(s) for s in starts], source
-    return None
+    position resets (positions at the policy's position_base). None when the row carries none of them
+    (``_core.encoded_segments``: the reading the spans derived for rows without doc_spans use too)."""
+    found = _core.encoded_segments(row, policy)
+    if found is None:
+        return None
+    starts, source = found
+    return [int(s) for s in starts], str(source)
 
 
 class Reading(NamedTuple):
