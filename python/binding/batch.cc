@@ -224,6 +224,14 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
   return bad != 0;
 }
 
+// out[k] = values[k] != v over n values (the slots a label that is not the ignore index makes targets), built
+// for AVX2 where the machine has it, as a function of its own: inlined into its caller, the loop stayed scalar
+// (the byte stores may alias the caller's state, which it then reloads every slot).
+[[gnu::target_clones("avx2", "default")]] void NotEqual(const std::int64_t* __restrict values, std::size_t n,
+                                                         std::int64_t v, std::uint8_t* __restrict out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<std::uint8_t>(values[k] != v);
+}
+
 // Every negative value of a signed field is one `allowed` has (packoracle._args.non_negative_ids). A policy
 // declares at most four negative ids (pad, eos, bos, the ignore index), padded here with 0, which no negative
 // value equals.
@@ -357,7 +365,7 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
     if (ignore_index) {
       const std::span<const std::int64_t> labels = RowSpan(*view.fields[BatchView::kLabels], r, label_storage);
       targets.resize(labels.size());
-      for (std::size_t k = 0; k < labels.size(); ++k) targets[k] = labels[k] != *ignore_index;
+      NotEqual(labels.data(), labels.size(), *ignore_index, targets.data());
       flags = targets;
     }
     // The row's own encodings, read only where two documents match at one of its slots.
@@ -367,7 +375,11 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
       const auto encoded = EncodedSegments(row, derivation.policy);
       return encoded ? encoded->first : std::vector<std::int64_t>{};
     };
-    for (const auto& s : derivation.Match(tokens, flags, starts)) {
+    // Rows read where the batch holds them (int64, contiguous) are viewed, the array kept alive with the
+    // derivation; others were read into token_storage, which the next row reuses: copied.
+    const bool in_place = tokens.data() != token_storage.data();
+    if (in_place && r == 0) derivation.viewed.push_back(*view.fields[BatchView::kInputIds]);
+    for (const auto& s : derivation.Match(tokens, flags, starts, in_place)) {
       if (s.document < 0 || s.document >= static_cast<std::int64_t>(uids.size())) {
         throw InputError("batch_view: the span derivation names document " + std::to_string(s.document) + " of " +
                          std::to_string(uids.size()));

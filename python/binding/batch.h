@@ -71,6 +71,9 @@ struct PolicySpanDerivation : jobs::SpanDerivation {
     return p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
   }
   Policy policy;
+  // The batch arrays whose rows Match viewed in place (BatchViewOf), kept alive while the derivation may read
+  // them again (Solve).
+  std::vector<nb::ndarray<nb::ro>> viewed;
 };
 
 // packoracle._core.batch_view: a BatchView of `batch`, or None for any batch canonical_microbatch is left to read

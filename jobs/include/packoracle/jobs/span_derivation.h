@@ -60,8 +60,10 @@ class SpanDerivation {
   // They only choose between documents whose tokens both match at a slot (one that ends where a segment
   // starts, or where padding or the row does, is read first): the tokens decide every reading, so an encoding
   // that is wrong is still what the checks find.
+  // `viewed`: the caller keeps the row's tokens alive and unchanged for the derivation's life, and they are
+  // viewed where they are (check_batch's batch arrays); else they are copied (Solve reads every row again).
   const std::vector<DerivedSpan>& Match(std::span<const Token> row, std::span<const std::uint8_t> targets,
-                                        const StartsOf& starts = nullptr);
+                                        const StartsOf& starts = nullptr, bool viewed = false);
 
   std::int64_t misses() const { return misses_; }
   std::int64_t Unplaced() const;
@@ -106,7 +108,8 @@ class SpanDerivation {
   Claimed claimed_;  // per document, the token ranges some span holds
   std::unordered_map<Token, std::vector<std::int64_t>> by_first_;  // first token → documents, in order
   std::optional<std::pair<std::int64_t, std::int64_t>> open_;       // (document, offset) continued next row
-  std::vector<std::vector<Token>> rows_;
+  std::vector<std::span<const Token>> rows_;   // every row matched: viewed, or in row_copies_
+  std::vector<std::vector<Token>> row_copies_;  // the rows not viewed (their buffers stay put as this grows)
   std::vector<std::vector<std::uint8_t>> targets_;
   std::vector<std::vector<std::int64_t>> starts_;  // per row, its encodings' segment starts (Match's `starts`)
   std::vector<bool> starts_asked_;                 // per row, whether `starts` was asked (once a row at most)
