@@ -1,8 +1,10 @@
 // BackendAttention (backend_attention.h): segments from the declared encoding, then the mask rule.
 #include "packoracle/properties/backend_attention.h"
 
+#include <algorithm>
 #include <string>
 
+#include "packoracle/oracle/batch.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/oracle/segments.h"
 #include "packoracle/properties/encoding_notes.h"
@@ -91,6 +93,27 @@ bool ReadsDeclaredEncoding(const CandidateRow& row, const Policy& policy) {
 SegmentStarts DeclaredSegmentsAsFed(const CandidateRow& row, const Policy& policy) {
   if (HasRequiredBoundaryField(row, policy.boundary_source)) return DeclaredSegments(row, policy);
   return row.input_ids.empty() ? SegmentStarts{} : SegmentStarts{0};  // read as one sequence
+}
+
+DenseMask DeclaredAttention(const CandidateRow& row, const Policy& policy) {
+  const std::size_t n = row.input_ids.size();
+  const std::vector<bool> pad = PaddingOf(row);
+  OracleRow layout;
+  layout.slots.assign(n, Slot{});
+  for (std::size_t k = 0; k < row.doc_spans.size(); ++k) {
+    const DocSpan& span = row.doc_spans[k];
+    for (std::int64_t i = std::max<std::int64_t>(span.start, 0); i < span.start + span.length && i < static_cast<std::int64_t>(n); ++i) {
+      if (pad[static_cast<std::size_t>(i)]) continue;
+      Slot& slot = layout.slots[static_cast<std::size_t>(i)];
+      slot.doc = static_cast<std::int64_t>(k);  // the piece's own id: only is_pad() and the piece are read
+      slot.piece = static_cast<std::int64_t>(k);
+    }
+  }
+  DenseMask mask(n, std::vector<std::uint8_t>(n, 0));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j <= i; ++j)
+      mask[i][j] = Attends(layout, policy, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)) ? 1 : 0;
+  return mask;
 }
 
 std::optional<std::pair<SegmentStarts, BoundarySource>> EncodedSegments(const CandidateRow& row, const Policy& policy) {

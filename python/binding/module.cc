@@ -1,6 +1,7 @@
 // packoracle._core: the C++ kit as a Python extension module (nanobind). Nothing is reimplemented here: every
 // function converts its arguments, calls the library the command line calls, and converts the result back.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +12,7 @@
 #include "packoracle/jobs/fuzz.h"
 #include "packoracle/oracle/layout.h"
 #include "packoracle/oracle/presets.h"
+#include "packoracle/properties/backend_attention.h"
 #include "packoracle/properties/backend_attention.h"
 #include "packoracle/properties/invariants.h"
 
@@ -78,6 +80,23 @@ void BindPolicies(nb::module_& m) {
       "as_fed=True), and whether they were read from the row's own encoding (properties/backend_attention.h "
       "ReadsDeclaredEncoding; False: the row as one sequence, or the spans). ValueError when the encoding is "
       "malformed.");
+  m.def(
+      "declared_attention",
+      [](nb::handle row, nb::handle policy) {
+        const Policy p = PolicyFromPython(policy, "policy");
+        const CandidateRow r = RowFromPython(row, "row", /*spans_required=*/true);
+        const DenseMask mask = DeclaredAttention(r, p);
+        const std::size_t n = mask.size();
+        auto* bytes = new std::vector<std::uint8_t>(n * n);
+        for (std::size_t i = 0; i < n; ++i)
+          std::copy(mask[i].begin(), mask[i].end(), bytes->begin() + static_cast<std::ptrdiff_t>(i * n));
+        nb::capsule owner(bytes, [](void* q) noexcept { delete static_cast<std::vector<std::uint8_t>*>(q); });
+        return nb::ndarray<nb::numpy, bool, nb::ndim<2>>(reinterpret_cast<bool*>(bytes->data()), {n, n}, owner);
+      },
+      nb::arg("row"), nb::arg("policy"),
+      "The policy's attention rule over one canonical row (a dict of 1-D arrays with doc_spans) as its spans lay "
+      "it out, n x n booleans (query, key): properties/backend_attention.h DeclaredAttention, the oracle's "
+      "Attends cell by cell.");
   m.def(
       "encoded_segments",
       [](nb::handle row, nb::handle policy) -> std::optional<std::pair<std::vector<std::int64_t>, std::string>> {

@@ -55,6 +55,12 @@ bool ReadsDeclaredEncoding(const CandidateRow& row, const Policy& policy);
 // the checks report it).
 std::optional<std::pair<SegmentStarts, BoundarySource>> EncodedSegments(const CandidateRow& row, const Policy& policy);
 
+// The policy's attention rule (Attends, oracle/batch.h) over a row as its doc_spans lay it out, each span a
+// piece and padding as a backend is told it (the 2-D attention_mask, else the slots no span covers): the answer
+// for a row a consumer was not fed (packoracle.adapters.transformers_models.rule_masks), which the checks then
+// find equal to the rule.
+DenseMask DeclaredAttention(const CandidateRow& row, const Policy& policy);
+
 // The mask of one row. Throws InputError when the declared encoding is missing or malformed (naming it).
 DenseMask BackendAttention(const CandidateRow& row, const Policy& policy);
 

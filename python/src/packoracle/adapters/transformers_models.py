@@ -521,26 +521,12 @@ def mask_level_unreadable(model: Any) -> Optional[str]:
 
 def rule_masks(microbatch: dict, policy: dict) -> list:
     """The answer for a micro-batch the model was not fed (FeedNotBuilt): per row, who may attend to whom as the
-    policy's attention and pad_keys say over the pieces the doc_spans name (the rule of
-    properties/attention_runs.h, which the core compares every answer with: a case answered this way passes,
-    and the consumer counts it in ``not_checked``)."""
-    out = []
-    for row in microbatch["rows"]:
-        n = len(row["input_ids"])
-        pad = _padding(row)
-        piece = np.full(n, -1, dtype=np.int64)
-        for k, span in enumerate(row.get("doc_spans") or []):
-            start, length = (span["start"], span["length"]) if isinstance(span, dict) else (span[1], span[2])
-            piece[max(int(start), 0):max(int(start) + int(length), 0)] = k
-        real = ~pad
-        same = real[:, None] & real[None, :]
-        if policy.get("attention") != "row_causal":
-            same &= piece[:, None] == piece[None, :]
-        if policy.get("pad_keys") == "visible":
-            same |= real[:, None] & pad[None, :]
-        same |= np.diag(pad)  # a padding query (never compared) sees itself
-        out.append(np.tril(same))
-    return out
+    policy's attention and pad_keys say over the pieces the doc_spans name: the core's own rule
+    (``_core.declared_attention``: the oracle's Attends, cell by cell), which it compares every answer with, so
+    a case answered this way passes, and the consumer counts it in ``not_checked``."""
+    from .. import _core
+
+    return [_core.declared_attention(row, policy) for row in microbatch["rows"]]
 
 
 class NotCheckedWarning(UserWarning):
