@@ -3,6 +3,8 @@ column of the matrix and guard.check_model, against the installed transformers a
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 import torch
 
@@ -188,6 +190,50 @@ def test_the_flash_path_detects_packing_only_in_a_batch_of_one_row():
         _fuzz(tm.ModelConsumer("llama", "flash_double", "position_ids", False))
     assert caught.value.invariant == "attention"
     assert "micro_batch_rows 2" in str(caught.value)  # PI-01, live: one row alone would hold
+
+
+def _one_row(attention, feed, policy=tm.COLUMN_POLICIES["reference"], level="forward"):
+    consume = tm.ModelConsumer("llama", attention, feed, False, level, one_row=True).consumer()
+    try:
+        packoracle.fuzz(None, policy, microbatch_consumer=consume, cases=40, seed=3, **SMALL_CASES)
+        return "holds"
+    except packoracle.Counterexample as e:
+        assert "attention consumer" not in str(e), str(e)  # never the kit's own fault
+        return e.invariant
+
+
+def test_one_row_a_batch_the_flash_path_drops_an_all_ones_mask_and_unpads_a_padding_mask():
+    # masking_utils.flash_attention_mask returns None for an all-ones mask: a row fed alone then holds (the
+    # stacked cells leak through F4, the batch of several rows); a mask with padding is unpadded one sequence a
+    # row (F5) even alone.
+    assert _one_row("flash_double", "ones_mask") == "holds"
+    assert _one_row("flash_double", "position_ids") == "holds"
+    assert _one_row("flash_double", "padding_mask") == "attention"
+    assert tm.ModelConsumer("llama", "flash_double", "ones_mask").finding is tm.FLASH_BATCH_OF_ONE
+    assert tm.ModelConsumer("llama", "flash_double", "padding_mask", one_row=True).finding is tm.FLASH_MASK_UNPADS
+
+
+def test_a_row_that_starts_in_the_middle_of_a_document_loses_its_first_slots_on_the_flash_path():
+    split = tm.COLUMN_POLICIES[tm.ONE_ROW_POLICY]
+    assert _one_row("flash_double", "position_ids", split) == "attention"  # F6: cu_seq_lens from position_ids.min()
+    assert _one_row("flash_double", "cu_seq_lens", split) == "holds"      # the collator's own cu_seq_lens are right
+    assert _one_row("eager", "position_ids", split) == "holds"            # the sdpa/eager detection reads steps
+
+
+def test_a_block_mask_of_a_row_fed_alone_is_read_at_its_own_batch_index():
+    # (was the kit's own fault: the BlockMask of a batch of one row read at the row's index in the micro-batch)
+    assert _one_row("flex_attention", "position_ids", level="mask") == "holds"
+
+
+def test_the_pages_replay_line_of_the_mid_document_finding_runs_and_fails_as_printed():
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text()
+    section = page[page.index('<a id="consumer-f6"></a>'):]
+    line = section[section.index("Replay: `") + len("Replay: `"):]
+    line = line[:line.index("`")]
+    assert "one_row=True" in line and '"overflow": "split"' in line
+    with pytest.raises(packoracle.Counterexample) as caught:
+        exec(line, {"packoracle": packoracle})  # noqa: S102 - the page's own line, as a user pastes it
+    assert caught.value.invariant == "attention"
 
 
 def test_the_flash_double_is_causal_within_each_sequence_it_is_handed():

@@ -39,7 +39,8 @@ class ConsumerAnswerError(ValueError):
     """A consumer answered something that is not an attention mask (a case failure, never a crash)."""
 
 
-def _is_block_mask(value: Any) -> bool:
+def is_block_mask(value: Any) -> bool:
+    """Whether `value` is a FlexAttention BlockMask (read by duck type: torch need not be imported)."""
     return type(value).__name__ == "BlockMask" and hasattr(value, "mask_mod") and hasattr(value, "kv_num_blocks")
 
 
@@ -108,7 +109,7 @@ def densify(answer: Any, n: int, row: int, where: str) -> np.ndarray:
     else (a wrong shape, a NaN, a value that is no mask)."""
     _not_a_mask(answer, n, where)
     try:
-        if _is_block_mask(answer):
+        if is_block_mask(answer):
             array = _from_block_mask(answer, n, row, where)
         elif callable(answer) and not is_tensor(answer) and not isinstance(answer, np.ndarray):
             array = _from_mask_function(answer, n, row, where)
@@ -281,7 +282,7 @@ def runs(answer: Any, n: int, row: int, where: str) -> Runs:
     ConsumerAnswerError naming `where` for anything else (a wrong shape, a NaN, a value that is no mask)."""
     _not_a_mask(answer, n, where)
     try:
-        if _is_block_mask(answer):
+        if is_block_mask(answer):
             return _block_mask_runs(answer, n, row, where)
         if callable(answer) and not is_tensor(answer) and not isinstance(answer, np.ndarray):
             return _function_runs(answer, n, row, where)

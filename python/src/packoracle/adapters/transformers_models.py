@@ -25,11 +25,14 @@ carry, see the feed section) and reads what came out.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .._masks import densify, is_block_mask
 from ._base import Finding
 
 WRITTEN_FOR = "5.24.0"
@@ -583,7 +586,11 @@ def model_consumer(model: Any, feed: Any, use_cache: Optional[bool], level: str 
         for b, kwargs in zip(batches, fed):
             if vocab:
                 kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
-            answer += cropped(read(kwargs), row_lengths(b))
+            masks = cropped(read(kwargs), row_lengths(b))
+            if feed.one_row:  # a BlockMask over a batch of this row alone: its batch index is 0, not the row's
+                masks = [densify(m, k, 0, "one row a batch") if is_block_mask(m) else m
+                         for m, k in zip(masks, row_lengths(b))]
+            answer += masks
         consume.checked += 1  # type: ignore[attr-defined]
         return answer
 
@@ -634,20 +641,39 @@ FLASH_BATCH_OF_ONE = Finding(
     "position_ids only when the batch has one row (_is_packed_sequence returns False whenever batch_size != 1); "
     "a micro-batch of several packed rows runs flash_attn_func, plain causal over each row, across its "
     "documents. cu_seq_lens_q/k without max_length_q/k are not used at all (the varlen branch needs all four), "
-    "so they fall back to the same detection; seq_idx is not read by attention. Whatever use_cache",
+    "so they fall back to the same detection; seq_idx is not read by attention; an all-ones attention_mask is "
+    "dropped before (masking_utils.flash_attention_mask returns None when every slot is 1) and changes nothing. "
+    "Whatever use_cache",
     "the batch-of-one rule: axolotl-ai-cloud/axolotl #1375 (bugzoo PI-01); cu_seq_lens without max_length: "
     "huggingface/transformers PR #47170 (review)")
 FLASH_MASK_UNPADS = Finding(
     "attention", "bug",
-    "On the flash-attention path a 2-D attention_mask takes precedence over everything else: "
+    "On the flash-attention path a 2-D attention_mask that marks padding takes precedence over everything else: "
     "_flash_attention_forward unpads by the mask (_upad_input) and runs the varlen kernel with one sequence per "
-    "row, so the documents of a packed row attend to each other (an all-ones mask, as many collators add, and a "
-    "0/1 padding mask alike)",
-    "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
+    "row, so the documents of a packed row attend to each other, even in a batch of one row. (An all-ones mask, "
+    "as many collators add, is dropped first: masking_utils.flash_attention_mask returns None when every slot is "
+    "1, and such a batch leaks only where F4 says, in a batch of several rows)",
+    "inclusionAI/AReaL #1442")
+FLASH_CONTINUED_ROW = Finding(
+    "attention", "bug",
+    "On the flash-attention path the documents of a padding-free row are read from position_ids "
+    "(prepare_fa_kwargs_from_position_ids): a sequence starts wherever position_ids equal their minimum, and "
+    "cu_seq_lens starts at the first such slot, not at 0. A row whose first piece continues a document of the "
+    "row before (positions going on from it, as a collator or a stream that splits documents across rows hands "
+    "them, one row a batch) leaves its first slots out of every sequence the kernel is handed: their outputs read "
+    "nothing of their own document. The collator's cu_seq_lens with max_length (the fa-kwargs feed) is right",
+    "related, not this case: huggingface/transformers #39814 (a row without position 0), PR #47525 (sequences "
+    "start at position_ids.min())")
 
 
 # Every examined finding, in the order of their labels (F1, F2, ...): labels stay the same whatever cells run.
-FINDINGS = (USE_CACHE_LEAK, MASK_DISABLES_PACKING, LINEAR_ATTENTION_LEAK, FLASH_BATCH_OF_ONE, FLASH_MASK_UNPADS)
+FINDINGS = (USE_CACHE_LEAK, MASK_DISABLES_PACKING, LINEAR_ATTENTION_LEAK, FLASH_BATCH_OF_ONE, FLASH_MASK_UNPADS,
+            FLASH_CONTINUED_ROW)
+
+# The policy of the consumer column's one-row cells: rows as DataCollatorWithFlattening hands them to a model, one a
+# batch, with documents split across rows (a row may start in the middle of a document, its positions going on).
+ONE_ROW_POLICY = "hf-flatten+split"
+COLUMN_POLICIES = {"reference": "reference", ONE_ROW_POLICY: {"preset": "hf-flatten", "overflow": "split"}}
 
 
 @dataclass(frozen=True)
@@ -677,15 +703,23 @@ class ModelConsumer:
         return f"transformers/{self.family}/{self.attention}/{self.feed_options.label}/{cache}/{self.level}"
 
     @property
+    def policy(self) -> Any:
+        """The policy the consumer column fuzzes this cell under: the reference packer's rows under document
+        isolation, or, one row a batch, rows with documents split across them (ONE_ROW_POLICY)."""
+        return COLUMN_POLICIES[ONE_ROW_POLICY if self.one_row else "reference"]
+
+    @property
     def finding(self) -> Optional[Finding]:
         """The examined cause of this cell's failure, where the examination expects one (the matrix reports a
         failure without one, or one that no longer fails, as unexplained)."""
         if self.family == "qwen3_5" and self.feed not in ("cu_seq_lens", "seq_idx", "cu_seq_lens_alone"):
             return LINEAR_ATTENTION_LEAK
         if self.attention == "flash_double":
-            if self.feed in ("ones_mask", "padding_mask"):
+            if self.feed == "padding_mask":
                 return FLASH_MASK_UNPADS
-            return None if self.feed == "cu_seq_lens" else FLASH_BATCH_OF_ONE
+            if self.feed == "cu_seq_lens":
+                return None
+            return FLASH_CONTINUED_ROW if self.one_row else FLASH_BATCH_OF_ONE
         if self.feed in ("ones_mask", "padding_mask"):
             return MASK_DISABLES_PACKING
         if self.use_cache is None:
@@ -700,7 +734,7 @@ class ModelConsumer:
     def replay(self, reproduce: str) -> str:
         """The Python that replays one of this cell's cases."""
         return (f"from packoracle.adapters.transformers_models import ModelConsumer; packoracle.fuzz(None, "
-                f"\"reference\", microbatch_consumer={self._call()}.consumer(), max_row_length=16, max_documents=8, "
+                f"{json.dumps(self.policy)}, microbatch_consumer={self._call()}.consumer(), max_row_length=16, max_documents=8, "
                 f"reproduce=\"{reproduce}\")")
 
     def kernel_control(self) -> float:

@@ -96,8 +96,11 @@ def all_consumers(level: str = "forward") -> list:
 
     # FlexAttention on the CPU runs through an inductor-compiled kernel: tens of seconds a shape, and on this
     # machine a C++ compile error on some; its cells read the BlockMask the model builds (the mask level).
-    return [ModelConsumer(f, a, feed, cache, "mask" if a == "flex_attention" else level)
-            for f, a, feed, cache in itertools.product(FAMILIES, ATTENTION, FEEDS, CACHE.values())]
+    # Each feed stacked (the kit's micro-batches of one or more rows, the reference packer's rows), then one row a
+    # batch as DataCollatorWithFlattening hands rows to a model, with documents split across rows.
+    return [ModelConsumer(f, a, feed, cache, "mask" if a == "flex_attention" else level, one_row=one_row)
+            for f, a, one_row, feed, cache in itertools.product(FAMILIES, ATTENTION, (False, True), FEEDS,
+                                                                 CACHE.values())]
 
 
 def run_consumers(cases: int, seed: int, selected: Callable[[str], bool] = lambda name: True,
@@ -198,11 +201,11 @@ def _cell_text(cell: Optional[Cell], findings: _Findings, page: str) -> str:
 
 
 def _grouped(cells: list[Cell]) -> dict:
-    """(family, attention) → feed → {use_cache: cell}, in the cells' order."""
+    """(family, attention, one_row) → feed → {use_cache: cell}, in the cells' order."""
     out: dict = {}
     for c in cells:
         k = cast("ModelConsumer", c.consumer)  # the consumer column's cells (run_consumers)
-        out.setdefault((k.family, k.attention), {}).setdefault(k.feed, {})[k.use_cache] = c
+        out.setdefault((k.family, k.attention, k.one_row), {}).setdefault(k.feed, {})[k.use_cache] = c
     return out
 
 
@@ -216,18 +219,21 @@ def consumer_table(cells: list[Cell], page: str = "docs/conformance.md", finding
         return "(transformers and torch are not installed: the consumer column was not run)\n"
     out = ["| model / attention | " + " | ".join(f"`{f}`" for f in FEEDS) + " |",
            "|---|" + "---|" * len(FEEDS)]
-    for (family, attention), feeds in _grouped(cells).items():
+    for (family, attention, one_row), feeds in _grouped(cells).items():
+        name = f"{family} / {attention}" + (", one row a batch" if one_row else "")
         whole = [c for per in feeds.values() for c in per.values()]
         if all(c.verdict == "cannot run" for c in whole):
-            out.append(f"| {family} / {attention} | cannot run: {whole[0].detail} |" + " |" * (len(FEEDS) - 1))
+            out.append(f"| {name} | cannot run: {whole[0].detail} |" + " |" * (len(FEEDS) - 1))
             continue
         texts = [" · ".join(_cell_text(feeds.get(f, {}).get(u), findings, page) for u in (None, False))
                  for f in FEEDS]
-        out.append(f"| {family} / {attention} | " + " | ".join(texts) + " |")
+        out.append(f"| {name} | " + " | ".join(texts) + " |")
     out.append("")
     out.append("Each cell: `use_cache` as the model defaults it (a plain loop calling `model(**batch)`) · as the "
-               "Trainer sets it (`False`). " + ", ".join(CUDA_ONLY) + ": **needs CUDA** (`bench/gpu/consumers.sh`), "
-               "not run here.")
+               "Trainer sets it (`False`). \"One row a batch\": each row fed as a batch of its own, as "
+               "DataCollatorWithFlattening hands rows to a model, under `hf-flatten` with `overflow: split` (a row may "
+               "start in the middle of a document, its positions going on). " + ", ".join(CUDA_ONLY) +
+               ": **needs CUDA** (`bench/gpu/consumers.sh`), not run here.")
     return "\n".join(out) + "\n"
 
 
@@ -251,7 +257,8 @@ def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Option
            "transformers' flash-attention 2 path (its own branch choices, unpadding and boundaries) with a CPU "
            "kernel double that computes what flash-attn documents (causal within each sequence it is handed); the "
            "real kernels are the device lane's. Micro-batches hold one "
-           "or more rows, as the kit generates them. A kernel control runs first (one document alone under the "
+           "or more rows, as the kit generates them; the rows \"one row a batch\" feed each row as a batch of its own "
+           "(see below the table). A kernel control runs first (one document alone under the "
            f"implementation against eager, same weights; bound {KERNEL_TOLERANCE:g}): a kernel numerically off on "
            "its own would read \"kernel off\", never \"leaks\".", "", table]
     refusals = sorted({c.detail for c in cells if c.verdict == "refuses"})
