@@ -558,8 +558,12 @@ AuditResult Verifier::Run() {
     if (options_.progress) Report();
   }
   // In a window of the run, a document's life over the run is not known.
-  if (!options_.window)
+  if (!options_.window) {
     pieces_.CheckTiling(documents_, policy_, options_.partial, options_.row_length, FirstSource(), findings_);
+    // Past kMaxViolationsKept the tiling's findings are counted too, not kept (a document placed 100,000 times).
+    for (std::size_t k = kMaxViolationsKept; k < findings_.size(); ++k) ++not_kept_[findings_[k].invariant];
+    if (findings_.size() > kMaxViolationsKept) findings_.resize(kMaxViolationsKept);
+  }
   if (summary_) summary_->Write(options_.summary);
   return Result();
 }

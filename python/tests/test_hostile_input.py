@@ -167,6 +167,8 @@ HOSTILE = [
     ("check_step rank None", lambda d: check_step([dict(batch(), rank=None)]), TypeError,
      ["microbatches[0]", "rank", "None"]),
     ("check_step None", lambda d: check_step(None or 5), TypeError, ["check_step", "microbatches", "int"]),
+    ("check_step rank 2**63-1", lambda d: check_step([dict(batch(), rank=2**63 - 1)]), ValueError,
+     ["check_step", "microbatches[0]", "rank", str(2**63 - 1)]),
     # fuzz
     ("fuzz cases True", lambda d: fuzz(cases=True), TypeError, ["fuzz", "cases", "True"]),
     ("fuzz cases 0", lambda d: fuzz(cases=0), ValueError, ["cases", "0"]),
@@ -196,6 +198,7 @@ HOSTILE = [
     ("verify row_length -1", lambda d: packoracle.verify(d, row_length=-1), ValueError, ["verify", "row_length", "-1"]),
     ("verify paths None", lambda d: packoracle.verify(None), TypeError, ["verify", "paths", "None"]),
     ("verify paths empty", lambda d: packoracle.verify([]), ValueError, ["verify", "paths"]),
+    ("verify path with NUL", lambda d: packoracle.verify(d + "\0x"), ValueError, ["verify", "paths", "NUL", "\\x00x"]),
     ("verify max_violations -1", lambda d: packoracle.verify(d, max_violations=-1), ValueError,
      ["max_violations", "-1"]),
     ("verify partial str", lambda d: packoracle.verify(d, partial="no"), TypeError, ["partial", "'no'"]),
@@ -603,3 +606,18 @@ def test_a_huge_bad_row_reports_the_first_violations_and_counts_the_rest():
     assert f"verdict: {n + 1} violation(s): coverage {n + 1}" in text
     assert "… and 99,981 more (the first 1000 kept in full, the rest counted" in text
     assert report.to_json()["violations_not_kept"] == n + 1 - len(report.violations)
+
+
+def test_a_document_placed_by_100000_spans_is_a_bounded_report():
+    """Issue 44 item 4: 100,000 identical spans (each a piece of the one document) took 45 s: the pieces of a
+    document were summed once per span, and every "packed twice" finding of the tiling was kept. Each document is
+    now retired once a step, and the tiling's findings past kMaxViolationsKept are counted, not kept."""
+    n = 100_000
+    b = {"input_ids": np.array([[11, 12, 13]]), "labels": np.array([[-100, 12, 13]]),
+         "position_ids": np.array([[0, 1, 2]]), "cu_seq_lens_q": np.array([0, 3]),
+         "doc_spans": [[{"doc_uid": "a", "start": 0, "length": 3, "doc_offset": 0}] * n]}
+    report = packoracle.check_batch(b, {"a": [11, 12, 13]}, "hf-flatten")
+    assert not report.ok and len(report.violations) == 1000
+    total = report.to_json()["violations_not_kept"] + len(report.violations)
+    assert total == 4 * n - 4  # 3 slots claimed n - 1 more times each, and n - 1 pieces packed twice
+    assert f"verdict: {total} violation(s): coverage {total}" in str(report)

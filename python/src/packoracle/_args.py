@@ -122,6 +122,8 @@ def path(value: Any, where: str, name: str) -> str:
     out = os.fspath(value)
     if not isinstance(out, str):
         raise TypeError(f"{where}: {name} must be a text path, got {value!r}")
+    if "\0" in out:  # no file system takes one (the C++ core would read the path cut there)
+        raise ValueError(f"{where}: {name} holds a NUL character, which no path may hold: {out!r}")
     return text(out, where, name)
 
 

@@ -160,6 +160,10 @@ def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any
     mbs = reader.read(microbatches)
     for mb in mbs:
         mb["step"] = step
+    if dp_world_size is None:
+        for k, mb in enumerate(mbs):  # the world (highest rank + 1) must fit the core's 64-bit count
+            _args.integer(mb["rank"], f"{at}: microbatches[{k}]", "field 'rank' (dp_world_size not given: it is the "
+                          "highest rank + 1)", 0, INT64_MAX - 1)
     world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
     for k, mb in enumerate(mbs):
         _args.rank_below(mb["rank"], world, f"{at}: microbatches[{k}]", "field 'rank'")
