@@ -293,12 +293,32 @@ nb::object CheckPlainBatch(nb::handle batch, nb::handle documents, nb::handle po
                            const std::vector<std::int64_t>& labels_allowed, const std::vector<std::string>& ignore,
                            std::int64_t step, std::int64_t micro_step, std::int64_t rank, nb::handle producer,
                            std::int64_t dp_world_size, std::int64_t row_length, bool decoder) {
-  // The documents' allowed ids are input_ids'; their scan is the audit's (DeferredDocumentsAllowed).
-  nb::object docs = PlainDocuments(documents, input_ids_allowed, /*defer_scan=*/true);
+  // The documents' allowed ids are input_ids'; their scan is the audit's (DeferredDocumentsAllowed). Documents
+  // the core already read (the guard's documents_from_features) are taken as they are.
+  nb::object docs = nb::isinstance<DocumentSet>(documents) ? nb::borrow(documents)
+                                                           : PlainDocuments(documents, input_ids_allowed, /*defer_scan=*/true);
   if (docs.is_none()) return nb::none();
-  nb::object view = BatchViewOf(batch, ignore, input_ids_allowed, labels_allowed, std::nullopt, nb::none(), {}, step,
+  // A batch without doc_spans (a collator's output): derived from the documents in the same call
+  // (_core.SpanDerivation, the reading SpanMatcher binds), the rows' own encodings choosing between documents
+  // that both match.
+  nb::object derivation = nb::none();
+  std::vector<std::string> uids;
+  std::optional<std::int64_t> ignore_index;
+  if (PyDict_CheckExact(batch.ptr())) {
+    PyObject* spans = PyDict_GetItemString(batch.ptr(), "doc_spans");  // borrowed; null when absent
+    if (spans == nullptr || spans == Py_None) {
+      try {
+        derivation = nb::type<PolicySpanDerivation>()(docs, policy);
+      } catch (const nb::python_error&) {
+        return nb::none();  // documents or a policy the derivation refuses: the Python readers name it
+      }
+      for (const DocumentRef& d : nb::cast<const DocumentSet&>(docs).refs()) uids.emplace_back(d.uid);
+      ignore_index = nb::cast<const PolicySpanDerivation&>(derivation).policy.ignore_index;
+    }
+  }
+  nb::object view = BatchViewOf(batch, ignore, input_ids_allowed, labels_allowed, ignore_index, derivation, uids, step,
                                 micro_step, rank, producer, /*defer_ids=*/true);
-  if (view.is_none()) return nb::none();  // a batch without doc_spans among them: SpanMatcher derives them
+  if (view.is_none()) return nb::none();
   nb::list microbatches;
   microbatches.append(view);
   nb::object audit;
@@ -339,9 +359,10 @@ void BindAudit(nb::module_& m) {
         nb::arg("input_ids_allowed"), nb::arg("labels_allowed"), nb::arg("ignore"), nb::arg("step"),
         nb::arg("micro_step"), nb::arg("rank"), nb::arg("producer").none(), nb::arg("dp_world_size"),
         nb::arg("row_length"), nb::arg("decoder"),
-        "check_batch's common form (a dict of arrays with doc_spans, documents {uid: tokens}) read and audited in "
-        "one call, as plain_documents, batch_view (defer_ids) and audit_records do one after the other: "
-        "(audit, documents, batch view), or None where any of them leaves it to the Python readers or raises.");
+        "check_batch's common form (a dict of arrays, with doc_spans or derived from the documents; documents "
+        "{uid: tokens} or a Documents) read and audited in one call, as plain_documents, batch_view (defer_ids) "
+        "and audit_records do one after the other: (audit, documents, batch view), or None where any of them "
+        "leaves it to the Python readers or raises.");
   m.def(
       "verify_files",
       [](std::vector<std::string> files, nb::handle required, std::int64_t row_length, bool partial, bool decoder,

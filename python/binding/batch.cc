@@ -387,6 +387,18 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
       view.spans[static_cast<std::size_t>(r)].push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
     }
   }
+  // As check_step and verify read a step: where the greedy reading leaves the rows unexplained, the search
+  // (SpanDerivation::Finish) replaces this batch's spans (the last view.rows rows it matched).
+  if (derivation.Finish(derivation.policy.pad_id)) {
+    const auto& all = derivation.rows();
+    const std::size_t first = all.size() - static_cast<std::size_t>(view.rows);
+    for (std::int64_t r = 0; r < view.rows; ++r) {
+      auto& spans = view.spans[static_cast<std::size_t>(r)];
+      spans.clear();
+      for (const auto& s : all[first + static_cast<std::size_t>(r)])
+        spans.push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
+    }
+  }
 }
 
 template <class T>

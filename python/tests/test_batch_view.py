@@ -267,11 +267,14 @@ ONE_CALL_ARGUMENTS = [{}, {"row_length": 9}, {"decoder": True}, {"step": 3, "mic
 @pytest.mark.parametrize("kw", ONE_CALL_ARGUMENTS, ids=lambda kw: ",".join(kw) or "defaults")
 @pytest.mark.parametrize("docs_form", ["lists", "arrays"])
 @pytest.mark.parametrize("broken", [False, True], ids=["clean", "broken"])
-def test_the_common_form_is_checked_in_one_call_and_reports_as_step_by_step(docs_form, broken, kw):
-    """check_batch takes a dict of arrays with doc_spans and documents {uid: tokens} to the core in one call
-    (check_plain_batch): it is taken (not None), and its report, text, JSON and drawings, is the one the three
-    calls it stands for give."""
+@pytest.mark.parametrize("spans", ["given", "derived"])
+def test_the_common_form_is_checked_in_one_call_and_reports_as_step_by_step(docs_form, broken, kw, spans):
+    """check_batch takes a dict of arrays, with doc_spans or without (derived from the documents in the same
+    call), and documents {uid: tokens} to the core in one call (check_plain_batch): it is taken (not None), and
+    its report, text, JSON and drawings, is the one the calls it stands for give."""
     name, batch = next(_common_batches())
+    if spans == "derived":
+        batch = {k: v for k, v in batch.items() if k != "doc_spans"}
     if broken:
         batch = dict(batch, position_ids=torch.tensor([[0, 1, 2, 0, 2, 0], [0, 1, 0, 0, 0, 0]]))  # row 0 slot 4
     docs = {"a": [5, 6, 7], "b": [8, 9], "c": [5, 6]}

@@ -102,10 +102,10 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
     every batch rather than re-checking arguments it made itself. ``delimiters_included``: the documents
     already carry the policy's delimiters (as placed). ``window``: the batch is a window of a run (the guard's),
     so the documents' coverage over the run is not checked (the report's notes say so)."""
-    # The common form (a dict of arrays with doc_spans, documents {uid: tokens}) read and audited in one call to
-    # the core, as the steps below read and audit it; where any part of it is not that form, they take it, and
-    # name what is wrong.
-    if (type(batch) is dict and type(documents) is dict and batch.get("doc_spans") is not None
+    # The common form (a dict of arrays, with doc_spans or without: derived in the same call; documents
+    # {uid: tokens} or a _core.Documents) read and audited in one call to the core, as the steps below read and
+    # audit it; where any part of it is not that form, they take it, and name what is wrong.
+    if (type(batch) is dict and (type(documents) is dict or type(documents) is _core.Documents)
             and not delimiters_included and not window):
         try:
             given = _producer(producer, "batch")
