@@ -15,5 +15,6 @@ void BindAudit(nb::module_& m);     // check_batch, check_step, verify, draw
 void BindSpans(nb::module_& m);     // doc_spans derived from the documents
 void BindDocuments(nb::module_& m); // the guard's documents, read from the features in one call
 void BindBatch(nb::module_& m);     // check_batch's batch, read in one call
+void BindRowDocuments(nb::module_& m);  // the documents read from rows alone (the guard without documents)
 
 }  // namespace packoracle::python

@@ -145,4 +145,5 @@ NB_MODULE(_core, m) {
   packoracle::python::BindSpans(m);
   packoracle::python::BindDocuments(m);
   packoracle::python::BindBatch(m);
+  packoracle::python::BindRowDocuments(m);
 }

@@ -6,7 +6,7 @@ document (two documents under one segment), nor a document's life beyond the row
 refusal its length demands): the audit, of a window of the run, says "coverage over the run not checked", never a
 violation.
 
-The reading, row by row (`documents_from_segments`):
+The reading, row by row (`documents_from_segments`, the core's: jobs/row_documents.h states each rule):
 
 - segments where the core reads them (`_core.segments_as_fed`: the declared encoding, as a backend fed it reads
   it; where the row lacks it, or the policy declares none, the first it carries of cu_seqlens, seq_lens, doc ids
@@ -110,184 +110,44 @@ def documents_from_segments(batch: Mapping[str, Any], policy: Mapping[str, Any],
                             reading: Reading = READINGS[0],
                             row_starts: Optional[list[tuple[list[int], bool]]] = None
                             ) -> tuple[list[dict], list[list[dict]]]:
-    """([{"doc_uid", "tokens", "supervised"}], doc_spans per row): one document piece per segment of each row
-    (see the module docstring for the reading), the documents as placed (check them with
-    ``delimiters_included``). A token is supervised where the slot that targets it carries a target (its own
-    slot under aligned labels, the previous one when pre-shifted; a label not ignored and a loss_mask not 0):
-    the guard cannot tell a prompt mask from a wrong one without the documents. A malformed encoding is a
-    ValueError naming it (``strict``), or leaves its rows one segment each for the audit to report.
-    ``reading``: where trailing pad ids are padding (`Reading`). ``row_starts``: `segment_starts` of the batch,
-    where the caller read them already (each reading of one batch reads the same segments)."""
-    ids = rows_of(as_array(batch["input_ids"], "batch", "input_ids"), "batch", "input_ids")
-    labels = rows_of(as_array(batch["labels"], "batch", "labels"), "batch", "labels")
-    weights = labels != policy["ignore_index"]
+    """([{"doc_uid", "tokens", "supervised"}], doc_spans per row): one document piece per segment of each row,
+    the documents as placed (check them with ``delimiters_included``): the core's reading
+    (``_core.documents_from_segments``, jobs/row_documents.h, which the module docstring summarises). A token is
+    supervised where the slot that targets it carries a target (its own slot under aligned labels, the previous
+    one when pre-shifted; a label not ignored and a loss_mask not 0): the guard cannot tell a prompt mask from a
+    wrong one without the documents. A malformed encoding is a ValueError naming it (``strict``), or leaves its
+    rows one segment each for the audit to report. ``reading``: where trailing pad ids are padding (`Reading`).
+    ``row_starts``: `segment_starts` of the batch, where the caller read them already (each reading of one batch
+    reads the same segments)."""
+    ids = _int_rows(batch["input_ids"], "input_ids")
+    labels = _int_rows(batch["labels"], "labels")
+    shape = ids.shape
+    loss_mask = None
     if batch.get("loss_mask") is not None:
         loss_mask = rows_of(as_array(batch["loss_mask"], "batch", "loss_mask", floats=True), "batch", "loss_mask")
-        if loss_mask.shape == weights.shape:
-            weights = weights & (loss_mask != 0)
-    positions = None
-    if batch.get("position_ids") is not None:
-        positions = rows_of(as_array(batch["position_ids"], "batch", "position_ids"), "batch", "position_ids")
-        if positions.shape != ids.shape:
-            positions = None  # the audit names the shape; the reading goes without them
-    marked = _marked_padding(batch, ids.shape)
+        loss_mask = np.ascontiguousarray(loss_mask, dtype=np.float64) if loss_mask.shape == shape else None
+    # a field of another shape: the audit names it; the reading goes without it
+    positions = (_int_rows_shaped(batch["position_ids"], "position_ids", shape)
+                 if batch.get("position_ids") is not None else None)
+    marks = {name: _int_rows_shaped(batch[name], name, shape, reshape=True) if batch.get(name) is not None else None
+             for name in ("doc_ids", "attention_mask")}
     if row_starts is None:
         row_starts = segment_starts(batch, policy, strict=strict)
-    reader = _RowReader(policy, _stand_in(policy), reading)
-    docs: list[dict] = []
-    spans: list[list[dict]] = []
-    for r in range(ids.shape[0]):
-        starts, read = row_starts[r]
-        row_docs, row_spans = reader.row(r, ids[r], labels[r], weights[r],
-                                         None if positions is None else positions[r], starts, read,
-                                         None if marked is None else marked[r])
-        docs += row_docs
-        spans.append(row_spans)
-    return docs, spans
+    return _core.documents_from_segments(ids, labels, loss_mask, positions, marks["doc_ids"], marks["attention_mask"],
+                                         policy, reading.pad_labelled_pad, reading.pad_segments,
+                                         [(list(starts), bool(read)) for starts, read in row_starts])
 
 
-class _RowReader:
-    """One row's pieces under one policy (documents_from_segments)."""
-
-    def __init__(self, policy: Mapping[str, Any], stand_in: int, reading: Reading):
-        self.policy, self.stand_in, self.reading = policy, stand_in, reading
-        self.crosses = policy["overflow"] == "split" or policy.get("stream_stride") is not None
-        self.pre_shifted = policy["label_alignment"] == "pre_shifted"
-        source = policy["boundary_source"]
-        self.eod = policy.get("eos_id") if source == "eod_closes" else None
-        self.bos = policy.get("bos_id") if source == "bos_opens" else None
-
-    def row(self, r: int, ids: np.ndarray, labels: np.ndarray, weights: np.ndarray, positions: Optional[np.ndarray],
-            starts: list[int], read: bool, marked: Optional[np.ndarray]) -> tuple[list[dict], list[dict]]:
-        n = _unpadded_length(ids, labels == self.policy["ignore_index"],
-                             labels if self.reading.pad_labelled_pad else None, weights, starts, read, self.policy,
-                             self.reading.pad_segments)
-        if marked is not None and self.policy["padding"] != "none":
-            n = len(marked)
-            while n > 0 and marked[n - 1]:
-                n -= 1  # the encoding itself says where padding starts: no reading of the pad ids is needed
-        starts = [s for s in starts if s < n] or ([0] if n else [])
-        docs, spans = [], []
-        for k, s in enumerate(starts):
-            e = starts[k + 1] if k + 1 < len(starts) else n
-            uid = f"row{r}.seg{k}"
-            offset = self._continued_offset(ids, positions) if k == 0 else 0
-            tokens = [self.stand_in] * offset + [int(t) for t in ids[s:e]]
-            supervised = [1] * offset + _supervised(weights, s, e, self.pre_shifted)
-            after = self._next_token(ids, labels, weights, e) if k + 1 == len(starts) and e == len(ids) else None
-            opens_next = after is not None and self._opens_document(tokens, after)
-            if after is not None and not opens_next:
-                tokens.append(after)
-                # a target the row shows (its last label) is supervised; a stand-in is no target of the row
-                supervised.append(int(after != self.stand_in or bool(weights[e - 1])))
-            docs.append({"doc_uid": uid, "tokens": tokens, "supervised": supervised})
-            spans.append({"doc_uid": uid, "start": s, "length": e - s, "doc_offset": offset})
-            if opens_next:  # the next document's first token, a target across the row's end
-                docs.append({"doc_uid": f"row{r}.next", "tokens": [after], "supervised": [1]})
-        return docs, spans
-
-    def _continued_offset(self, ids: np.ndarray, positions: Optional[np.ndarray]) -> int:
-        """0 where the row's first piece starts its document; else the tokens of it before the row (what its
-        positions say where they count on from the document's start, else 1)."""
-        if not self.crosses or not len(ids):
-            return 0
-        if self.bos is not None:
-            return 0 if int(ids[0]) == self.bos else 1
-        counted = self.policy["positions"] == "doc_reset" and positions is not None
-        if counted and positions is not None:
-            first = int(positions[0]) - int(self.policy["position_base"])
-            if first == 0 or (first < 0 and self.policy["split_positions"] != "restart"):
-                return 0
-            if self.policy["split_positions"] != "restart":
-                return first
-        return 0 if self.eod is not None and not counted else 1
-
-    def _next_token(self, ids: np.ndarray, labels: np.ndarray, weights: np.ndarray, e: int) -> Optional[int]:
-        """The token after a row that ends inside a document, when the row shows it: its last slot's label under
-        pre-shifted labels where that slot carries a target; a stand-in where the policy lets documents cross
-        rows and nothing closes the piece (the next row's first token is not in this row)."""
-        if e == 0:
-            return None
-        last = int(ids[e - 1])
-        closed = self.eod is not None and last == self.eod
-        if self.pre_shifted and bool(weights[e - 1]):
-            return int(labels[e - 1])
-        if self.crosses and not closed:
-            return self.stand_in
-        return None
-
-    def _opens_document(self, tokens: list[int], after: int) -> bool:
-        """Whether the token after the row starts the next document rather than going on with this one."""
-        if self.bos is not None and after == self.bos:
-            return True
-        if self.eod is not None and tokens and tokens[-1] == self.eod:
-            return True
-        return not self.crosses
+def _int_rows(value: Any, name: str) -> np.ndarray:
+    """A field as the core reads it: rows x slots of int64, C-contiguous."""
+    return np.ascontiguousarray(rows_of(as_array(value, "batch", name), "batch", name), dtype=np.int64)
 
 
-def _marked_padding(batch: Mapping[str, Any], shape: tuple) -> Optional[np.ndarray]:
-    """Slots an encoding marks as padding: a negative doc id, a 0 in a per-token attention_mask (rows x slots);
-    None where the batch has neither."""
-    marked = None
-    for name, is_pad in (("doc_ids", lambda a: a < 0), ("attention_mask", lambda a: a == 0)):
-        if batch.get(name) is None:
-            continue
-        array = as_array(batch[name], "batch", name)
-        if array.ndim in (1, 2) and array.size == int(np.prod(shape)):
-            mark = is_pad(array.reshape(shape))
-            marked = mark if marked is None else marked | mark
-    return marked
-
-
-def _stand_in(policy: Mapping[str, Any]) -> int:
-    """A token id for the tokens the rows do not show: none of the ids the policy gives a meaning to."""
-    special = {policy.get("eos_id"), policy.get("bos_id"), policy.get("pad_id"), policy.get("ignore_index")}
-    return next(t for t in range(1, 8) if t not in special)
-
-
-def _unpadded_length(ids: np.ndarray, ignored: np.ndarray, labels: Optional[np.ndarray], weights: np.ndarray,
-                     starts: list[int], read: bool, policy: Mapping[str, Any],
-                     pad_segments: Optional[int] = None) -> int:
-    """Where a row's trailing padding starts, when the policy pads: padding slots hold pad_id and an ignored label
-    (`ignored`); with `labels`, also those labelled with the pad id itself that carry no target (loss_mask 0), as
-    Megatron labels its pads (a slot labelled with another token predicts it: a document's, such as an EOD that
-    is also the pad id).
-    Trailing segments made only of such slots are padding (the encoding gave padding segments of its own), and
-    the segment before them ends where they start, even if its last tokens look like padding (a document may
-    end with the pad id). Where the encoding was read, that is all (padding folded into the last segment stays
-    in it, as its backend reads it). Under `eod_closes` with the pad id as the EOD id (Megatron) every pad is a
-    segment of its own, and the document's closing EOD stays in its segment. Where no encoding was read (`read` False: the row is one segment), padding is the tail of such slots; a document's own trailing
-    pad ids cannot be told from padding there."""
-    n = len(ids)
-    if policy["padding"] == "none":
-        return n
-    pad = ids == policy["pad_id"]
-    if labels is None:
-        pad &= ignored
-    else:
-        pad &= ~np.asarray(weights, dtype=bool) & (ignored | (labels == policy["pad_id"]))
-    cut = n
-    for k, s in enumerate(reversed(starts)):
-        if not pad[s:cut].all() or (pad_segments is not None and k >= pad_segments):
-            break
-        cut = s
-    if cut == n and not read:
-        while cut > 0 and pad[cut - 1]:
-            cut -= 1
-    elif cut == n and labels is not None:
-        # Megatron's padding (the pad id labelled with itself, no target), which its cu_seqlens fold into the
-        # last segment
-        while cut > 0 and pad[cut - 1] and labels[cut - 1] == policy["pad_id"]:
-            cut -= 1
-        eos = policy.get("eos_id")
-        if labels is not None and cut < n and cut > 0 and eos == policy["pad_id"] and int(ids[cut - 1]) != eos:
-            cut += 1  # the pad id is the EOD id: the run's first slot is the closing EOD of the document before it
-    return cut
-
-
-def _supervised(weights: np.ndarray, s: int, e: int, pre_shifted: bool) -> list[int]:
-    """Each token's flag: whether the slot that targets it carries a target (its own slot under aligned labels,
-    the one before it when pre-shifted). A row's first token has no such slot in the row: supervised."""
-    if not pre_shifted:
-        return [int(weights[i]) for i in range(s, e)]
-    return [1 if i == 0 else int(weights[i - 1]) for i in range(s, e)]
+def _int_rows_shaped(value: Any, name: str, shape: tuple, reshape: bool = False) -> Optional[np.ndarray]:
+    """The same where the field has `shape` (``reshape``: or that many values, given flat), else None."""
+    array = as_array(value, "batch", name)
+    if reshape and array.ndim in (1, 2) and array.size == int(np.prod(shape)):
+        array = array.reshape(shape)
+    if array.ndim in (1, 2):
+        array = rows_of(array, "batch", name)
+    return np.ascontiguousarray(array, dtype=np.int64) if array.shape == shape else None
