@@ -627,15 +627,17 @@ nb::dict RowToPython(const CandidateRow& row) {
   if (row.doc_ids) out["doc_ids"] = Array(*row.doc_ids);
   if (row.attention_mask) out["attention_mask"] = Array(*row.attention_mask);
   nb::list spans;
-  for (const auto& s : row.doc_spans) {
-    nb::dict span;
-    span["doc_uid"] = s.doc_uid;
-    span["start"] = s.start;
-    span["length"] = s.length;
-    span["doc_offset"] = s.doc_offset;
-    spans.append(span);
-  }
+  for (const auto& s : row.doc_spans) spans.append(DocSpanToPython(s));
   out["doc_spans"] = spans;
+  return out;
+}
+
+nb::dict DocSpanToPython(const DocSpan& span) {
+  nb::dict out;
+  out["doc_uid"] = span.doc_uid;
+  out["start"] = span.start;
+  out["length"] = span.length;
+  out["doc_offset"] = span.doc_offset;
   return out;
 }
 

@@ -135,6 +135,7 @@ ProducerTotals ProducerFromPython(nb::handle producer, const std::string& where)
 nb::dict RequestToPython(const PackRequest& request);
 nb::dict DocumentToPython(const EffectiveDocument& document);  // {"doc_uid", "tokens": array, "supervised": array}
 nb::dict RowToPython(const CandidateRow& row);
+nb::dict DocSpanToPython(const DocSpan& span);  // {"doc_uid", "start", "length", "doc_offset"}
 nb::dict MicrobatchToPython(const CandidateMicrobatch& microbatch);
 nb::dict ProducerToPython(const ProducerTotals& totals);
 

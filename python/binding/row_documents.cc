@@ -48,14 +48,7 @@ nb::list SpansToPython(const std::vector<std::vector<DocSpan>>& rows) {
   nb::list out;
   for (const auto& spans : rows) {
     nb::list row;
-    for (const DocSpan& s : spans) {
-      nb::dict one;
-      one["doc_uid"] = s.doc_uid;
-      one["start"] = s.start;
-      one["length"] = s.length;
-      one["doc_offset"] = s.doc_offset;
-      row.append(one);
-    }
+    for (const DocSpan& s : spans) row.append(DocSpanToPython(s));
     out.append(row);
   }
   return out;
