@@ -129,17 +129,17 @@ TEST(VerifyReaders, ALentCheckerAuditsEveryDumpAsItsOwnWould) {
   // What verify prints, and which path each step took: a step the fast verifier wrongly fails is reported by
   // CheckCase all the same, but its rows are then not counted as taken by the clean-row path.
   auto audit = [](const std::string& path, fastcheck::FastStepChecker* checker) {
-    std::string paths;
+    std::string taken;  // each step's rows taken by the clean-row path
     const std::string printed = Outcome([&] {
       std::vector<std::unique_ptr<fastcheck::RecordReader>> sources;
       sources.push_back(std::make_unique<fastcheck::FastBatchReader>(path));
       VerifyOptions options;
       options.checker = checker;
       AuditResult r = VerifyReaders(std::move(sources), options);
-      for (const StepSummary& step : r.steps) paths += " " + std::to_string(step.clean_rows);
+      for (const StepSummary& step : r.steps) taken += " " + std::to_string(step.clean_rows);
       return r;
     });
-    return printed + paths;
+    return printed + taken;
   };
   std::vector<std::string> order = paths;
   order.insert(order.end(), paths.rbegin(), paths.rend());
