@@ -72,7 +72,7 @@ bool DerivingReader::Next(PackedBatchRecord& record) {
     return true;
   }
   if (auto* d = std::get_if<DocumentRecord>(&record)) passed_.push_back(d->document.uid);
-  if (!m) return true;
+  if (!m || m->microbatch.rows.empty()) return true;  // a micro-batch without rows says neither (undecided)
   if (!m->spans_absent) {  // the common dump: streamed as it is, nothing held
     mode_ = Mode::kPassThrough;
     passed_ = {};

@@ -125,5 +125,33 @@ TEST(VerifyDerivedSpans, AFileWithSpansOnSomeMicroBatchesOnlyIsAnInputErrorNamin
   }
 }
 
+TEST(VerifyDerivedSpans, AMicroBatchWithoutRowsDecidesNothing) {
+  // A first micro-batch with no rows (a rank with nothing to pack), then rows without doc_spans: derived, not
+  // refused as a mix.
+  const std::string dump = std::string(PACKORACLE_SOURCE_DIR) + "/examples/dumps/hf_flatten_clean.jsonl";
+  const std::string bare = WithoutSpans(dump, "empty_first.jsonl");
+  std::ifstream in(bare);
+  std::string text, line;
+  bool inserted = false;
+  while (std::getline(in, line)) {
+    if (!inserted && line.find("\"microbatch\"") != std::string::npos) {
+      text += R"({"record":"microbatch","step":0,"micro_step":0,"rank":0,"rows":[]})" "\n";
+      inserted = true;
+      nlohmann::json j = nlohmann::json::parse(line);
+      j["micro_step"] = 1;
+      line = j.dump();
+    }
+    text += line + "\n";
+  }
+  ASSERT_TRUE(inserted);
+  const std::string path = ::testing::TempDir() + "empty_first_rows.jsonl";
+  std::ofstream(path) << text;
+  for (const bool oracle : {false, true}) {
+    const AuditResult r = Verify(path, oracle);
+    EXPECT_TRUE(r.clean()) << RenderAuditText(r, 20);
+    EXPECT_TRUE(DerivedNote(r));
+  }
+}
+
 }  // namespace
 }  // namespace packoracle::jobs
