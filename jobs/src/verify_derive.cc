@@ -38,7 +38,7 @@ class DerivingReader final : public fastcheck::RecordReader {
   enum class Mode { kUndecided, kPassThrough, kDerived };
   [[noreturn]] void Mixed(const MicrobatchRecord& m, bool first_had_spans) const;
   void ReadRest(PackedBatchRecord first);
-  SpanDerivation Derivation() const;
+  SpanDerivation Derivation(std::vector<std::string>& uids) const;
   void Derive();
 
   std::unique_ptr<fastcheck::RecordReader> source_;
@@ -103,11 +103,13 @@ void DerivingReader::ReadRest(PackedBatchRecord first) {
 // Over the documents in the order given (the caller's, then the records'; a uid repeated, as a multi-rank dump
 // repeats a document on each rank that packs it, read once), as placed: the dump holds them with their
 // delimiters (Delimiters::kIncluded); their inputs only (InputTokens).
-SpanDerivation DerivingReader::Derivation() const {
+// `uids`: the documents' uids, in the derivation's order.
+SpanDerivation DerivingReader::Derivation(std::vector<std::string>& uids) const {
   std::vector<std::vector<Token>> tokens;
   std::unordered_set<std::string> seen;
   const auto add = [&](const DocumentRef& d) {
     if (!seen.insert(std::string(d.uid)).second) return;
+    uids.emplace_back(d.uid);
     std::vector<Token> t;
     try {
       t = std::move(Effective(d, policy_, Delimiters::kIncluded).tokens);
@@ -119,19 +121,12 @@ SpanDerivation DerivingReader::Derivation() const {
   };
   if (given_) for (const DocumentRef& d : *given_) add(d);
   for (const Document& d : documents_) add(DocumentRef::Of(d));
-  const std::optional<Token> pad = policy_.padding == Padding::kNone ? std::nullopt : std::optional<Token>(policy_.pad_id);
-  return SpanDerivation(std::move(tokens), policy_.overflow, pad);
+  return SpanDerivation(std::move(tokens), policy_.overflow, DerivationPad(policy_));
 }
 
 void DerivingReader::Derive() {
   std::vector<std::string> uids;
-  std::unordered_set<std::string> seen;
-  if (given_)
-    for (const DocumentRef& d : *given_)
-      if (seen.insert(std::string(d.uid)).second) uids.emplace_back(d.uid);
-  for (const Document& d : documents_)
-    if (seen.insert(d.uid).second) uids.push_back(d.uid);
-  SpanDerivation derivation = Derivation();
+  SpanDerivation derivation = Derivation(uids);
   std::vector<CandidateRow*> rows;  // in record order, as matched
   std::vector<std::uint8_t> targets;
   for (auto& record : replay_) {

@@ -358,6 +358,16 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
                   std::optional<std::int64_t> ignore_index, BatchView& view) {
   std::vector<std::int64_t> token_storage, label_storage;  // rows not viewed in place (RowSpan)
   std::vector<std::uint8_t> targets;
+  const auto read = [&uids](const std::vector<jobs::DerivedSpan>& derived, std::vector<DocSpan>& out) {
+    out.clear();
+    for (const auto& s : derived) {
+      if (s.document < 0 || s.document >= static_cast<std::int64_t>(uids.size())) {
+        throw InputError("batch_view: the span derivation names document " + std::to_string(s.document) + " of " +
+                         std::to_string(uids.size()));
+      }
+      out.push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
+    }
+  };
   view.spans.assign(static_cast<std::size_t>(view.rows), {});
   for (std::int64_t r = 0; r < view.rows; ++r) {
     const std::span<const std::int64_t> tokens = RowSpan(*view.fields[BatchView::kInputIds], r, token_storage);
@@ -379,25 +389,15 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
     // derivation; others were read into token_storage, which the next row reuses: copied.
     const bool in_place = tokens.data() != token_storage.data();
     if (in_place && r == 0) derivation.viewed.push_back(*view.fields[BatchView::kInputIds]);
-    for (const auto& s : derivation.Match(tokens, flags, starts, in_place)) {
-      if (s.document < 0 || s.document >= static_cast<std::int64_t>(uids.size())) {
-        throw InputError("batch_view: the span derivation names document " + std::to_string(s.document) + " of " +
-                         std::to_string(uids.size()));
-      }
-      view.spans[static_cast<std::size_t>(r)].push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
-    }
+    read(derivation.Match(tokens, flags, starts, in_place), view.spans[static_cast<std::size_t>(r)]);
   }
   // As check_step and verify read a step: where the greedy reading leaves the rows unexplained, the search
   // (SpanDerivation::Finish) replaces this batch's spans (the last view.rows rows it matched).
-  if (derivation.Finish(derivation.policy.pad_id)) {
+  if (derivation.Finish()) {
     const auto& all = derivation.rows();
     const std::size_t first = all.size() - static_cast<std::size_t>(view.rows);
-    for (std::int64_t r = 0; r < view.rows; ++r) {
-      auto& spans = view.spans[static_cast<std::size_t>(r)];
-      spans.clear();
-      for (const auto& s : all[first + static_cast<std::size_t>(r)])
-        spans.push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
-    }
+    for (std::int64_t r = 0; r < view.rows; ++r)
+      read(all[first + static_cast<std::size_t>(r)], view.spans[static_cast<std::size_t>(r)]);
   }
 }
 

@@ -64,12 +64,11 @@ struct BatchView {
 // rows' own encodings by where two documents match at a slot (EncodedSegments).
 struct PolicySpanDerivation : jobs::SpanDerivation {
   PolicySpanDerivation(std::vector<std::vector<Token>> documents, const Policy& p)
-      : jobs::SpanDerivation(std::move(documents), p.overflow, PadOf(p)), policy(p) {}
+      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p)), policy(p) {}
   PolicySpanDerivation(std::vector<std::span<const Token>> documents, const Policy& p)
-      : jobs::SpanDerivation(std::move(documents), p.overflow, PadOf(p)), policy(p) {}
-  static std::optional<Token> PadOf(const Policy& p) {
-    return p.padding == Padding::kNone ? std::nullopt : std::optional<Token>(p.pad_id);
-  }
+      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p)), policy(p) {}
+  // Finish under this derivation's own policy (the pad id it reads padding by).
+  bool Finish() { return jobs::SpanDerivation::Finish(policy.pad_id); }
   Policy policy;
   // The batch arrays whose rows Match viewed in place (BatchViewOf), kept alive while the derivation may read
   // them again (Solve).

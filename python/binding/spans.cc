@@ -96,9 +96,10 @@ void BindSpans(nb::module_& m) {
           nb::arg("row"), nb::arg("targets").none(), nb::arg("starts").none() = nb::none(),
           "The spans of the next row of the step. starts: where the row's own encodings start segments "
           "(encoded_segments), which choose between documents that both match at a slot; None: unknown.")
-      .def("finish", [](PolicySpanDerivation& self, Token pad_id) { return self.Finish(pad_id); }, nb::arg("pad_id"),
-           "Once the step's rows are matched: where the greedy reading leaves them unexplained, solve (the rule "
-           "check_step, the guard and verify share); True when the rows' spans were replaced.")
+      .def("finish", [](PolicySpanDerivation& self) { return self.Finish(); },
+           "Once the step's rows are matched: where the greedy reading leaves them unexplained, solve under the "
+           "derivation's policy (the rule check_step, check_batch and verify share); True when the rows' spans "
+           "were replaced.")
       .def_prop_ro("misses", [](const PolicySpanDerivation& self) { return self.misses(); }, "Rows whose rest is neither a document nor padding.")
       .def("unplaced", [](const PolicySpanDerivation& self) { return self.Unplaced(); }, "Documents never placed.")
       .def("solve", [](PolicySpanDerivation& self, Token pad_id) { return self.Solve(pad_id); }, nb::arg("pad_id"),

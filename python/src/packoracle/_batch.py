@@ -218,7 +218,7 @@ class SpanMatcher:
 
     Documents whose tokens collide (one a prefix of another, repeated tokens at a row's end) can be matched
     differently from what the packer did; give doc_spans to remove any doubt. When the greedy reading leaves
-    the step unexplained (``misses``, ``unplaced()``), ``solve`` searches every reading of the rows seen for one
+    the step unexplained (``misses``, ``unplaced()``), ``finish`` searches every reading of the rows seen for one
     that places every document, and updates the span lists ``match`` returned, in place."""
 
     SOLVE_STEPS = 20000  # the core's bound (SpanDerivation::kSolveSteps): beyond it the greedy reading stays
@@ -230,7 +230,7 @@ class SpanMatcher:
         label only)."""
         self._uids = documents.uids() if isinstance(documents, _core.Documents) else [d["doc_uid"] for d in documents]
         self._core = _core.SpanDerivation(documents, policy)
-        self._returned: list[list[dict]] = []  # the lists match() handed out, which solve() updates in place
+        self._returned: list[list[dict]] = []  # the lists match() handed out, which finish() updates in place
 
     @property
     def misses(self) -> int:
@@ -255,15 +255,12 @@ class SpanMatcher:
         """Documents never placed."""
         return int(self._core.unplaced())
 
-    def solve(self, pad_id: int) -> bool:
-        """Depth-first over the rows seen (the core's search, at most SOLVE_STEPS steps): the first reading that
-        places every document replaces the greedy spans; False when none is found."""
-        return self._replaced(self._core.solve(int(pad_id)))
-
-    def finish(self, pad_id: int) -> bool:
+    def finish(self) -> bool:
         """Once the step's rows are all matched: where the greedy reading leaves them unexplained (``misses``,
-        ``unplaced()``), ``solve`` (the core's rule, SpanDerivation::Finish, which verify applies too)."""
-        return self._replaced(self._core.finish(int(pad_id)))
+        ``unplaced()``), the core searches, depth-first over the rows seen (at most SOLVE_STEPS steps), for the first
+        reading that places every document under the policy's pad id, and replaces the greedy spans with it; False
+        when none is found or none was needed (SpanDerivation::Finish, which check_batch and verify apply too)."""
+        return self._replaced(self._core.finish())
 
     def _replaced(self, solved: bool) -> bool:
         if solved:
@@ -325,13 +322,11 @@ class Microbatches:
         if not isinstance(answer, Sequence) or isinstance(answer, (str, bytes)):
             raise TypeError(f"the answer must be a list of micro-batches (dicts), got {type(answer).__name__}")
         out = [self.microbatch(mb, k) for k, mb in enumerate(answer)]
-        matched = self._matcher
-        pad = self.policy.get("pad_id")
-        if matched is not None and pad is not None:
+        if self._matcher is not None:
             # The greedy reading may leave the step unexplained (documents made of the pad id at a row's end, read
             # as documents where they were padding, or the other way round): the core then searches for a
             # reading of every row that places every document; the greedy one stays when there is none.
-            matched.finish(int(pad))
+            self._matcher.finish()
         return out
 
     def microbatch(self, mb: Any, k: int) -> dict:

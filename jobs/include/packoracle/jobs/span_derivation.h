@@ -117,6 +117,11 @@ class SpanDerivation {
   std::int64_t misses_ = 0;
 };
 
+// The pad id a derivation reads trailing runs of as padding under `policy`: none where the policy pads nothing.
+inline std::optional<Token> DerivationPad(const Policy& policy) {
+  return policy.padding == Padding::kNone ? std::nullopt : std::optional<Token>(policy.pad_id);
+}
+
 // Which slots of a row carry a target as its producer wrote them, 1 or 0 into `out`: a label that is not
 // `ignore_index`, and a loss_mask that is not 0 where there is one. Match's evidence: padding is never a target.
 void TargetSlots(std::span<const Token> labels, std::optional<std::span<const double>> loss_mask, Token ignore_index,
