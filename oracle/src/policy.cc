@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -176,141 +177,179 @@ const char* Name(Shift v) { return NameIn(kShift, v); }
 
 bool operator==(const Policy& a, const Policy& b) { return PolicyKeyValues(a) == PolicyKeyValues(b); }
 
-const std::vector<std::string>& PolicyKeys() {
-  static const std::vector<std::string> keys = {
-      "preset",          "label_alignment", "ignore_index",    "loss_mask",      "boundary_source",
-      "attention",       "pad_keys",        "positions",       "position_base",  "pad_positions",
-      "split_positions", "boundary_target", "row_end_target",  "stream_stride",  "padding",
-      "pad_id",          "pad_to",          "overflow",        "eos_id",         "bos_id",
-      "denominator",     "count_basis",     "efficiency",      "truncate_to",    "segment_encodings",
-      "shift"};
+namespace {
+
+// One entry per policy key of DESIGN §3, in canonical order ("preset" first): the one place a key is named,
+// read and written. PolicyKeys, SetPolicyKey, PolicyKeyValues, PolicyKeyDomains and KeysAfterVersionOne are all
+// read off this table, so a new key is one entry here (plus the field in Policy and its rules).
+struct KeyDescriptor {
+  PolicyKeyDomain domain;                                // name, the values it takes, whether it came after v1
+  std::function<PolicyValue(const Policy&)> get;         // the value as JSON carries it
+  std::function<void(Policy&, const PolicyValue&)> set;  // throws InputError naming the key and what it takes
+};
+
+template <class E, std::size_t N>
+KeyDescriptor EnumKey(const char* key, E Policy::*field, const std::array<Named<E>, N>& table,
+                      bool after_version_one = false) {
+  PolicyKeyDomain domain{key, {}, false, Allowed(table), after_version_one};
+  for (const auto& entry : table) domain.values.emplace_back(std::string(entry.name));
+  return {std::move(domain), [field, &table](const Policy& p) { return Str(NameIn(table, p.*field)); },
+          [key, field, &table](Policy& p, const PolicyValue& v) { SetEnum(p.*field, table, key, v); }};
+}
+
+KeyDescriptor IntegerKey(const char* key, std::int64_t Policy::*field) {
+  return {{key, {}, true, "an integer", false}, [field](const Policy& p) { return PolicyValue(p.*field); },
+          [key, field](Policy& p, const PolicyValue& v) { p.*field = GetInt(key, v); }};
+}
+
+KeyDescriptor OptionalIntegerKey(const char* key, std::optional<Token> Policy::*field) {
+  return {{key, {PolicyValue(nullptr)}, true, "an integer or null", false},
+          [field](const Policy& p) { return OptionalValue(p.*field); },
+          [key, field](Policy& p, const PolicyValue& v) { p.*field = GetOptionalInt(key, v); }};
+}
+
+KeyDescriptor PresetKey() {
+  return {{"preset", {}, true, "a preset name", false},
+          [](const Policy& p) { return p.preset.empty() ? PolicyValue(nullptr) : PolicyValue(p.preset); },
+          [](Policy& p, const PolicyValue& v) {
+            const auto* name = std::get_if<std::string>(&v);
+            if (name == nullptr) BadValue("preset", v, "a preset name");
+            p = FindPreset(*name).policy;  // throws for an unknown name, listing the known ones
+          }};
+}
+
+KeyDescriptor StreamStrideKey() {
+  static const char* kTakes = "null | \"L\" | \"L+1\"";
+  return {{"stream_stride", {PolicyValue(nullptr), Str("L"), Str("L+1")}, false, kTakes, false},
+          [](const Policy& p) {
+            if (p.stream_stride == StreamStride::kL) return Str("L");
+            if (p.stream_stride == StreamStride::kLPlus1) return Str("L+1");
+            return PolicyValue(nullptr);
+          },
+          [](Policy& p, const PolicyValue& v) {
+            const auto* s = std::get_if<std::string>(&v);
+            if (std::holds_alternative<std::nullptr_t>(v)) {
+              p.stream_stride = StreamStride::kNone;
+            } else if (s != nullptr && *s == "L") {
+              p.stream_stride = StreamStride::kL;
+            } else if (s != nullptr && *s == "L+1") {
+              p.stream_stride = StreamStride::kLPlus1;
+            } else {
+              BadValue("stream_stride", v, kTakes);
+            }
+          }};
+}
+
+KeyDescriptor PadToKey() {
+  static const char* kTakes = "\"row_len\" | \"multiple_of:k\" with k a positive integer";
+  return {{"pad_to", {Str("row_len")}, true, kTakes, false},
+          [](const Policy& p) {
+            return p.pad_to.kind == PadTo::Kind::kRowLen ? Str("row_len")
+                                                          : PolicyValue("multiple_of:" + std::to_string(p.pad_to.multiple));
+          },
+          [](Policy& p, const PolicyValue& v) {
+            const auto* s = std::get_if<std::string>(&v);
+            const std::string prefix = "multiple_of:";
+            if (s != nullptr && *s == "row_len") {
+              p.pad_to = PadTo{};
+            } else if (s != nullptr && s->rfind(prefix, 0) == 0 && s->size() > prefix.size() &&
+                       std::all_of(s->begin() + static_cast<std::ptrdiff_t>(prefix.size()), s->end(),
+                                   [](char c) { return c >= '0' && c <= '9'; }) &&
+                       s->size() - prefix.size() <= 9) {
+              p.pad_to = PadTo{PadTo::Kind::kMultipleOf, std::stoll(s->substr(prefix.size()))};
+            } else {
+              BadValue("pad_to", v, kTakes);
+            }
+          }};
+}
+
+const std::vector<KeyDescriptor>& Keys() {
+  static const std::vector<KeyDescriptor> keys = [] {
+    std::vector<KeyDescriptor> k;
+    k.push_back(PresetKey());
+    k.push_back(EnumKey("label_alignment", &Policy::label_alignment, kLabelAlignment));
+    k.push_back(IntegerKey("ignore_index", &Policy::ignore_index));
+    k.push_back({{"loss_mask", {PolicyValue(false), PolicyValue(true)}, false, "true | false", false},
+                 [](const Policy& p) { return PolicyValue(p.loss_mask); },
+                 [](Policy& p, const PolicyValue& v) { p.loss_mask = GetBool("loss_mask", v); }});
+    k.push_back(EnumKey("boundary_source", &Policy::boundary_source, kBoundarySource));
+    k.push_back(EnumKey("attention", &Policy::attention, kAttention));
+    k.push_back(EnumKey("pad_keys", &Policy::pad_keys, kPadKeys));
+    k.push_back(EnumKey("positions", &Policy::positions, kPositions));
+    k.push_back(IntegerKey("position_base", &Policy::position_base));
+    k.push_back(EnumKey("pad_positions", &Policy::pad_positions, kPadPositions));
+    k.push_back(EnumKey("split_positions", &Policy::split_positions, kSplitPositions));
+    k.push_back(EnumKey("boundary_target", &Policy::boundary_target, kBoundaryTarget));
+    k.push_back(EnumKey("row_end_target", &Policy::row_end_target, kRowEndTarget));
+    k.push_back(StreamStrideKey());
+    k.push_back(EnumKey("padding", &Policy::padding, kPadding));
+    k.push_back(IntegerKey("pad_id", &Policy::pad_id));
+    k.push_back(PadToKey());
+    k.push_back(EnumKey("overflow", &Policy::overflow, kOverflow));
+    k.push_back(OptionalIntegerKey("eos_id", &Policy::eos_id));
+    k.push_back(OptionalIntegerKey("bos_id", &Policy::bos_id));
+    k.push_back(EnumKey("denominator", &Policy::denominator, kDenominator));
+    k.push_back(EnumKey("count_basis", &Policy::count_basis, kCountBasis));
+    // Keys added after version 1: a resolved policy's JSON leaves each out at its default.
+    k.push_back(EnumKey("efficiency", &Policy::efficiency, kEfficiency, true));
+    k.push_back(EnumKey("truncate_to", &Policy::truncate_to, kTruncateTo, true));
+    k.push_back(EnumKey("segment_encodings", &Policy::segment_encodings, kSegmentEncodings, true));
+    k.push_back(EnumKey("shift", &Policy::shift, kShift, true));
+    return k;
+  }();
   return keys;
+}
+
+}  // namespace
+
+const std::vector<PolicyKeyDomain>& PolicyKeyDomains() {
+  static const std::vector<PolicyKeyDomain> domains = [] {
+    std::vector<PolicyKeyDomain> out;
+    for (const auto& key : Keys()) {
+      out.push_back(key.domain);
+      out.back().default_value = key.get(Policy{});
+    }
+    return out;
+  }();
+  return domains;
+}
+
+const std::vector<std::string>& PolicyKeys() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& key : Keys()) out.push_back(key.domain.key);
+    return out;
+  }();
+  return names;
 }
 
 const std::vector<std::pair<std::string, std::string>>& KeysAfterVersionOne() {
-  static const std::vector<std::pair<std::string, std::string>> keys = {{"efficiency", Name(Efficiency::kReported)},
-                                                                       {"truncate_to", Name(TruncateTo::kRowLen)},
-                                                                       {"segment_encodings",
-                                                                        Name(SegmentEncodings::kDocuments)},
-                                                                       {"shift", Name(Shift::kRow)}};
-  return keys;
+  static const std::vector<std::pair<std::string, std::string>> later = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& key : Keys())
+      if (key.domain.after_version_one) out.emplace_back(key.domain.key, ToString(key.get(Policy{})));
+    return out;
+  }();
+  return later;
 }
 
 void SetPolicyKey(Policy& p, std::string_view key, const PolicyValue& value) {
-  if (key == "preset") {
-    const auto* name = std::get_if<std::string>(&value);
-    if (name == nullptr) BadValue(key, value, "a preset name");
-    p = FindPreset(*name).policy;  // throws for an unknown name, listing the known ones
-  } else if (key == "label_alignment") {
-    SetEnum(p.label_alignment, kLabelAlignment, key, value);
-  } else if (key == "ignore_index") {
-    p.ignore_index = GetInt(key, value);
-  } else if (key == "loss_mask") {
-    p.loss_mask = GetBool(key, value);
-  } else if (key == "boundary_source") {
-    SetEnum(p.boundary_source, kBoundarySource, key, value);
-  } else if (key == "attention") {
-    SetEnum(p.attention, kAttention, key, value);
-  } else if (key == "pad_keys") {
-    SetEnum(p.pad_keys, kPadKeys, key, value);
-  } else if (key == "positions") {
-    SetEnum(p.positions, kPositions, key, value);
-  } else if (key == "position_base") {
-    p.position_base = GetInt(key, value);
-  } else if (key == "pad_positions") {
-    SetEnum(p.pad_positions, kPadPositions, key, value);
-  } else if (key == "split_positions") {
-    SetEnum(p.split_positions, kSplitPositions, key, value);
-  } else if (key == "boundary_target") {
-    SetEnum(p.boundary_target, kBoundaryTarget, key, value);
-  } else if (key == "row_end_target") {
-    SetEnum(p.row_end_target, kRowEndTarget, key, value);
-  } else if (key == "stream_stride") {
-    const auto* s = std::get_if<std::string>(&value);
-    if (std::holds_alternative<std::nullptr_t>(value)) {
-      p.stream_stride = StreamStride::kNone;
-    } else if (s != nullptr && *s == "L") {
-      p.stream_stride = StreamStride::kL;
-    } else if (s != nullptr && *s == "L+1") {
-      p.stream_stride = StreamStride::kLPlus1;
-    } else {
-      BadValue(key, value, "null | \"L\" | \"L+1\"");
+  for (const auto& descriptor : Keys()) {
+    if (descriptor.domain.key == key) {
+      descriptor.set(p, value);
+      return;
     }
-  } else if (key == "padding") {
-    SetEnum(p.padding, kPadding, key, value);
-  } else if (key == "pad_id") {
-    p.pad_id = GetInt(key, value);
-  } else if (key == "pad_to") {
-    const auto* s = std::get_if<std::string>(&value);
-    const std::string prefix = "multiple_of:";
-    if (s != nullptr && *s == "row_len") {
-      p.pad_to = PadTo{};
-    } else if (s != nullptr && s->rfind(prefix, 0) == 0 && s->size() > prefix.size() &&
-               std::all_of(s->begin() + static_cast<std::ptrdiff_t>(prefix.size()), s->end(),
-                           [](char c) { return c >= '0' && c <= '9'; }) &&
-               s->size() - prefix.size() <= 9) {
-      p.pad_to = PadTo{PadTo::Kind::kMultipleOf, std::stoll(s->substr(prefix.size()))};
-    } else {
-      BadValue(key, value, "\"row_len\" | \"multiple_of:k\" with k a positive integer");
-    }
-  } else if (key == "overflow") {
-    SetEnum(p.overflow, kOverflow, key, value);
-  } else if (key == "eos_id") {
-    p.eos_id = GetOptionalInt(key, value);
-  } else if (key == "bos_id") {
-    p.bos_id = GetOptionalInt(key, value);
-  } else if (key == "denominator") {
-    SetEnum(p.denominator, kDenominator, key, value);
-  } else if (key == "count_basis") {
-    SetEnum(p.count_basis, kCountBasis, key, value);
-  } else if (key == "efficiency") {
-    SetEnum(p.efficiency, kEfficiency, key, value);
-  } else if (key == "truncate_to") {
-    SetEnum(p.truncate_to, kTruncateTo, key, value);
-  } else if (key == "segment_encodings") {
-    SetEnum(p.segment_encodings, kSegmentEncodings, key, value);
-  } else if (key == "shift") {
-    SetEnum(p.shift, kShift, key, value);
-  } else {
-    std::string known;
-    for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
-    throw InputError("unknown policy key '" + std::string(key) + "' (known keys: " + known + ")");
   }
+  std::string known;
+  for (const auto& k : PolicyKeys()) known += (known.empty() ? "" : ", ") + k;
+  throw InputError("unknown policy key '" + std::string(key) + "' (known keys: " + known + ")");
 }
 
 std::vector<std::pair<std::string, PolicyValue>> PolicyKeyValues(const Policy& p) {
-  PolicyValue stride = nullptr;
-  if (p.stream_stride == StreamStride::kL) stride = std::string("L");
-  if (p.stream_stride == StreamStride::kLPlus1) stride = std::string("L+1");
-  const std::string pad_to = p.pad_to.kind == PadTo::Kind::kRowLen
-                                 ? std::string("row_len")
-                                 : "multiple_of:" + std::to_string(p.pad_to.multiple);
-  return {{"preset", p.preset.empty() ? PolicyValue(nullptr) : PolicyValue(p.preset)},
-          {"label_alignment", Str(Name(p.label_alignment))},
-          {"ignore_index", p.ignore_index},
-          {"loss_mask", p.loss_mask},
-          {"boundary_source", Str(Name(p.boundary_source))},
-          {"attention", Str(Name(p.attention))},
-          {"pad_keys", Str(Name(p.pad_keys))},
-          {"positions", Str(Name(p.positions))},
-          {"position_base", p.position_base},
-          {"pad_positions", Str(Name(p.pad_positions))},
-          {"split_positions", Str(Name(p.split_positions))},
-          {"boundary_target", Str(Name(p.boundary_target))},
-          {"row_end_target", Str(Name(p.row_end_target))},
-          {"stream_stride", stride},
-          {"padding", Str(Name(p.padding))},
-          {"pad_id", p.pad_id},
-          {"pad_to", pad_to},
-          {"overflow", Str(Name(p.overflow))},
-          {"eos_id", OptionalValue(p.eos_id)},
-          {"bos_id", OptionalValue(p.bos_id)},
-          {"denominator", Str(Name(p.denominator))},
-          {"count_basis", Str(Name(p.count_basis))},
-          {"efficiency", Str(Name(p.efficiency))},
-          {"truncate_to", Str(Name(p.truncate_to))},
-          {"segment_encodings", Str(Name(p.segment_encodings))},
-          {"shift", Str(Name(p.shift))}};
+  std::vector<std::pair<std::string, PolicyValue>> out;
+  out.reserve(Keys().size());
+  for (const auto& key : Keys()) out.emplace_back(key.domain.key, key.get(p));
+  return out;
 }
 
 const std::vector<std::string>& KeysNullWhenMeaningless() {

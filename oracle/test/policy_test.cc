@@ -20,6 +20,39 @@ TEST(Policy, DefaultIsTheReferencePresetOfTheDesign) {
   EXPECT_EQ(defaults, FindPreset("reference").policy);
 }
 
+TEST(Policy, EveryKeyOfTheTableIsReadAndWrittenByItsOneEntry) {
+  // PolicyKeys, PolicyKeyValues, SetPolicyKey, KeysAfterVersionOne and PolicyKeyDomains are one table: the same
+  // keys in the same order, every listed value set and read back as itself, the later keys' defaults those
+  // of a Policy built key by key.
+  const auto& domains = PolicyKeyDomains();
+  ASSERT_EQ(domains.size(), PolicyKeys().size());
+  const auto defaults = PolicyKeyValues(Policy{});
+  std::size_t later = 0;
+  for (std::size_t k = 0; k < domains.size(); ++k) {
+    SCOPED_TRACE(domains[k].key);
+    EXPECT_EQ(domains[k].key, PolicyKeys()[k]);
+    EXPECT_EQ(domains[k].key, defaults[k].first);
+    EXPECT_EQ(domains[k].default_value, defaults[k].second);
+    EXPECT_FALSE(domains[k].takes.empty());
+    EXPECT_TRUE(domains[k].open || !domains[k].values.empty());
+    for (const PolicyValue& value : domains[k].values) {
+      Policy p;
+      SetPolicyKey(p, domains[k].key, value);
+      EXPECT_EQ(PolicyKeyValues(p)[k].second, value) << ToString(value);
+    }
+    if (domains[k].after_version_one) {
+      ASSERT_LT(later, KeysAfterVersionOne().size());
+      EXPECT_EQ(KeysAfterVersionOne()[later].first, domains[k].key);
+      EXPECT_EQ(KeysAfterVersionOne()[later].second, ToString(domains[k].default_value));
+      ++later;
+    }
+  }
+  EXPECT_EQ(later, KeysAfterVersionOne().size());
+  Policy p;
+  EXPECT_THROW(SetPolicyKey(p, "no_such_key", PolicyValue(nullptr)), InputError);
+  EXPECT_THROW(SetPolicyKey(p, "padding", PolicyValue(std::string("left"))), InputError);
+}
+
 TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {
   for (const char* name : {"reference", "hf-flatten", "hf-padded", "trl-padding-free", "trl-padding-free-legacy",
                            "trl-wrapped", "torchtune-packed", "megatron-gpt", "megatron-gpt-docmask",

@@ -18,7 +18,40 @@
 
 namespace packoracle::python {
 
+namespace {
+
+nb::object PolicyValueToPython(const PolicyValue& value) {
+  if (std::holds_alternative<std::nullptr_t>(value)) return nb::none();
+  if (const auto* b = std::get_if<bool>(&value)) return nb::bool_(*b);
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return nb::int_(*i);
+  return nb::str(std::get<std::string>(value).c_str());
+}
+
+}  // namespace
+
 void BindPolicies(nb::module_& m) {
+  m.def(
+      "policy_key_domains",
+      [] {
+        nb::list out;
+        for (const PolicyKeyDomain& domain : PolicyKeyDomains()) {
+          nb::dict d;
+          d["key"] = domain.key;
+          nb::list values;
+          for (const PolicyValue& v : domain.values) values.append(PolicyValueToPython(v));
+          d["values"] = values;
+          d["open"] = domain.open;
+          d["takes"] = domain.takes;
+          d["after_version_one"] = domain.after_version_one;
+          d["default"] = PolicyValueToPython(domain.default_value);
+          out.append(d);
+        }
+        return out;
+      },
+      "Every policy key in canonical order, with what it takes (oracle/src/policy.cc's key table): key, values "
+      "(the closed set, or the values named ahead of an open one), open (other values allowed too: any integer, "
+      "multiple_of:k), takes (as an error message says it), after_version_one, default (its value in a policy built "
+      "key by key, which a resolved policy's JSON leaves out for a later key).");
   m.def(
       "presets",
       [] {

@@ -210,6 +210,21 @@ using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string
 // The keys of DESIGN §3 in their canonical order ("preset" first).
 const std::vector<std::string>& PolicyKeys();
 
+// What one policy key takes: its closed set of `values` (every value, for an enum, a boolean or stream_stride;
+// the values named ahead of an open set otherwise: null for eos_id, "row_len" for pad_to), whether other values
+// are `open` to it too (any integer; "multiple_of:k"), `takes` as an error message says it, and whether it
+// came `after_version_one` (a resolved policy's JSON leaves it out at its `default_value`). Read off the same table as
+// SetPolicyKey and PolicyKeyValues: which_policy's search walks these values.
+struct PolicyKeyDomain {
+  std::string key;
+  std::vector<PolicyValue> values;
+  bool open = false;
+  std::string takes;
+  bool after_version_one = false;
+  PolicyValue default_value = nullptr;  // its value in a Policy built key by key (the JSON of a later key omits it)
+};
+const std::vector<PolicyKeyDomain>& PolicyKeyDomains();
+
 // The keys added after version 1 with their defaults (efficiency: reported, truncate_to: row_len,
 // segment_encodings: documents, shift: row): a resolved
 // policy's JSON leaves such a key out at its default, so that every dump, request and preset written before
