@@ -36,6 +36,9 @@ regressions directory (the fixtures/regressions format) and, on later runs, ever
 candidate name and policy is replayed before the generated cases. The candidate name is the packer's
 ``__qualname__`` (the reducer's, without a packer), or the ``name=`` given to the call: give one to a lambda or
 a closure so that its regressions are kept apart from other packers'. Requires pytest 7 or later.
+
+Loading the plugin (every pytest session, where the package is installed) imports neither the C++ extension
+packoracle._core nor numpy, torch or Hypothesis: the kit is imported inside the fixture, when a test uses it.
 """
 
 from __future__ import annotations
@@ -294,9 +297,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _is_counterexample(value: BaseException) -> bool:
-    # Without packoracle imported nothing raised a Counterexample: other projects' failures never import it.
-    package = sys.modules.get("packoracle")
-    counterexample = getattr(package, "Counterexample", None)
+    # Without packoracle._fuzz loaded nothing raised a Counterexample: other projects' failures import nothing,
+    # and a test that never used the kit leaves packoracle._core unloaded.
+    fuzz = sys.modules.get("packoracle._fuzz")
+    counterexample = getattr(fuzz, "Counterexample", None)
     return counterexample is not None and isinstance(value, counterexample)
 
 
