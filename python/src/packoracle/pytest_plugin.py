@@ -298,9 +298,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     a section with what the exception's attributes say and what the fixture did with the case."""
     outcome = yield
     report = outcome.get_result()
+    stashed = item.stash.get(_NOTES, [])
+    if stashed and call.when == "call":  # the fixture runs in the call: let its exceptions (and frames) go with it
+        del item.stash[_NOTES]
     excinfo = call.excinfo
     if excinfo is not None and report.failed and _is_counterexample(excinfo.value):
-        notes = [note for e, note in item.stash.get(_NOTES, []) if e is excinfo.value]
+        notes = [note for e, note in stashed if e is excinfo.value]
         report.sections.append((SECTION, _section(excinfo.value, notes)))
 
 
