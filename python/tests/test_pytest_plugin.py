@@ -1,10 +1,13 @@
 """The pytest plugin (packoracle.pytest_plugin), run on inner test files through pytester: the options and the
-marker are honoured, a failure shows the kit's report and replay line, the minimal case is saved and replayed
-first on the next run (issue 13 item 6)."""
+marker are honoured, a failure keeps pytest's own report (the test's line, the exception whose message is the kit's
+report and replay line) and gains a packoracle section, the minimal case is saved and replayed first on the next
+run (issue 13 item 6, issue 44 item 2); loading the plugin imports nothing heavy until a test uses the kit (issue
+44 item 3)."""
 
 import importlib.metadata
 import json
 import os
+import re
 import textwrap
 
 import pytest
@@ -26,6 +29,9 @@ def _entry_point_installed():
 PLUGIN = [] if _entry_point_installed() else ["-p", "packoracle.pytest_plugin"]
 # The inner runs need neither Hypothesis' plugin nor pytest-benchmark (each costs a second per in-process run).
 BASE = [*PLUGIN, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark", "--strict-markers"]
+# The title of the section the plugin adds to a Counterexample's failure (packoracle.pytest_plugin.SECTION; not
+# imported from there, which would load the plugin module before the inner runs load it with -p).
+SECTION = "packoracle"
 
 INNER = textwrap.dedent('''
     import json
@@ -90,6 +96,24 @@ def regressions(pytester, where=".packoracle/regressions"):
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
 
 
+def assert_pytest_report_with_section(result, test_file, call_line):
+    """A Counterexample's failure as issue 44 item 2 wants it: pytest's own report (the failing line of the test,
+    marked `>`, the exception line `E   packoracle.Counterexample: ...` with the kit's report as its message, and
+    `test_file:N: Counterexample`) with no frame of packoracle's, then the plugin's section after it; the replay
+    line once per failure, not repeated by the section."""
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([f">*{call_line}",
+                                 "E * packoracle.Counterexample: Verify(*) failed: *",
+                                 "E * Replay: pass reproduce=*",
+                                 f"{test_file}:*: Counterexample",
+                                 f"-*- {SECTION} -*-",
+                                 "invariant: *",
+                                 "reproduce: v1:*"])
+    assert "_fuzz.py" not in out and "pytest_plugin.py" not in out  # packoracle's frames are hidden
+    failures = out.count(f" {SECTION} ---")
+    assert failures >= 1 and out.count("Replay: pass reproduce=") == failures, out
+
+
 def test_a_correct_packer_passes_and_saves_nothing(inner):
     result = run(inner)
     result.assert_outcomes(passed=1)
@@ -108,11 +132,9 @@ def test_a_buggy_packer_fails_with_the_report_and_is_saved_then_replayed_first(i
     assert "first token of the next document" in out
     assert "=== Minimal counterexample" in out
     # `recorded` makes a closure named after the function it wraps: no import reaches it (issue 27 item 2)
-    result.stdout.fnmatch_lines(['Replay: pass reproduce="v1:*" to your own packoracle.fuzz call (pack_row_shifted *'
-                                 'packoracle.fuzz(pack_row_shifted, *, reproduce="v1:*")'])
-    # The kit's report, not a traceback through packoracle's internals.
-    assert "Traceback" not in out and "_fuzz.py" not in out and "pytest_plugin.py" not in out
-    result.stdout.fnmatch_lines(["*test_inner.py:*: packoracle.Counterexample"])
+    result.stdout.fnmatch_lines(['E * Replay: pass reproduce="v1:*" to your own packoracle.fuzz call '
+                                 '(pack_row_shifted *packoracle.fuzz(pack_row_shifted, *, reproduce="v1:*")'])
+    assert_pytest_report_with_section(result, "test_inner.py", "result = packoracle_fuzz(recorded(PACKER))")
 
     files = regressions(inner)
     assert len(files) == 1
@@ -122,7 +144,8 @@ def test_a_buggy_packer_fails_with_the_report_and_is_saved_then_replayed_first(i
     assert saved["candidate"] == "pack_row_shifted"
     assert saved["reproduce"].startswith("v1:")
     assert saved["request"]["policy"] == packoracle.Policy("reference").to_dict()
-    assert f"saved as {files[0]}" in out
+    result.stdout.fnmatch_lines([f"-*- {SECTION} -*-", "invariant: targets (first failing case: * of the run; *",
+                                 'reproduce: v1:*', f"regression: saved as {files[0]}; the next run replays it first*"])
     result.stdout.fnmatch_lines(["*saved the minimal failing case as *pack_row_shifted-targets-*.json*"])
 
     # The next run replays the saved case before any generated one, and fails on it.
@@ -131,13 +154,17 @@ def test_a_buggy_packer_fails_with_the_report_and_is_saved_then_replayed_first(i
     first = requests_seen(inner)[0]
     for key in ("row_length", "micro_batch_rows", "dp_world_size", "documents", "target_losses"):
         assert first[key] == saved["request"][key], key
-    assert f"this is the saved regression {files[0]}" in again.stdout.str()
+    again.stdout.fnmatch_lines([f"-*- {SECTION} -*-", "invariant: targets*", "reproduce: v1:*",
+                                f"regression: this is the saved regression {files[0]}, replayed before the generated "
+                                f"cases: it fails again"])
+    assert_pytest_report_with_section(again, "test_inner.py", "result = packoracle_fuzz(recorded(PACKER))")
     assert "failed: targets" in again.stdout.str()
     assert regressions(inner) == files  # the same case, the same file
     again.stdout.fnmatch_lines(["replayed 1 saved regression(s) from *"])
     # The replayed case names the user's packer, not the plugin's internal recorder (issue 27 item 2).
     assert "recorder" not in again.stdout.str()
-    again.stdout.fnmatch_lines(['Replay: pass reproduce="v1:*" to your own packoracle.fuzz call (pack_row_shifted *'])
+    again.stdout.fnmatch_lines(['E * Replay: pass reproduce="v1:*" to your own packoracle.fuzz call '
+                                '(pack_row_shifted *'])
 
 
 def test_a_saved_regression_is_replayed_and_then_passes_once_the_packer_is_fixed(inner, monkeypatch):
@@ -247,9 +274,13 @@ def test_any_counterexample_shows_the_report_and_pytest_raises_still_catches_it(
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     assert "failed: positions" in out
-    result.stdout.fnmatch_lines(['Replay: pass reproduce="v1:*" *packoracle.fuzz(pack_positions_not_reset, *reproduce="v1:*")',
-                                 "*test_direct.py:*: packoracle.Counterexample"])
-    assert "_fuzz.py" not in out
+    result.stdout.fnmatch_lines(['E * Replay: pass reproduce="v1:*" '
+                                 '*packoracle.fuzz(pack_positions_not_reset, *reproduce="v1:*")'])
+    assert_pytest_report_with_section(result, "test_direct.py",
+                                      'packoracle.fuzz(as_packer(pack_positions_not_reset), "reference", cases=100)')
+    # Called directly, nothing saved the case: the section has no regression line.
+    (section,) = re.findall(rf"^-+ {SECTION} -+\n(.*?)\n(?=[_=])", out, re.M | re.S)
+    assert section.startswith("invariant: positions") and "regression:" not in section, section
     assert "packoracle_fuzz: give a policy" in out
     # Saved only through the fixture (test_expected_failure), once.
     assert len(regressions(pytester)) == 1
@@ -268,7 +299,8 @@ def test_plugin_loads_in_a_subprocess(inner, monkeypatch):
     result = inner.runpytest_subprocess(*BASE, "--packoracle-cases", "100")
     result.assert_outcomes(failed=1)
     assert "failed: targets" in result.stdout.str()
-    result.stdout.fnmatch_lines(["packoracle: cases=100, seed=default, *", 'Replay: pass reproduce=* (pack_row_shifted *'])
+    result.stdout.fnmatch_lines(["packoracle: cases=100, seed=default, *",
+                                 'E * Replay: pass reproduce=* (pack_row_shifted *'])
     assert len(regressions(inner)) == 1
 
 

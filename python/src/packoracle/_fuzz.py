@@ -74,6 +74,14 @@ class Counterexample(AssertionError):
         return self.request
 
 
+def _hidden_from_pytest(excinfo: Any) -> bool:
+    """fuzz's ``__tracebackhide__``: pytest leaves fuzz's frame out of a failing test's traceback when the failure
+    is a Counterexample, the kit's verdict on the user's code whose message is the whole report: the traceback
+    ends at the user's call instead of showing fuzz's source. Any other exception out of fuzz (a bad argument, a
+    bug of the kit's) keeps the frame. pytest 7 may hand None for the ExceptionInfo."""
+    return excinfo is not None and isinstance(excinfo.value, Counterexample)
+
+
 @dataclass(frozen=True)
 class FuzzResult:
     """A run in which every case passed."""
@@ -406,6 +414,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     Raises TypeError or ValueError naming the argument for a bad argument (an integer that is not one or is
     out of its range, a time that is not a finite number of seconds, an empty reproduce string)."""
+    __tracebackhide__ = _hidden_from_pytest  # noqa: F841 (pytest reads it from the frame)
     at = "fuzz"
     if packer is None and reducer is None and consumer is None and microbatch_consumer is None:
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")

@@ -29,13 +29,19 @@ What wins, most specific first: an argument of the ``packoracle_fuzz(...)`` call
 ``@pytest.mark.packoracle(...)``, the command line, the ini file, packoracle.fuzz's defaults.
 
 A failing fuzz call raises ``packoracle.Counterexample`` (an AssertionError; ``pytest.raises`` catches it as
-usual); the test's failure then shows the kit's report (the broken invariant, the minimal case drawn, the
-``Replay:`` line) instead of a traceback through packoracle. This holds for any Counterexample a test raises,
-``packoracle.fuzz`` called directly included. Through the fixture the minimal case is also saved in the
-regressions directory (the fixtures/regressions format) and, on later runs, every saved case of the same
-candidate name and policy is replayed before the generated cases. The candidate name is the packer's
-``__qualname__`` (the reducer's, without a packer), or the ``name=`` given to the call: give one to a lambda or
-a closure so that its regressions are kept apart from other packers'. Requires pytest 7 or later.
+usual). The test's failure is pytest's own: the test's line, then the exception, whose message is the kit's
+report (the broken invariant, the minimal case drawn, the ``Replay:`` line); packoracle's frames are left out
+(``__tracebackhide__``). The plugin adds a ``packoracle`` section to that report: the invariant, the first
+failing case and the shrink steps, the reproduce string and, through the fixture, the regression file saved or
+replayed. This holds for any Counterexample a test raises, ``packoracle.fuzz`` called directly included.
+Through the fixture the minimal case is also saved in the regressions directory (the fixtures/regressions
+format) and, on later runs, every saved case of the same candidate name and policy is replayed before the
+generated cases. The candidate name is the packer's ``__qualname__`` (the reducer's, without a packer), or the
+``name=`` given to the call: give one to a lambda or a closure so that its regressions are kept apart from
+other packers'. Requires pytest 7 or later.
+
+Loading the plugin (every pytest session, where the package is installed) imports neither the C++ extension
+packoracle._core nor numpy, torch or Hypothesis: the kit is imported inside the fixture, when a test uses it.
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ if TYPE_CHECKING:
 
 DEFAULT_REGRESSIONS = os.path.join(".packoracle", "regressions")
 _STATE = pytest.StashKey["_State"]()
+# Per test: (the Counterexample the fixture raised, what the fixture did with its case), for the report section.
+_NOTES = pytest.StashKey["list[tuple[BaseException, str]]"]()
+# The title of the section a failing Counterexample adds to the test's report.
+SECTION = "packoracle"
 
 
 class PackoracleRegressionWarning(UserWarning):
@@ -162,22 +172,16 @@ def _saved_regressions(directory: Optional[Path], candidate: str, policy: dict) 
     return out
 
 
-def _with_note(e: Any, note: str, regression: Optional[str]) -> Any:
-    from . import Counterexample
-
-    return Counterexample(str(e) + note, invariant=e.invariant, reproduce=e.reproduce, replay=e.replay,
-                          request=e.request, regression=regression, cases=e.cases, shrinks=e.shrinks)
-
-
 class PackoracleFuzz:
     """The ``packoracle_fuzz`` fixture's value: ``packoracle_fuzz(packer, policy=None, **options)`` runs
     ``packoracle.fuzz(packer, policy, **options)`` with the test's marker and the session's options as
     defaults, replays the saved regressions of this packer and policy first, and saves the minimal failing
     case. Returns the FuzzResult; raises packoracle.Counterexample."""
 
-    def __init__(self, state: _State, marker_options: dict):
+    def __init__(self, state: _State, marker_options: dict, item: Optional[pytest.Item] = None):
         self._state = state
         self._marker = marker_options
+        self._item = item
         self.last_result: Optional[FuzzResult] = None
 
     @property
@@ -221,10 +225,16 @@ class PackoracleFuzz:
         except packoracle.Counterexample as e:
             if e.regression:
                 self._state.saved.append(e.regression)
-            note = (f"packoracle: the minimal case is saved as {e.regression}; the next run replays it first "
-                    f"(delete the file once it is no longer wanted)\n") if e.regression else ""
-            raise _with_note(e, note, e.regression) from None
+                self._note(e, f"regression: saved as {e.regression}; the next run replays it first (delete the "
+                              f"file once it is no longer wanted)")
+            raise
         return self.last_result
+
+    def _note(self, e: BaseException, note: str) -> None:
+        """What the fixture did with the failing case, for the report's packoracle section (the exception's own
+        text stays the kit's report, the same as packoracle.fuzz's)."""
+        if self._item is not None:
+            self._item.stash.setdefault(_NOTES, []).append((e, note))
 
     def _replay_saved(self, packer: Optional[Callable[[dict], Any]], policy: Any, resolved: dict, options: dict,
                       directory: Path) -> None:
@@ -246,8 +256,10 @@ class PackoracleFuzz:
                 packoracle.fuzz(recorder, policy, reproduce=saved.get("reproduce", ""), **replay_options)
             except packoracle.Counterexample as e:
                 self._state.replayed += 1
-                raise _with_note(e, f"packoracle: this is the saved regression {path}, replayed before the "
-                                    f"generated cases: it fails again\n", str(path)) from None
+                e.regression = str(path)
+                self._note(e, f"regression: this is the saved regression {path}, replayed before the generated "
+                              f"cases: it fails again")
+                raise
             except ValueError as e:  # a reproduce string this kit (or these options) cannot replay
                 warnings.warn(PackoracleRegressionWarning(
                     f"packoracle: cannot replay saved regression {path} ({e}); was it written with other options "
@@ -273,30 +285,42 @@ def packoracle_fuzz(request: pytest.FixtureRequest) -> PackoracleFuzz:
                 raise TypeError("@pytest.mark.packoracle takes one positional argument, the policy")
             marker_options["policy"] = mark.args[0]
         marker_options.update(mark.kwargs)
-    return PackoracleFuzz(request.config.stash[_STATE], marker_options)
+    return PackoracleFuzz(request.config.stash[_STATE], marker_options, request.node)
 
 
 # ---- the report -----------------------------------------------------------------------------------------------
 
 @pytest.hookimpl(hookwrapper=True)  # the old-style wrapper: pytest 7 has no wrapper=True
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A test that fails with a packoracle.Counterexample keeps pytest's own failure text (the test's line, the
+    exception with the kit's report as its message: the broken invariant, the minimal case drawn, the replay
+    line; packoracle.fuzz's frame is hidden by its ``__tracebackhide__``, as are the fixture's); the report gains
+    a section with what the exception's attributes say and what the fixture did with the case."""
     outcome = yield
     report = outcome.get_result()
+    stashed = item.stash.get(_NOTES, [])
+    if stashed and call.when == "call":  # the fixture runs in the call: let its exceptions (and frames) go with it
+        del item.stash[_NOTES]
     excinfo = call.excinfo
     if excinfo is not None and report.failed and _is_counterexample(excinfo.value):
-        where = ""
-        for entry in reversed(excinfo.traceback):
-            if Path(str(entry.path)) == item.path:
-                where = f"{entry.path}:{entry.lineno + 1}: packoracle.Counterexample\n"
-                break
-        notes = "".join(f"{note}\n" for note in getattr(excinfo.value, "__notes__", ()))  # Hypothesis' example
-        report.longrepr = str(excinfo.value).rstrip("\n") + "\n" + notes + where
+        notes = [note for e, note in stashed if e is excinfo.value]
+        report.sections.append((SECTION, _section(excinfo.value, notes)))
+
+
+def _section(e: Any, notes: list[str]) -> str:
+    """The packoracle section of a failing test's report: the Counterexample's attributes (not pieces of its
+    text, which pytest shows above it in full) and, through the fixture, what became of the case."""
+    found = f" (first failing case: {e.cases} of the run; shrunk in {e.shrinks} steps)" if e.cases else ""
+    lines = [f"invariant: {e.invariant or 'none named'}{found}", f"reproduce: {e.reproduce}"]
+    lines.extend(notes or ([f"regression: {e.regression}"] if e.regression else []))
+    return "\n".join(lines) + "\n"
 
 
 def _is_counterexample(value: BaseException) -> bool:
-    # Without packoracle imported nothing raised a Counterexample: other projects' failures never import it.
-    package = sys.modules.get("packoracle")
-    counterexample = getattr(package, "Counterexample", None)
+    # Without packoracle._fuzz loaded nothing raised a Counterexample: other projects' failures import nothing,
+    # and a test that never used the kit leaves packoracle._core unloaded.
+    fuzz = sys.modules.get("packoracle._fuzz")
+    counterexample = getattr(fuzz, "Counterexample", None)
     return counterexample is not None and isinstance(value, counterexample)
 
 

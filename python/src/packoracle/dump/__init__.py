@@ -1,7 +1,7 @@
-"""packoracle_dump: write real training batches as `packed-batch` JSON Lines (DESIGN.md §5) for
+"""packoracle.dump: write real training batches as `packed-batch` JSON Lines (DESIGN.md §5) for
 `packoracle verify`, and convert what HF transformers, TRL, torchtune, Megatron-LM and llm.c return into it.
 
-    from packoracle_dump import DumpWriter, DocumentSequence, from_torchtune_packed
+    from packoracle.dump import DumpWriter, DocumentSequence, from_torchtune_packed
     docs = DocumentSequence([{"doc_uid": "a", "tokens": [11, 12, 13, 0]}, ...])
     with DumpWriter("torchtune.jsonl") as w:
         w.header(system="pytorch/torchtune", component="PackedDataset", version="bd2a0fc",
@@ -10,7 +10,10 @@
         w.documents(docs.documents)
         w.write(from_torchtune_packed(packs, docs, pad_id=99))
 
-Standard library only.
+Standard library only, and no C++ extension: `import packoracle` loads packoracle._core only when a name that
+needs it is used, so a training machine without the build writes dumps with this module (its policy table checks
+keys and values; `packoracle verify` applies the rest). python/tests/test_lazy_import.py writes and reads a dump
+with the extension absent.
 """
 
 from .format import (DENOMINATOR_SCOPES, POLICY_KEYS, PRESETS, SCHEMA, VERSION, DenominatorScope, DocumentRecord,

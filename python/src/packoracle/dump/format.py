@@ -259,8 +259,9 @@ def _check_str(value: object, where: str, field: str) -> None:
 # The policy rules are the core's (oracle/src/policy.cc: keys, values and the contradictions between them):
 # where the extension is built, validate_policy and resolve_policy ask it. The writer must also run on a
 # training machine without the build; there the table above checks keys and values alone (what the format
-# needs to write a header), and `packoracle verify` applies the rest. python/tests/test_format.py pins the
-# table to the core on every policy its tests generate.
+# needs to write a header), and `packoracle verify` applies the rest (python/tests/test_lazy_import.py writes a
+# dump there, the extension absent). python/tests/test_format_without_core.py pins the table to the core on every
+# policy its tests generate.
 
 def _core() -> Any:
     try:
