@@ -78,21 +78,23 @@ bool SpanDerivation::PaddingRatherThan(std::int64_t k, std::size_t r, std::int64
   return std::none_of(targets.begin() + i, targets.begin() + i + m, [](std::uint8_t t) { return t != 0; });
 }
 
-bool SpanDerivation::EndsAtAStart(std::size_t r, std::int64_t i, std::int64_t k) const {
+int SpanDerivation::EndEvidence(std::size_t r, std::int64_t i, std::int64_t k) const {
   const auto& starts = starts_[r];
-  if (starts.empty()) return false;
+  if (starts.empty()) return 0;
   const std::int64_t n = static_cast<std::int64_t>(rows_[r].size());
   const std::int64_t end = std::min<std::int64_t>(i + static_cast<std::int64_t>(docs_[static_cast<std::size_t>(k)].size()), n);
-  return end == n || std::binary_search(starts.begin(), starts.end(), end) || PaddingFrom(rows_[r], end);
+  if (end == n || std::binary_search(starts.begin(), starts.end(), end)) return 2;
+  return PaddingFrom(rows_[r], end) ? 1 : 0;
 }
 
 void SpanDerivation::PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const {
   if (starts_[r].empty()) return;
-  std::stable_partition(candidates.begin(), candidates.end(), [&](std::int64_t k) { return EndsAtAStart(r, i, k); });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](std::int64_t a, std::int64_t b) { return EndEvidence(r, i, a) > EndEvidence(r, i, b); });
 }
 
 // The first unplaced document (in order) whose tokens start at slot i of row r, whole or cut at the row's end
-// where the policy cuts; of several, the first that ends where the row's encodings start a segment.
+// where the policy cuts; of several, the one whose end the row's encodings bear out best (EndEvidence).
 std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int64_t i, const StartsOf& starts) {
   const std::span<const Token> row = rows_[r];
   const auto found = by_first_.find(row[static_cast<std::size_t>(i)]);
@@ -115,8 +117,7 @@ std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int
       starts_[r] = starts();
     }
     if (starts_[r].empty()) return first;
-    if (EndsAtAStart(r, i, *first)) return first;
-    if (EndsAtAStart(r, i, k)) return k;
+    if (EndEvidence(r, i, k) > EndEvidence(r, i, *first)) first = k;  // of equals, the first in order
   }
   return first;
 }
@@ -298,7 +299,7 @@ struct SpanDerivation::Search {
     if (std::find(matching.begin(), matching.end(), first_k) == matching.end()) first_k = -1;
     // Where the row's encodings tell documents that both match apart, the one they mark goes first.
     d.PreferEncoded(r, i, matching);
-    if (first_k >= 0 && !matching.empty() && d.EndsAtAStart(r, i, matching.front()) && !d.EndsAtAStart(r, i, first_k))
+    if (first_k >= 0 && !matching.empty() && d.EndEvidence(r, i, matching.front()) > d.EndEvidence(r, i, first_k))
       first_k = matching.front();
     if (first_k >= 0 && Place(r, i, first_k)) return true;
     if (i == 0 && d.split_) {  // a row that starts inside a document (rows out of stream order)

@@ -130,6 +130,24 @@ TEST(SpanDerivation, TheRowsOwnEncodingsChooseBetweenDocumentsThatBothMatch) {
   EXPECT_EQ(asked, 1);  // a slot only one document matches needs no encoding
 }
 
+TEST(SpanDerivation, AnEncodedStartOutranksPaddingWhereTwoDocumentsMatch) {
+  // A first-fit-decreasing packer, pad id 0: row 0 = d1 = [0 0] (doc_ids [0 0]: one segment, starts {0}; slot 0
+  // a target), row 1 = d0 = [0] then padding (doc_ids [0 -1]: starts {0 1}; no target). At row 0 both d0 (then
+  // padding) and d1 match; the encoding bears out d1's end (the row's) better than d0's (padding only). Ranking
+  // the two ends alike made d0 the reading there, a false violation of a correct packer.
+  const std::vector<std::vector<Token>> docs{{0}, {0, 0}};
+  const std::vector<Token> row{0, 0};
+  const std::vector<std::uint8_t> first_targets{1, 0}, second_targets{0, 0};
+  const auto one_segment = [] { return std::vector<std::int64_t>{0}; };
+  const auto with_padding = [] { return std::vector<std::int64_t>{0, 1}; };
+  SpanDerivation d(docs, Overflow::kError, 0);
+  d.Match(row, first_targets, one_segment);
+  d.Match(row, second_targets, with_padding);
+  d.Finish(0);
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{1, 0, 2, 0}}, {{0, 0, 1, 0}}}));
+  EXPECT_EQ(d.misses() + d.Unplaced(), 0);
+}
+
 TEST(SpanDerivation, DocumentsOfTheSameTokensAreTriedOnceAtASlot) {
   // Megatron's stream of one-token documents of the EOD id 0 (which is also the pad id), windows handed out in
   // reverse: the search finds the reading within its bound only if it does not try every order of the twelve

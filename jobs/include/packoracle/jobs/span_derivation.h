@@ -57,8 +57,8 @@ class SpanDerivation {
 
   // The spans of the next row of the step. `targets`: which of its slots are targets (a label that is not
   // ignored and a loss_mask that is not 0), or empty when unknown. `starts`: the row's encodings, or null.
-  // They only choose between documents whose tokens both match at a slot (one that ends where a segment
-  // starts, or where padding or the row does, is read first): the tokens decide every reading, so an encoding
+  // They only choose between documents whose tokens both match at a slot (one that ends where the row does or
+  // a segment starts is read first, then one that ends where padding starts: EndEvidence): the tokens decide every reading, so an encoding
   // that is wrong is still what the checks find.
   // `viewed`: the caller keeps the row's tokens alive and unchanged for the derivation's life, and they are
   // viewed where they are (check_batch's batch arrays); else they are copied (Solve reads every row again).
@@ -80,10 +80,12 @@ class SpanDerivation {
  private:
   struct Search;
   std::optional<std::int64_t> NextDocument(std::size_t r, std::int64_t i, const StartsOf& starts);
-  // Whether document k at slot i of row r (whole, or cut at the row's end) ends where row r's encodings start a
-  // segment, or padding, or the row, does; false where the row carries no encoding.
-  bool EndsAtAStart(std::size_t r, std::int64_t i, std::int64_t k) const;
-  // `candidates` (documents matching at slot i of row r) reordered, stably: those EndsAtAStart first.
+  // How well row r's encodings bear out document k at slot i (whole, or cut at the row's end) ending where it
+  // would: 2 where the row ends there or its encodings start a segment there, 1 where only padding (a run of the
+  // pad id) starts there, 0 otherwise or where the row carries no encoding. An encoded start outranks padding:
+  // with doc_ids [0 0] over [x pad], the row says one document of two slots, not one slot and padding.
+  int EndEvidence(std::size_t r, std::int64_t i, std::int64_t k) const;
+  // `candidates` (documents matching at slot i of row r) reordered, stably: the best EndEvidence first.
   void PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const;
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
