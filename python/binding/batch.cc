@@ -37,7 +37,8 @@ int FieldOf(std::string_view name) {
     int field;
   };
   static constexpr Named kNames[] = {
-      {"input_ids", BatchView::kInputIds},       {"labels", BatchView::kLabels},
+      {"input_ids", BatchView::kInputIds},       {"tokens", BatchView::kInputIds},
+      {"labels", BatchView::kLabels},
       {"position_ids", BatchView::kPositionIds}, {"doc_ids", BatchView::kDocIds},
       {"seq_idx", BatchView::kDocIds},           {"segment_ids", BatchView::kDocIds},
       {"document_ids", BatchView::kDocIds},      {"attention_mask", BatchView::kAttentionMask},

@@ -239,3 +239,29 @@ def test_policy_keys_that_mean_nothing_may_be_null():
     with pytest.raises(ValueError, match="policy key 'pad_id' is null, but padding is right: padding slots hold the "
                                          "pad id"):
         packoracle.check_batch(flattened(DOCS), DOCS, {"preset": "reference", "pad_id": None})
+
+
+def _megatron_batch(request, name):
+    from tests.user_packers import megatron_eod_rows
+    batch = megatron_eod_rows(request)[0]
+    batch[name] = batch.pop("input_ids")
+    return batch
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_megatrons_tokens_field_reads_as_input_ids_in_every_entry_point(broken):
+    """Megatron's get_batch names the inputs ``tokens``: check_batch (the core's reader) and check_step (the
+    Python one) read it as input_ids, with the same verdict, a bug included."""
+    from tests.user_packers import EOS
+    request = {"row_length": 4, "documents": [{"doc_uid": "a", "tokens": [5, 6, 7]},
+                                               {"doc_uid": "b", "tokens": [8, 9, 10, 11, 12]}]}
+    policy = {"preset": "megatron-gpt", "padding": "none", "eos_id": EOS}
+    reports = []
+    for name in ("input_ids", "tokens"):
+        batch = _megatron_batch(request, name)
+        if broken:
+            batch["labels"][0, 1] = 99  # a target that is no next token
+        reports.append(packoracle.check_batch(batch, request["documents"], policy, row_length=4))
+        reports.append(packoracle.check_step([batch], request["documents"], policy, row_length=4))
+    assert all(r.ok != broken for r in reports), [str(r) for r in reports]
+    assert len({tuple((v.invariant, v.row, v.slot) for v in r.violations) for r in reports}) == 1

@@ -24,6 +24,7 @@ PER_TOKEN = ("input_ids", "labels", "loss_mask", "position_ids", "doc_ids", "att
 PER_ROW_LISTS = ("cu_seqlens", "seq_lens")
 # Other names producers use for the same fields (HF's flash-attention kwargs and seq_idx, Megatron, ...).
 ALIASES = {
+    "tokens": "input_ids",  # Megatron's get_batch
     "cu_seq_lens_q": "cu_seqlens",
     "cu_seqlens_q": "cu_seqlens",
     "seq_idx": "doc_ids",

@@ -56,8 +56,8 @@ def check_batch(batch: Mapping[str, Any], documents: DocumentsLike, policy: Poli
                 ignore: Sequence[str] = ()) -> Report:
     """Checks one micro-batch against the policy and returns the Report.
 
-    ``batch``: a dict in the producer's own field names: ``input_ids`` and ``labels`` (required),
-    ``position_ids``, ``cu_seqlens`` (or ``cu_seq_lens_q``, as HF's DataCollatorWithFlattening writes it),
+    ``batch``: a dict in the producer's own field names: ``input_ids`` (or Megatron's ``tokens``) and ``labels``
+    (required), ``position_ids``, ``cu_seqlens`` (or ``cu_seq_lens_q``, as HF's DataCollatorWithFlattening writes it),
     ``seq_lens``, ``doc_ids`` (or ``seq_idx``), ``attention_mask`` (per token), ``loss_mask``, and optionally
     ``doc_spans`` (where each document piece sits; derived from the documents when absent). Values are numpy
     arrays, CPU torch tensors or lists, rows × slots or one flattened row; arrays of any integer or bool

@@ -4,8 +4,9 @@ which presets a batch you already hold keeps, found by checking it under each.
 A packer written without a declared policy still follows one. Run a few hundred generated cases under every
 preset of the core (oracle/src/presets.cc): the presets it holds under are its candidates; for the nearest
 preset it breaks, the policy keys in which that preset differs from one it holds under, and the minimal case
-that breaks it, say what the packer does differently. Every verdict is packoracle.fuzz's (the core's checks);
-this module only runs them and compares the presets' resolved keys.
+that breaks it, say what the packer does differently. When no preset holds, the search of _policy_search.py
+finds the policy the packer does keep, as few keys from a preset as it can. Every verdict is packoracle.fuzz's
+(the core's checks); this module only runs them and compares the presets' resolved keys.
 """
 
 from __future__ import annotations
