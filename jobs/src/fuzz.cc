@@ -154,6 +154,8 @@ void RunBatches(Candidate& candidate, const FuzzOptions& o, const FuzzHooks& hoo
 void ReportFailure(const Candidate& candidate, const FuzzOptions& o, FuzzOutcome& out) {
   packoracle::VerifyOptions render;
   render.reproduce_command = ReplayLine(o, out.failure->reproduce);
+  render.headline = o.headline;
+  render.regression_draft = o.regression_draft;
   out.failure_text = RenderFailure(candidate.name, *out.failure->counterexample, *out.failure->failure, *out.failure, render);
   if (o.save_regressions.empty()) return;
   try {

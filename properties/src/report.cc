@@ -226,7 +226,8 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
     }
   }
   const Violation& head = result.violations[head_index];
-  os << "Verify(" << candidate << ") failed: " << Name(head.invariant) << "\n";
+  os << (options.headline.empty() ? "Verify(" + candidate + ")" : options.headline) << " failed: "
+     << Name(head.invariant) << "\n";
   os << "  " << head.sentence << "\n";
   if (!head.expected.empty() || !head.actual.empty()) {
     os << "  expected " << head.expected << "\n  actual   " << head.actual << "\n";
@@ -316,6 +317,7 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
   }
   os << "=== Reproduce\n  " << run.reproduce << "\n";
   if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";
+  if (!options.regression_draft) return os.str();
   os << "=== Regression test draft\n";
   os << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head.invariant)) << ") {\n"
      << "  packoracle::PackRequest request;\n"

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "packoracle/gtest.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/verify.h"
 
@@ -66,6 +67,37 @@ TEST(ReportGolden, TargetsViolation) {
   const auto report = VerifyOne(c, LessonRequest());
   ASSERT_FALSE(report.passed);
   ExpectMatchesGolden("targets_whole_row_shift", report.text);
+}
+
+// Issue 44 item 2: the first line names what the person ran (the Python call, the gtest test with its
+// file:line); a front end without C++ asks for no regression draft rather than cutting it off the text.
+TEST(ReportHeadline, NamesTheCallerAndLeavesTheDraftOutWhenAsked) {
+  Candidate c = MakeCandidate("shift-whole-row", ShiftWholeRow{});
+  const auto report = VerifyOne(c, LessonRequest());
+  ASSERT_FALSE(report.passed);
+  ASSERT_TRUE(report.counterexample && report.failure);
+  VerifyOptions options;
+  options.headline = "packoracle.fuzz(pack, 'torchtune-packed')";
+  options.regression_draft = false;
+  const std::string text = RenderFailure(c.name, *report.counterexample, *report.failure, report, options);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "packoracle.fuzz(pack, 'torchtune-packed') failed: targets");
+  EXPECT_EQ(text.find("=== Regression test draft"), std::string::npos);
+  EXPECT_EQ(text, report.text.substr(0, report.text.find("=== Regression test draft")).replace(
+                      0, report.text.find(" failed: "), options.headline));
+}
+
+TEST(ReportHeadline, AGtestFailureNamesTheTestAndItsFileAndLine) {
+  Candidate c = MakeCandidate("shift-whole-row", ShiftWholeRow{});
+  VerifyOptions options;
+  options.cases = 20;
+  const ::testing::AssertionResult result = VerifyCandidate(c, options);
+  ASSERT_FALSE(result);
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string message = result.message();
+  const std::string want = "ReportHeadline.AGtestFailureNamesTheTestAndItsFileAndLine (" + std::string(__FILE__) +
+                           ":" + std::to_string(info->line()) + "): Verify(shift-whole-row) failed: ";
+  EXPECT_EQ(message.substr(1, want.size()), want) << message.substr(0, 300);
+  EXPECT_NE(message.find("=== Regression test draft"), std::string::npos);  // C++ users keep the draft
 }
 
 TEST(ReportGolden, AttentionViolationDrawsTheGrid) {

@@ -40,6 +40,7 @@ struct FuzzArgs {
   bool sft_masks = true;
   bool microbatch_consumer = false;
   bool stats = false;
+  std::string headline;  // the user's call, which the failure's first line names
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
@@ -56,6 +57,8 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   options.stats = a.stats;
   options.no_decoder = !a.decoder;
   options.sft_masks = a.sft_masks;
+  options.headline = a.headline;
+  options.regression_draft = false;  // a Python user replays the case; the C++ draft is for C++ users
   if (a.reproduce) options.reproduce = *a.reproduce;
   if (a.save_regressions) options.save_regressions = *a.save_regressions;
   jobs::CheckFuzzOptions(options);
@@ -82,10 +85,7 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   out["generated"] = outcome.generated ? nb::object(nb::str(jobs::GenerationStatsJson(*outcome.generated).dump().c_str()))
                                        : nb::none();
   if (const auto& f = outcome.failure; f && f->counterexample) {
-    std::string text = outcome.failure_text;
-    // The report ends with a C++ regression test draft, for C++ users; a Python user replays the case instead.
-    if (auto draft = text.find("=== Regression test draft"); draft != std::string::npos) text.resize(draft);
-    out["text"] = text;
+    out["text"] = outcome.failure_text;
     out["reproduce"] = f->reproduce;
     out["invariant"] = f->broken() ? nb::object(nb::str(Name(*f->broken()))) : nb::none();
     out["cases_to_failure"] = f->cases_to_failure;
@@ -106,15 +106,16 @@ void BindFuzz(nb::module_& m) {
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
          std::optional<int> cases, std::uint64_t seed, double time, std::optional<std::string> reproduce,
          std::int64_t max_row_length, std::size_t max_documents, bool decoder,
-         std::optional<std::string> save_regressions, bool sft_masks, bool microbatch_consumer, bool stats) {
+         std::optional<std::string> save_regressions, bool sft_masks, bool microbatch_consumer, bool stats,
+         std::string headline) {
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
                         cases, seed, time, std::move(reproduce), max_row_length, max_documents, decoder,
-                        std::move(save_regressions), sft_masks, microbatch_consumer, stats});
+                        std::move(save_regressions), sft_masks, microbatch_consumer, stats, std::move(headline)});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("cases").none(), nb::arg("seed"), nb::arg("time"), nb::arg("reproduce").none(), nb::arg("max_row_length"),
       nb::arg("max_documents"), nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
-      nb::arg("microbatch_consumer") = false, nb::arg("stats") = false,
+      nb::arg("microbatch_consumer") = false, nb::arg("stats") = false, nb::arg("headline") = "",
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function).");
 }
 

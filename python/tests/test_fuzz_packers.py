@@ -232,3 +232,19 @@ def test_the_replay_line_runs_as_written():
     line = info.value.replay
     assert line.startswith(f'pass reproduce="{info.value.reproduce}" to your own packoracle.fuzz call ('), line
     assert "<lambda>" in line
+
+
+def test_a_dict_policy_is_replayed_as_written():
+    """A policy given as a dict is replayed, and named in the failure's first line, as a person writes it: its
+    preset and the keys that change it (a key at the preset's own value left out), short and pasteable, not
+    every resolved key; the line still runs and fails the same way."""
+    policy = {"preset": "reference", "overflow": "truncate", "pad_id": 0}
+    with pytest.raises(packoracle.Counterexample) as info:
+        packoracle.fuzz(positions_not_reset_packer, policy, cases=CASES)
+    line = info.value.replay
+    assert ", {'preset': 'reference', 'overflow': 'truncate'}, reproduce=" in line, line
+    assert str(info.value).startswith("packoracle.fuzz(positions_not_reset_packer, {'preset': 'reference', "
+                                      "'overflow': 'truncate'}) failed: "), str(info.value)[:200]
+    with pytest.raises(packoracle.Counterexample) as again:
+        exec(line, {"packoracle": packoracle})
+    assert again.value.reproduce == info.value.reproduce

@@ -103,6 +103,14 @@ inline VerifyOptions OptionsFromEnvironment(VerifyOptions base = {}) {
   return base;
 }
 
+// The failure's first line: the gtest test that ran it, at its file:line, and the candidate.
+inline std::string TestHeadline(const std::string& candidate) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) return "";
+  return std::string(info->test_suite_name()) + "." + info->name() + " (" + info->file() + ":" +
+         std::to_string(info->line()) + "): Verify(" + candidate + ")";
+}
+
 inline std::string ReproduceCommand(const std::string& reproduce) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string filter = info ? std::string(info->test_suite_name()) + "." + info->name() : "*";
@@ -122,6 +130,7 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
   VerifyReport report = Verify(candidate, options);
   if (report.passed) return ::testing::AssertionSuccess() << report.cases_run << " cases passed";
   options.reproduce_command = ReproduceCommand(report.reproduce);
+  options.headline = TestHeadline(candidate.name);
   if (report.counterexample && report.failure) {
     report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
   }
@@ -188,6 +197,7 @@ class PackerConformance : public ::testing::Test {
     }
     if (!report.passed) {
       options.reproduce_command = ReproduceCommand(report.reproduce);
+      options.headline = TestHeadline(candidate.name);
       report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
     }
     EXPECT_TRUE(report.passed) << "\n" << report.text;

@@ -20,7 +20,7 @@ from . import _args, _core
 from ._arrays import is_tensor
 from ._batch import Microbatches, scalar
 from ._masks import ConsumerAnswerError, runs
-from ._policy import PolicyLike, resolve
+from ._policy import PolicyLike, as_written, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
 # The bounds the cases grow to, as `packoracle fuzz` has them (rows of 8,192 slots, 512 documents a case).
@@ -448,8 +448,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
-    replay = _replay_line(packer, reducer, consumer, policy, resolved, (max_row_length, max_documents), decoder,
-                          sft_masks, microbatch_consumer, gradient)
+    call = _the_call(packer, reducer, consumer, policy, resolved, (max_row_length, max_documents), decoder,
+                     sft_masks, microbatch_consumer, gradient)
+    replay = _replay_line(call)
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
     deadline = _Deadline(timeout)
@@ -459,7 +460,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
                         reproduce, max_row_length, max_documents, decoder, save_regressions, sft_masks,
-                        microbatch_consumer is not None, stats)
+                        microbatch_consumer is not None, stats, call.headline)
     if not result["passed"]:
         raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
                              invariant=result["invariant"], reproduce=result["reproduce"],
@@ -491,17 +492,29 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     return module, qualname
 
 
-def _replay_line(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[..., Any]],
-                 consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
-                 decoder: bool, sft_masks: bool = True, microbatch_consumer: Optional[Callable[..., Any]] = None,
-                 gradient: bool = False) -> str:
-    """The line that replays a failing case ("{}" stands for its reproduce string), to run as written: the
-    imports of its roles and the call with the same roles, policy and the options the reproduce string
-    depends on. A role no import reaches (a lambda, a closure: `test_pack.<locals>.<lambda>`) cannot be named
-    in a line that runs: the line then says to pass the reproduce string to the user's own call."""
+@dataclass(frozen=True)
+class _Call:
+    """The user's packoracle.fuzz call as a line shows it: its arguments (roles by import path where one
+    reaches them, else by name), the imports that line needs, and the roles no import reaches."""
+
+    args: tuple[str, ...]
+    imports: dict
+    unreachable: tuple[str, ...]
+
+    @property
+    def headline(self) -> str:
+        """What a failure's first line names: the call, as the user made it."""
+        return f"packoracle.fuzz({', '.join(self.args)})"
+
+
+def _the_call(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[..., Any]],
+              consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
+              decoder: bool, sft_masks: bool = True, microbatch_consumer: Optional[Callable[..., Any]] = None,
+              gradient: bool = False) -> _Call:
+    """The call with the same roles, policy and the options a reproduce string depends on."""
     roles = [("", packer), ("reducer=", reducer), ("consumer=", consumer), ("microbatch_consumer=", microbatch_consumer)]
     paths = {key: _import_path(role) for key, role in roles if role is not None}
-    unreachable = [_name_of(role) for key, role in roles if role is not None and paths[key] is None]
+    unreachable = tuple(_name_of(role) for key, role in roles if role is not None and paths[key] is None)
     imports: dict[str, list[str]] = {}
     for module, qualname in (p for p in paths.values() if p is not None and p[0] != "__main__"):
         names = imports.setdefault(module, [])
@@ -509,7 +522,8 @@ def _replay_line(packer: Optional[Callable[..., Any]], reducer: Optional[Callabl
             names.append(qualname.split(".")[0])
     packer_path = paths.get("")
     args = [packer_path[1] if packer_path else "None" if packer is None else _name_of(packer),
-            repr(policy) if isinstance(policy, str) else repr(resolved)]
+            repr(policy) if isinstance(policy, str) else repr(as_written(policy)) if isinstance(policy, Mapping)
+            else repr(resolved)]  # a dict as a person writes it (its preset and the keys changed) resolves the same
     for key, role in roles[1:]:
         if role is not None:
             path = paths[key]
@@ -525,8 +539,16 @@ def _replay_line(packer: Optional[Callable[..., Any]], reducer: Optional[Callabl
         args.append("sft_masks=False")
     if gradient:
         args.append("gradient=True")
-    call = f"packoracle.fuzz({', '.join(args)}, reproduce=\"{{}}\")"  # {} → the reproduce string
-    if unreachable:
-        return (f"pass reproduce=\"{{}}\" to your own packoracle.fuzz call ({', '.join(unreachable)} has no import "
-                f"path to name it by), as in {call}")
-    return "".join(f"from {m} import {', '.join(names)}; " for m, names in imports.items()) + call
+    return _Call(tuple(args), imports, unreachable)
+
+
+def _replay_line(call: _Call) -> str:
+    """The line that replays a failing case ("{}" stands for its reproduce string), to run as written: the
+    imports of its roles and the call. A role no import reaches (a lambda, a closure:
+    `test_pack.<locals>.<lambda>`) cannot be named in a line that runs: the line then says to pass the
+    reproduce string to the user's own call."""
+    line = f"packoracle.fuzz({', '.join(call.args)}, reproduce=\"{{}}\")"  # {} → the reproduce string
+    if call.unreachable:
+        return (f"pass reproduce=\"{{}}\" to your own packoracle.fuzz call ({', '.join(call.unreachable)} has no "
+                f"import path to name it by), as in {line}")
+    return "".join(f"from {m} import {', '.join(names)}; " for m, names in call.imports.items()) + line

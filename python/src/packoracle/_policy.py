@@ -84,3 +84,26 @@ def resolve(policy: PolicyLike) -> dict[str, Any]:
 def presets() -> dict[str, dict[str, Any]]:
     """Every preset by name: {"system", "summary", "notes", "policy"} (the policy fully resolved)."""
     return {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in _core.presets()}
+
+
+def changed_keys(policy: Mapping[str, Any], base: Mapping[str, Any]) -> tuple[tuple[str, Any, Any], ...]:
+    """(key, the base's value, the policy's value) for every key in which two resolved policies differ (a key
+    added after version 1, which resolved policies leave out at its default, compared as that default; the
+    preset's own name aside)."""
+    defaults = {d["key"]: d["default"] for d in _core.policy_key_domains() if d["after_version_one"]}
+    keys = [k for k in policy if k != "preset"] + [k for k in base if k not in policy and k != "preset"]
+    return tuple((k, base.get(k, defaults.get(k)), policy.get(k, defaults.get(k))) for k in keys
+                 if base.get(k, defaults.get(k)) != policy.get(k, defaults.get(k)))
+
+
+def as_written(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy dict with a preset as a person writes it: the preset and the keys that change it (the same
+    policy once resolved). A dict without a preset is returned as it is."""
+    base = policy.get("preset")
+    if not isinstance(base, str) or base not in _core_preset_names():
+        return dict(policy)
+    return {"preset": base, **{key: value for key, _, value in changed_keys(resolve(policy), resolve(base))}}
+
+
+def _core_preset_names() -> frozenset:
+    return frozenset(p["name"] for p in _core.presets())

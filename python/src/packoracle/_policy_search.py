@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from ._checks import check_step
+from ._policy import changed_keys
 
 Policy = dict  # a resolved policy: every key, as _core.resolve_policy returns it
 Distance = tuple[int, int]  # (probes it cannot read, violations found): lower is nearer
@@ -165,15 +166,6 @@ def neighbours(policy: Policy, values: Mapping[str, list]) -> list[tuple[str, Po
             if moved is not None:
                 out.append((key, moved))
     return out
-
-
-def changed_keys(policy: Mapping[str, Any], base: Mapping[str, Any]) -> tuple[tuple[str, Any, Any], ...]:
-    """(key, the preset's value, the policy's value) for every key the policy changes from its preset (a key
-    added after version 1, which resolved policies leave out at its default, compared as that default)."""
-    defaults = {d["key"]: d["default"] for d in _core.policy_key_domains() if d["after_version_one"]}
-    keys = [k for k in policy if k != "preset"] + [k for k in base if k not in policy and k != "preset"]
-    return tuple((k, base.get(k, defaults.get(k)), policy.get(k, defaults.get(k))) for k in keys
-                 if base.get(k, defaults.get(k)) != policy.get(k, defaults.get(k)))
 
 
 # ---- the descent --------------------------------------------------------------------------------------------

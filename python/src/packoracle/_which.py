@@ -18,6 +18,7 @@ from . import _args, _core
 from ._checks import check_batch
 from ._documents import canonical_documents
 from ._fuzz import Counterexample, fuzz
+from ._policy import as_written
 from ._policy_search import Probe, Search, recording
 from .report import Report
 
@@ -101,11 +102,6 @@ class PolicyFit:
         return lines
 
 
-def _paste_form(policy: dict, changed: tuple[tuple[str, Any, Any], ...]) -> dict:
-    """The policy as a user writes it: its preset and the keys changed from it."""
-    return {"preset": policy["preset"], **{key: value for key, _, value in changed}}
-
-
 def _differing(a: dict, b: dict) -> tuple[tuple[str, Any, Any], ...]:
     """The keys whose values differ between two resolved policies (the preset's own name aside)."""
     keys = [k for k in a if k != "preset"] + [k for k in b if k not in a and k != "preset"]
@@ -149,7 +145,7 @@ def which_policy(packer: Callable[[dict], Any], *, cases: Optional[int] = None, 
 
     def confirm(policy: dict) -> Optional[Exception]:
         try:
-            fuzz(recording(packer, probes), policy, cases=cases, seed=seed, **fuzz_options)
+            fuzz(recording(packer, probes), as_written(policy), cases=cases, seed=seed, **fuzz_options)
             return None
         except Counterexample as e:
             return e
@@ -160,8 +156,8 @@ def which_policy(packer: Callable[[dict], Any], *, cases: Optional[int] = None, 
     failure = found.failure if isinstance(found.failure, Counterexample) else failures.get(preset)
     return replace(fit, nearest=preset, compared_with=None, differing=(), changed=changed,
                    counterexample=failures.get(preset) if found.holds else failure,
-                   policy=_paste_form(found.policy, changed) if found.holds else None,
-                   closest=None if found.holds else _paste_form(found.policy, changed))
+                   policy=as_written(found.policy) if found.holds else None,
+                   closest=None if found.holds else as_written(found.policy))
 
 
 def _nearest(presets: dict, holds: list, failures: dict, resisted: Callable[[str], int]
@@ -240,10 +236,10 @@ def _searched_batch(fit: PolicyFit, presets: dict, failures: dict, batch: Mappin
     if found.holds:  # the evidence shown is then what its preset finds
         evidence = failures.get(preset)
         return replace(fit, nearest=preset, compared_with=None, differing=(), changed=changed,
-                       policy=_paste_form(found.policy, changed),
+                       policy=as_written(found.policy),
                        report=evidence if isinstance(evidence, Report) else None,
                        refusal=evidence if isinstance(evidence, str) else None)
     report = check_batch(batch, documents, found.policy, **check_options) if found.distance[0] == 0 else None
     return replace(fit, nearest=preset, compared_with=None, differing=(), changed=changed,
-                   closest=_paste_form(found.policy, changed), report=report or fit.report,
+                   closest=as_written(found.policy), report=report or fit.report,
                    refusal=None if report else fit.refusal)

@@ -64,6 +64,8 @@ struct FuzzOptions {
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;
+  std::string headline;         // the failure's first line names this (VerifyOptions::headline)
+  bool regression_draft = true;  // the failure's report ends with a C++ regression test draft
 };
 
 // InputError for options no run can use (a bad shard, --shard with --reproduce, two policies, cases < 1, a

@@ -52,6 +52,10 @@ struct VerifyOptions {
   std::function<CaseResult(Candidate&, const PackRequest&, const CheckOptions&)> check_case;
   std::optional<std::string> reproduce;  // replay exactly the case of a reproduce string, then stop
   std::string reproduce_command;         // how a person reruns this run (shown in reports), e.g. a gtest filter
+  // What the failure's first line names, as the person met the run: the Python call
+  // (`packoracle.fuzz(pack, 'hf-flatten')`), the gtest test with its file:line. Empty: `Verify(<candidate>)`.
+  std::string headline;
+  bool regression_draft = true;          // end with a C++ regression test draft (false: front ends without C++)
   bool collect_stats = false;            // measure every generated case (VerifyReport::generated)
 };
 
