@@ -27,9 +27,8 @@ nb::object PolicyValueToPython(const PolicyValue& value) {
   return nb::str(std::get<std::string>(value).c_str());
 }
 
-}  // namespace
-
-void BindPolicies(nb::module_& m) {
+// The policy keys' table (oracle/src/policy.cc Keys()), which which_policy's search walks.
+void BindPolicyKeys(nb::module_& m) {
   m.def(
       "policy_key_domains",
       [] {
@@ -52,6 +51,12 @@ void BindPolicies(nb::module_& m) {
       "(the closed set, or the values named ahead of an open one), open (other values allowed too: any integer, "
       "multiple_of:k), takes (as an error message says it), after_version_one, default (its value in a policy built "
       "key by key, which a resolved policy's JSON leaves out for a later key).");
+}
+
+}  // namespace
+
+void BindPolicies(nb::module_& m) {
+  BindPolicyKeys(m);
   m.def(
       "presets",
       [] {

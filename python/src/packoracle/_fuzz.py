@@ -462,11 +462,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                         reproduce, max_row_length, max_documents, decoder, save_regressions, sft_masks,
                         microbatch_consumer is not None, stats, call.headline)
     if not result["passed"]:
-        raise Counterexample(result["text"] + f"Replay: {replay.replace('{}', result['reproduce'])}\n",
-                             invariant=result["invariant"], reproduce=result["reproduce"],
-                             replay=replay.replace("{}", result["reproduce"]), request=result["counterexample"],
-                             regression=result["regression"], cases=result["cases_to_failure"],
-                             shrinks=result["shrinks"])
+        raise _counterexample(result, replay.replace("{}", result["reproduce"]))
     checked = tuple(result["checked"])
     return FuzzResult(cases=result["cases"], seconds=result["seconds"], checked=checked,
                       not_applicable=tuple(i for i in _core.invariants() if i not in checked),
@@ -490,6 +486,13 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
     if target is None or not (target is obj or (wrapped is not None and target is wrapped)):
         return None
     return module, qualname
+
+
+def _counterexample(result: dict, replay: str) -> Counterexample:
+    """The Counterexample of a failed run (_core.fuzz's result), its report ending with the replay line."""
+    return Counterexample(result["text"] + f"Replay: {replay}\n", invariant=result["invariant"],
+                          reproduce=result["reproduce"], replay=replay, request=result["counterexample"],
+                          regression=result["regression"], cases=result["cases_to_failure"], shrinks=result["shrinks"])
 
 
 @dataclass(frozen=True)

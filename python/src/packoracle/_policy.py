@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Any, Union
 
@@ -86,11 +87,17 @@ def presets() -> dict[str, dict[str, Any]]:
     return {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in _core.presets()}
 
 
+@functools.lru_cache(maxsize=1)
+def _later_defaults() -> dict[str, Any]:
+    """The keys added after version 1 with their defaults (the core's key table: it never changes in a process)."""
+    return {d["key"]: d["default"] for d in _core.policy_key_domains() if d["after_version_one"]}
+
+
 def changed_keys(policy: Mapping[str, Any], base: Mapping[str, Any]) -> tuple[tuple[str, Any, Any], ...]:
     """(key, the base's value, the policy's value) for every key in which two resolved policies differ (a key
     added after version 1, which resolved policies leave out at its default, compared as that default; the
     preset's own name aside)."""
-    defaults = {d["key"]: d["default"] for d in _core.policy_key_domains() if d["after_version_one"]}
+    defaults = _later_defaults()
     keys = [k for k in policy if k != "preset"] + [k for k in base if k not in policy and k != "preset"]
     return tuple((k, base.get(k, defaults.get(k)), policy.get(k, defaults.get(k))) for k in keys
                  if base.get(k, defaults.get(k)) != policy.get(k, defaults.get(k)))
@@ -98,12 +105,12 @@ def changed_keys(policy: Mapping[str, Any], base: Mapping[str, Any]) -> tuple[tu
 
 def as_written(policy: Mapping[str, Any]) -> dict[str, Any]:
     """A policy dict with a preset as a person writes it: the preset and the keys that change it (the same
-    policy once resolved). A dict without a preset is returned as it is."""
+    policy once resolved). A dict without a known preset is returned as it is."""
     base = policy.get("preset")
-    if not isinstance(base, str) or base not in _core_preset_names():
+    if not isinstance(base, str):
         return dict(policy)
-    return {"preset": base, **{key: value for key, _, value in changed_keys(resolve(policy), resolve(base))}}
-
-
-def _core_preset_names() -> frozenset:
-    return frozenset(p["name"] for p in _core.presets())
+    try:
+        preset = resolve(base)  # held once per name
+    except ValueError:  # not a preset: the fuzz call itself says so
+        return dict(policy)
+    return {"preset": base, **{key: value for key, _, value in changed_keys(resolve(policy), preset)}}

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import _core
+from ._arrays import as_array
 from ._checks import check_step
 from ._policy import changed_keys
 
@@ -107,8 +108,8 @@ def _arrays(probes: Sequence[Probe], name: str) -> list[np.ndarray]:
             value = batch.get(name)
             if value is None:
                 continue
-            try:
-                out.append(np.asarray(value.cpu() if hasattr(value, "cpu") else value, dtype=np.int64))
+            try:  # the kit's own reading of a field (tensor views, lists); what it cannot read shows nothing
+                out.append(as_array(value, "which_policy", name).astype(np.int64, copy=False))
             except (TypeError, ValueError):
                 continue
     return out
