@@ -1,6 +1,7 @@
 #include "packoracle/jobs/span_derivation.h"
 
 #include <algorithm>
+#include "packoracle/properties/backend_attention.h"
 #include <cstring>
 #include <utility>
 
@@ -49,6 +50,7 @@ void SpanDerivation::IndexDocuments() {
     claimed_.emplace_back();
     placed_.push_back(d.empty());  // an empty document has nothing to place
     all_pad_.push_back(pad_id_ && !d.empty() && AllEqual(d, *pad_id_));
+    pad_first_ = pad_first_ || (pad_id_ && !d.empty() && d.front() == *pad_id_);
     if (!d.empty()) by_first_[d.front()].push_back(static_cast<std::int64_t>(k));
   }
 }
@@ -78,8 +80,52 @@ bool SpanDerivation::PaddingRatherThan(std::int64_t k, std::size_t r, std::int64
   return std::none_of(targets.begin() + i, targets.begin() + i + m, [](std::uint8_t t) { return t != 0; });
 }
 
+RowEvidence EvidenceOf(const CandidateRow& row, const Policy& policy) {
+  RowEvidence evidence;
+  if (const auto encoded = EncodedSegments(row, policy)) evidence.starts = encoded->first;
+  if (!row.doc_ids && !row.attention_mask) return evidence;
+  // The trailing run of slots marked as padding (a doc id below 0, an attention_mask of 0).
+  const auto marked = [&row](std::size_t i) {
+    return (row.doc_ids && i < row.doc_ids->size() && (*row.doc_ids)[i] < 0) ||
+           (row.attention_mask && i < row.attention_mask->size() && (*row.attention_mask)[i] == 0);
+  };
+  std::size_t from = row.input_ids.size();
+  while (from > 0 && marked(from - 1)) --from;
+  evidence.padding_from = static_cast<std::int64_t>(from);
+  return evidence;
+}
+
+bool SpanDerivation::StartBorneOut(std::size_t r, std::int64_t start) const {
+  const auto& starts = starts_[r].starts;
+  return starts.empty() || std::binary_search(starts.begin(), starts.end(), start);
+}
+
+bool SpanDerivation::EndBorneOut(std::size_t r, std::int64_t end) const {
+  return !starts_[r].padding_from || end <= *starts_[r].padding_from;
+}
+
+bool SpanDerivation::PaddingBorneOut(std::size_t r, std::int64_t i) const {
+  return !TargetFrom(r, i) && (!starts_[r].padding_from || i == *starts_[r].padding_from);
+}
+
+bool SpanDerivation::TargetFrom(std::size_t r, std::int64_t i) const {
+  const auto& targets = targets_[r];
+  return !targets.empty() && std::any_of(targets.begin() + i, targets.end(), [](std::uint8_t t) { return t != 0; });
+}
+
+// Whether the rows' own evidence contradicts a reading of row r: a piece that starts where the encodings start
+// no segment, or padding (the rest of the row after the last piece) where a slot is a target, while a document
+// could be read as that padding (one starts with the pad id). Only rows whose encodings were read are held to it.
+bool SpanDerivation::Contradicts(std::size_t r, const std::vector<DerivedSpan>& spans) const {
+  if (!starts_asked_[r]) return false;
+  for (const DerivedSpan& span : spans)
+    if (!StartBorneOut(r, span.start) || !EndBorneOut(r, span.start + span.length)) return true;
+  const std::int64_t end = spans.empty() ? 0 : spans.back().start + spans.back().length;
+  return pad_first_ && end < static_cast<std::int64_t>(rows_[r].size()) && !PaddingBorneOut(r, end);
+}
+
 int SpanDerivation::EndEvidence(std::size_t r, std::int64_t i, std::int64_t k) const {
-  const auto& starts = starts_[r];
+  const auto& starts = starts_[r].starts;
   if (starts.empty()) return 0;
   const std::int64_t n = static_cast<std::int64_t>(rows_[r].size());
   const std::int64_t end = std::min<std::int64_t>(i + static_cast<std::int64_t>(docs_[static_cast<std::size_t>(k)].size()), n);
@@ -88,7 +134,7 @@ int SpanDerivation::EndEvidence(std::size_t r, std::int64_t i, std::int64_t k) c
 }
 
 void SpanDerivation::PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const {
-  if (starts_[r].empty()) return;
+  if (starts_[r].starts.empty()) return;
   std::stable_sort(candidates.begin(), candidates.end(),
                    [&](std::int64_t a, std::int64_t b) { return EndEvidence(r, i, a) > EndEvidence(r, i, b); });
 }
@@ -112,11 +158,11 @@ std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int
       continue;
     }
     // A second document matches here: the row's encodings choose (read once a row, where first needed).
-    if (starts_[r].empty() && !starts_asked_[r]) {
+    if (!starts_asked_[r]) {
       starts_asked_[r] = true;
       starts_[r] = starts();
     }
-    if (starts_[r].empty()) return first;
+    if (starts_[r].starts.empty()) return first;
     if (EndEvidence(r, i, k) > EndEvidence(r, i, *first)) first = k;  // of equals, the first in order
   }
   return first;
@@ -182,6 +228,13 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
     for (std::size_t b = 0; b < a; ++b)
       if (spans[b].document == spans[a].document) ++misses_;  // a row holds at most one piece of a document
   }
+  // A row that ends in the pad id, where a document may start with it: the greedy reading may have taken
+  // padding for a document or a document for padding, so the row's encodings are read (once) to hold it against.
+  if (pad_first_ && starts && n > 0 && row.back() == *pad_id_ && !starts_asked_[r]) {
+    starts_asked_[r] = true;
+    starts_[r] = starts();
+  }
+  if (Contradicts(r, spans)) ++contradicted_;
   return spans;
 }
 
@@ -259,6 +312,7 @@ struct SpanDerivation::Search {
   std::vector<DerivedSpan> acc;  // the spans of the row being read
   Claimed claimed;  // per document, the pieces of the reading
   bool every_document = true;  // a reading must place every document (else: every row read, no token twice)
+  bool borne_out = false;      // a reading must bear out the rows' evidence (StartBorneOut, no target padded)
   std::int64_t budget = kSolveSteps;
 
   // Whether the rest of a document cut at the last row's end was read elsewhere (rows out of stream order).
@@ -271,6 +325,7 @@ struct SpanDerivation::Search {
   // its tokens is already read.
   bool With(const DerivedSpan& span, std::size_t r, std::optional<std::pair<std::int64_t, std::int64_t>> open) {
     if (!d.Free(claimed, span)) return false;
+    if (borne_out && (!d.StartBorneOut(r, span.start) || !d.EndBorneOut(r, span.start + span.length))) return false;
     for (const DerivedSpan& other : acc)
       if (other.document == span.document) return false;  // a row holds at most one piece of a document
     d.Claim(claimed, span, true);
@@ -310,7 +365,8 @@ struct SpanDerivation::Search {
         if (With(piece, r, next)) return true;
       }
     }
-    if (AllEqual(row.subspan(static_cast<std::size_t>(i)), pad_id)) {  // padding to the row's end
+    if (AllEqual(row.subspan(static_cast<std::size_t>(i)), pad_id) && !(borne_out && !d.PaddingBorneOut(r, i))) {
+      // padding to the row's end
       const std::size_t keep = acc.size();
       if (NextRow(r, std::nullopt)) return true;
       acc.resize(keep);
@@ -380,13 +436,20 @@ struct SpanDerivation::Search {
 };
 
 bool SpanDerivation::Solve(Token pad_id) {
-  // A reading that places every document; else one that reads every row with no token twice (a document the
-  // packer dropped, as Megatron drops a stream's tail, is then the coverage finding it is).
-  for (const bool every_document : {true, false}) {
-    // A greedy reading that read every row stays where no reading places every document: its unplaced
-    // documents are what the step did not pack (a stream's dropped tail), not a misreading.
-    if (!every_document && misses_ == 0) break;
-    Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {}, every_document};
+  // First a reading that places every document and bears out the rows' evidence; then, where the greedy reading
+  // did not place every document, one that does; then one that reads every row with no token twice (a document
+  // the packer dropped, as Megatron drops a stream's tail, is then the coverage finding it is). A greedy
+  // reading that placed every document stays where the evidence bears out no other: what it contradicts is
+  // then what the checks find.
+  const bool complete = misses_ == 0 && Unplaced() == 0;
+  struct Tier {
+    bool every_document, borne_out;
+  };
+  for (const Tier tier : {Tier{true, true}, Tier{true, false}, Tier{false, false}}) {
+    if (!tier.borne_out && complete) break;
+    if (!tier.every_document && misses_ == 0) break;
+    Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {},
+                  tier.every_document, tier.borne_out};
     for (const auto& doc : docs_) {
       search.placed.push_back(doc.empty());
       search.claimed.emplace_back();
@@ -395,6 +458,7 @@ bool SpanDerivation::Solve(Token pad_id) {
       spans_ = std::move(search.found);
       placed_ = std::move(search.placed);
       misses_ = 0;
+      contradicted_ = 0;
       return true;
     }
   }

@@ -136,10 +136,7 @@ void DerivingReader::Derive() {
       std::optional<std::span<const double>> mask;
       if (row.loss_mask) mask = std::span<const double>(*row.loss_mask);
       TargetSlots(row.labels, mask, policy_.ignore_index, targets);
-      derivation.Match(row.input_ids, targets, [&] {
-        const auto encoded = EncodedSegments(row, policy_);
-        return encoded ? encoded->first : std::vector<std::int64_t>{};
-      });
+      derivation.Match(row.input_ids, targets, [&] { return EvidenceOf(row, policy_); });
       rows.push_back(&row);
     }
   }

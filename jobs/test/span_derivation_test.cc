@@ -148,6 +148,44 @@ TEST(SpanDerivation, AnEncodedStartOutranksPaddingWhereTwoDocumentsMatch) {
   EXPECT_EQ(d.misses() + d.Unplaced(), 0);
 }
 
+TEST(SpanDerivation, ThePaddingTheRowsMarkDecidesBetweenTwoCompleteReadings) {
+  // A truncating packer, pad id 0, L = 2: row 0 = d0 = [0] then padding (doc_ids [0 -1]), row 1 = d1 = [0 0]
+  // (doc_ids [0 0]), no targets anywhere. Both readings place every document: the packer's, and d0 with d1 cut
+  // to one token in row 0, then a row of padding (a false coverage violation). The rows' marks of padding
+  // bear out only the packer's.
+  const std::vector<std::vector<Token>> docs{{0}, {0, 0}};
+  const std::vector<Token> row{0, 0};
+  const std::vector<std::uint8_t> none{0, 0};
+  RowEvidence padded({0, 1}), unpadded({0});
+  padded.padding_from = 1;
+  unpadded.padding_from = 2;
+  SpanDerivation d(docs, Overflow::kTruncate, 0);
+  d.Match(row, none, [&] { return padded; });
+  d.Match(row, none, [&] { return unpadded; });
+  EXPECT_GT(d.contradicted() + d.Unplaced(), 0);
+  d.Finish(0);
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 1, 0}}, {{1, 0, 2, 0}}}));
+  EXPECT_EQ(d.misses() + d.Unplaced() + d.contradicted(), 0);
+}
+
+TEST(SpanDerivation, AGreedyReadingTheEncodingsContradictIsSearchedAgain) {
+  // The packer: row 0 = d1 d2 = [1][2] (segments start at {0 1}), row 1 = d0 = [1 2] ({0}), row 2 = d3 = [1].
+  // The greedy reading places every document, but row 0 as d0 (first in order where the ends tie) and row 1 as
+  // d1 d2, a segment start at slot 1 that row 1's encoding does not make: the search reads the step again.
+  const std::vector<std::vector<Token>> docs{{1, 2}, {1}, {2}, {1}};
+  SpanDerivation d(docs, Overflow::kError, 9);
+  const std::vector<std::uint8_t> none;
+  d.Match(std::vector<Token>{1, 2}, none, [] { return std::vector<std::int64_t>{0, 1}; });
+  d.Match(std::vector<Token>{1, 2}, none, [] { return std::vector<std::int64_t>{0}; });
+  d.Match(std::vector<Token>{1}, none, [] { return std::vector<std::int64_t>{0}; });
+  EXPECT_EQ(d.misses() + d.Unplaced(), 0);
+  EXPECT_EQ(d.contradicted(), 1);
+  EXPECT_TRUE(d.Finish(9));
+  EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{1, 0, 1, 0}, {2, 1, 1, 0}}, {{0, 0, 2, 0}},
+                                                             {{3, 0, 1, 0}}}));
+  EXPECT_EQ(d.contradicted(), 0);
+}
+
 TEST(SpanDerivation, DocumentsOfTheSameTokensAreTriedOnceAtASlot) {
   // Megatron's stream of one-token documents of the EOD id 0 (which is also the pad id), windows handed out in
   // reverse: the search finds the reading within its bound only if it does not try every order of the twelve

@@ -383,8 +383,7 @@ void DerivedSpans(PolicySpanDerivation& derivation, const std::vector<std::strin
     const auto starts = [&view, &derivation, r] {
       CandidateRow row;
       view.ReadRowFields(r, row);
-      const auto encoded = EncodedSegments(row, derivation.policy);
-      return encoded ? encoded->first : std::vector<std::int64_t>{};
+      return jobs::EvidenceOf(row, derivation.policy);
     };
     // Rows read where the batch holds them (int64, contiguous) are viewed, the array kept alive with the
     // derivation; others were read into token_storage, which the next row reuses: copied.

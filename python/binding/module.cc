@@ -13,7 +13,7 @@
 #include "packoracle/oracle/layout.h"
 #include "packoracle/oracle/presets.h"
 #include "packoracle/properties/backend_attention.h"
-#include "packoracle/properties/backend_attention.h"
+#include "packoracle/jobs/span_derivation.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle::python {
@@ -149,6 +149,18 @@ void BindPolicies(nb::module_& m) {
       "declared boundary_source where the row carries it, else the first of cu_seqlens, seq_lens, doc_ids and "
       "position resets it carries that reads (properties/backend_attention.h EncodedSegments); None where none "
       "does.");
+  m.def(
+      "row_evidence",
+      [](nb::handle row, nb::handle policy) -> std::pair<std::vector<std::int64_t>, std::optional<std::int64_t>> {
+        const Policy p = PolicyFromPython(policy, "policy");
+        jobs::RowEvidence evidence = jobs::EvidenceOf(RowFromPython(row, "row", /*spans_required=*/false), p);
+        return {std::move(evidence.starts), evidence.padding_from};
+      },
+      nb::arg("row"), nb::arg("policy"),
+      "(starts, padding_from) of one canonical row: where its encodings start segments (encoded_segments' starts, "
+      "[] where none reads) and where its marks of padding (a doc id below 0, an attention_mask of 0) start its "
+      "trailing run (None: no marks). The evidence SpanDerivation.match chooses between readings by "
+      "(jobs/span_derivation.h EvidenceOf).");
   m.def(
       "read_microbatches",
       [](nb::handle microbatches) {

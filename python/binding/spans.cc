@@ -80,7 +80,7 @@ void BindSpans(nb::module_& m) {
       .def(
           "match",
           [](PolicySpanDerivation& self, const TokenArray& row, std::optional<FlagArray> targets,
-             std::optional<std::vector<std::int64_t>> starts) {
+             std::optional<std::vector<std::int64_t>> starts, std::optional<std::int64_t> padding_from) {
             std::span<const std::uint8_t> flags;
             if (targets) {
               if (targets->shape(0) != row.shape(0)) {
@@ -90,11 +90,19 @@ void BindSpans(nb::module_& m) {
               flags = {targets->data(), targets->shape(0)};
             }
             jobs::SpanDerivation::StartsOf of;
-            if (starts) of = [&starts] { return *starts; };
+            if (starts) {
+              of = [&starts, padding_from] {
+                jobs::RowEvidence evidence(*starts);
+                evidence.padding_from = padding_from;
+                return evidence;
+              };
+            }
             return SpansToPython(self.Match({row.data(), row.shape(0)}, flags, of));
           },
           nb::arg("row"), nb::arg("targets").none(), nb::arg("starts").none() = nb::none(),
-          "The spans of the next row of the step. starts: where the row's own encodings start segments "
+          nb::arg("padding_from").none() = nb::none(),
+          "The spans of the next row of the step. starts, padding_from: the row's evidence (row_evidence); "
+          "starts: where the row's own encodings start segments "
           "(encoded_segments), which choose between documents that both match at a slot; None: unknown.")
       .def("finish", [](PolicySpanDerivation& self) { return self.Finish(); },
            "Once the step's rows are matched: where the greedy reading leaves them unexplained, solve under the "

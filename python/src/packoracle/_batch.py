@@ -146,7 +146,7 @@ def canonical_microbatch(batch: Mapping[str, Any], *, where: str, spans: Optiona
     elif spans is not None:
         targets = _target_slots(arrays, policy)
         row_spans = [spans.match(arrays["input_ids"][r], f"{where}: rows[{r}]", None if targets is None else targets[r],
-                                 _encoded_starts(out_rows[r], policy)) for r in range(rows)]
+                                 *_row_evidence(out_rows[r], policy)) for r in range(rows)]
     else:
         raise ValueError(f"{where}: field 'doc_spans' is missing (and no documents to derive it from)")
     for row, row_spans_of in zip(out_rows, row_spans):
@@ -184,16 +184,17 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
                                 producer=producer, ignore=ignore, policy=policy)
 
 
-def _encoded_starts(row: Mapping[str, Any], policy: Optional[Mapping]) -> Optional[list[int]]:
-    """Where the row's own encodings start segments (``_core.encoded_segments``), the evidence SpanMatcher
-    chooses by where two documents match at one slot; None without a policy or where a field does not read."""
+def _row_evidence(row: Mapping[str, Any], policy: Optional[Mapping]) -> tuple[Optional[list[int]], Optional[int]]:
+    """What the row's own encodings say (``_core.row_evidence``: where they start segments, where its marks of
+    padding start), the evidence SpanMatcher chooses between readings by; (None, None) without a policy or
+    where a field does not read."""
     if policy is None:
-        return None
+        return None, None
     try:
-        found = _core.encoded_segments(dict(row, doc_spans=[]), policy)
+        starts, padding_from = _core.row_evidence(dict(row, doc_spans=[]), policy)
     except (TypeError, ValueError):
-        return None  # a field the audit then names
-    return None if found is None else list(found[0])
+        return None, None  # a field the audit then names
+    return list(starts), padding_from
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
@@ -239,12 +240,13 @@ class SpanMatcher:
         return int(self._core.misses)
 
     def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None,
-              starts: Optional[list[int]] = None) -> list[dict]:
+              starts: Optional[list[int]] = None, padding_from: Optional[int] = None) -> list[dict]:
         """The spans of one row. ``targets``: which of its slots are targets (see the class docstring).
-        ``starts``: where the row's own encodings start segments, which choose between documents that both match
-        at a slot (the tokens decide every reading; None: unknown)."""
+        ``starts``, ``padding_from``: the row's own evidence (``_core.row_evidence``), which chooses between
+        readings the tokens allow alike (the tokens decide every reading; None: unknown)."""
         flags = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint8)
-        spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags, starts))
+        spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags, starts,
+                                             padding_from))
         self._returned.append(spans)
         return spans
 

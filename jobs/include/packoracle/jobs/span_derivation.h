@@ -26,8 +26,22 @@
 
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
+#include "packoracle/properties/candidate.h"
 
 namespace packoracle::jobs {
+
+// What a row's own encodings say about where its pieces lie: the evidence that chooses between readings the
+// tokens allow alike (never what decides a reading: an encoding that is wrong is still what the checks find).
+struct RowEvidence {
+  std::vector<std::int64_t> starts;          // where the encodings start segments, sorted; empty: none read
+  std::optional<std::int64_t> padding_from;  // where the row's marks of padding (a doc id below 0, an
+                                             // attention_mask of 0) start its trailing run; none: no marks
+  RowEvidence() = default;
+  RowEvidence(std::vector<std::int64_t> segment_starts) : starts(std::move(segment_starts)) {}  // NOLINT: implicit
+};
+
+// A row's evidence under `policy`: EncodedSegments' starts (properties/backend_attention.h) and its padding marks.
+RowEvidence EvidenceOf(const CandidateRow& row, const Policy& policy);
 
 // One derived piece: `document` indexes the documents the derivation was built with.
 struct DerivedSpan {
@@ -51,9 +65,9 @@ class SpanDerivation {
   SpanDerivation(SpanDerivation&&) = default;
   SpanDerivation(const SpanDerivation&) = delete;  // its views may point into its own storage
 
-  // Where a row's own encodings start segments (properties/backend_attention.h EncodedSegments, sorted; empty
-  // where it carries none), asked for only where two documents both match at a slot of the row.
-  using StartsOf = std::function<std::vector<std::int64_t>()>;
+  // A row's evidence (EvidenceOf), asked for only where two documents both match at a slot of the row or a
+  // document may be read as its padding.
+  using StartsOf = std::function<RowEvidence()>;
 
   // The spans of the next row of the step. `targets`: which of its slots are targets (a label that is not
   // ignored and a loss_mask that is not 0), or empty when unknown. `starts`: the row's encodings, or null.
@@ -68,14 +82,19 @@ class SpanDerivation {
   std::int64_t misses() const { return misses_; }
   std::int64_t Unplaced() const;
   // Searches for a reading of every row seen that places every document (padding: a trailing run of `pad_id`);
-  // on success the rows' spans are replaced, misses() is 0, and it returns true.
+  // on success the rows' spans are replaced, misses() is 0, and it returns true. A reading the rows' evidence
+  // bears out (Contradicts: none) is taken first; where there is none, the greedy reading stays if it placed
+  // every document, else the first reading that does.
   bool Solve(Token pad_id);
   // Every row's spans so far, in the order the rows were matched (Solve may have replaced them).
   const std::vector<std::vector<DerivedSpan>>& rows() const { return spans_; }
+  // Rows whose greedy reading the rows' own evidence contradicts (Contradicts), among those whose encodings were
+  // read.
+  std::int64_t contradicted() const { return contradicted_; }
   // Once a step's (or a run's) rows are all matched: where the greedy reading leaves them unexplained (a miss,
-  // an unplaced document), Solve with `pad_id`. The one rule check_step, the guard and verify apply; true when
-  // the spans were replaced (re-read rows()).
-  bool Finish(Token pad_id) { return misses_ + Unplaced() > 0 && Solve(pad_id); }
+  // an unplaced document) or the rows' evidence contradicts it, Solve with `pad_id`. The one rule check_step,
+  // the guard and verify apply; true when the spans were replaced (re-read rows()).
+  bool Finish(Token pad_id) { return misses_ + Unplaced() + contradicted_ > 0 && Solve(pad_id); }
 
  private:
   struct Search;
@@ -88,6 +107,15 @@ class SpanDerivation {
   // `candidates` (documents matching at slot i of row r) reordered, stably: the best EndEvidence first.
   void PreferEncoded(std::size_t r, std::int64_t i, std::vector<std::int64_t>& candidates) const;
   bool PaddingRatherThan(std::int64_t k, std::size_t r, std::int64_t i) const;
+  // The evidence a reading of row r must bear out where the row carries it (its encodings were read, its targets
+  // are known): a piece starts where the encodings start a segment, and padding is never a target. Only
+  // checked where a document could be read as padding or a segment start was asked for: the tokens decide
+  // every other reading. Where the row marks its padding, pieces end and padding starts where the marks do.
+  bool StartBorneOut(std::size_t r, std::int64_t start) const;
+  bool EndBorneOut(std::size_t r, std::int64_t end) const;
+  bool PaddingBorneOut(std::size_t r, std::int64_t i) const;
+  bool TargetFrom(std::size_t r, std::int64_t i) const;
+  bool Contradicts(std::size_t r, const std::vector<DerivedSpan>& spans) const;
   bool PaddingFrom(std::span<const Token> row, std::int64_t i) const;
   std::optional<std::int64_t> FirstUnplaced() const;
   // Per document, the token ranges [from, to) its pieces so far hold (a few a document: intervals, not bits).
@@ -106,6 +134,7 @@ class SpanDerivation {
   bool split_ = false;  // overflow split: the cut document continues at the next row's start
   std::optional<Token> pad_id_;
   std::vector<bool> all_pad_;  // documents made only of the pad id
+  bool pad_first_ = false;     // some document starts with the pad id (padding and a document may be read alike)
   std::vector<bool> placed_;
   Claimed claimed_;  // per document, the token ranges some span holds
   std::unordered_map<Token, std::vector<std::int64_t>> by_first_;  // first token → documents, in order
@@ -113,10 +142,11 @@ class SpanDerivation {
   std::vector<std::span<const Token>> rows_;   // every row matched: viewed, or in row_copies_
   std::vector<std::vector<Token>> row_copies_;  // the rows not viewed (their buffers stay put as this grows)
   std::vector<std::vector<std::uint8_t>> targets_;
-  std::vector<std::vector<std::int64_t>> starts_;  // per row, its encodings' segment starts (Match's `starts`)
+  std::vector<RowEvidence> starts_;                // per row, its encodings' evidence (Match's `starts`)
   std::vector<bool> starts_asked_;                 // per row, whether `starts` was asked (once a row at most)
   std::vector<std::vector<DerivedSpan>> spans_;
   std::int64_t misses_ = 0;
+  std::int64_t contradicted_ = 0;
 };
 
 // The pad id a derivation reads trailing runs of as padding under `policy`: none where the policy pads nothing.
