@@ -201,6 +201,17 @@ std::int64_t LongestRow(Candidate& candidate, const VerifyOptions& options) {
   return kDenseConsumerMaxRowLength;
 }
 
+// The generator's bounds for case k: the run's, with rows of at most `longest` (LongestRow), but for one case in
+// kFullSizeCaseEvery of a consumer whose rows are capped, which gets the run's full length (mask_runs.h).
+gen::Limits LimitsFor(int k, std::int64_t longest, const VerifyOptions& options) {
+  gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
+  if (longest >= options.max_row_length || k % kFullSizeCaseEvery != kFullSizeCaseEvery - 1) return limits;
+  limits.max_row_length = options.max_row_length;
+  limits.min_row_length = std::min(options.max_row_length, kFullSizeMinRowLength);
+  limits.max_micro_batch_rows = 1;
+  return limits;
+}
+
 // What a run learns from every case it checks, whether it fails or not: the invariants checked, those that
 // applied to no case, the largest objective gap, the contamination.
 class RunTally {
@@ -254,11 +265,10 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   // A loss reducer gets the steps a packer gets (tens of thousands of slots), checked under every split
   // (splits.h); an attention consumer too, unless it answers dense masks (LongestRow).
   const std::int64_t longest = LongestRow(candidate, options);
-  const gen::Limits limits{longest, static_cast<std::int64_t>(options.max_documents)};
   std::set<std::string> profiles_used;
   RunTally tally;
   for (int k = plan.first_case; k < plan.last_case; ++k) {
-    GeneratedCase generated = Generate(plan, candidate, options, limits, k);
+    GeneratedCase generated = Generate(plan, candidate, options, LimitsFor(k, longest, options), k);
     internal::FailingCase& c = generated.at;
     profiles_used.insert(generated.profile->name);
     if (options.collect_stats && plan.replay_path.empty()) {

@@ -137,8 +137,33 @@ TEST(AttentionRuns, AConsumerAnsweringRunsGetsLongRowsUnderEveryPresetADenseOneS
   for (const auto& preset : Presets()) {
     EXPECT_GT(LongestRowGenerated(MakeCandidate("runs", RunsStub{}, {preset.policy})), kDenseConsumerMaxRowLength)
         << preset.name;
-    EXPECT_LE(LongestRowGenerated(MakeCandidate("dense", DenseStub{}, {preset.policy})), kDenseConsumerMaxRowLength)
-        << preset.name;
+  }
+}
+
+// A dense consumer's rows stay at 512 slots but in one case of kFullSizeCaseEvery, which has rows of the run's
+// full length (at least kFullSizeMinRowLength) one a micro-batch: a mask bug gated on size is reached whatever
+// the consumer answers.
+TEST(AttentionRuns, ADenseConsumerGetsFullSizeRowsOneAMicroBatchInOneCaseOf32) {
+  for (const auto& preset : Presets()) {
+    Candidate dense = MakeCandidate("dense", DenseStub{}, {preset.policy});
+    VerifyOptions options;
+    options.cases = 2 * kFullSizeCaseEvery;
+    options.max_row_length = 8192;
+    std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (row_length, micro_batch_rows) a case
+    options.check_case = [&](Candidate&, const PackRequest& request, const CheckOptions&) {
+      seen.emplace_back(request.row_length, request.micro_batch_rows);
+      return CaseResult{};
+    };
+    Verify(dense, options);
+    ASSERT_EQ(seen.size(), 2u * kFullSizeCaseEvery) << preset.name;
+    for (std::size_t k = 0; k < seen.size(); ++k) {
+      if (static_cast<int>(k) % kFullSizeCaseEvery == kFullSizeCaseEvery - 1) {
+        EXPECT_GE(seen[k].first, kFullSizeMinRowLength) << preset.name << " case " << k;
+        EXPECT_EQ(seen[k].second, 1) << preset.name << " case " << k;
+      } else {
+        EXPECT_LE(seen[k].first, kDenseConsumerMaxRowLength) << preset.name << " case " << k;
+      }
+    }
   }
 }
 

@@ -1,8 +1,10 @@
 """Attention consumers at real row lengths: a consumer that answers a compact form (segment ids, a mask function,
 a FlexAttention mask_mod or BlockMask) is read without an n × n matrix (packoracle._masks.runs) and checked on long
 rows: segment ids up to max_row_length slots (8,192 at the defaults), a function (read cell by cell) up to 4,096;
-one that answers dense n × n masks keeps rows of at most 512 slots. A consumer that is right below 2,048 slots and wrong above is caught at the defaults of
-packoracle.fuzz with a counterexample drawn where it is wrong."""
+one that answers dense n × n masks keeps rows of at most 512 slots; but one case in 32 gives either rows of the
+run's full length (at least 4,096 slots), one a micro-batch. A consumer that is right below 2,048 slots and wrong
+above is caught at the defaults of packoracle.fuzz, whatever it answers, with a counterexample drawn where it is
+wrong."""
 
 import numpy as np
 import pytest
@@ -50,6 +52,15 @@ def chunk_local_segment_ids(microbatch, policy):
     return out
 
 
+def chunk_local_dense(microbatch, policy):
+    """The same ring split, answering the dense n × n mask its kernel builds from the chunk-local ids."""
+    out = []
+    for row, ids in zip(microbatch["rows"], chunk_local_segment_ids(microbatch, policy)):
+        d = np.asarray(row["doc_ids"])
+        out.append(np.tril((ids[:, None] == ids[None, :]) & (d[None, :] >= 0)))
+    return out
+
+
 def longest_row(result):
     return result.generated["row_length"]["max"]
 
@@ -58,20 +69,21 @@ def longest_row(result):
 def test_a_correct_compact_consumer_passes_on_long_rows_at_the_defaults(answer):
     result = packoracle.fuzz(None, "reference", microbatch_consumer=answer, stats=True)
     assert "attention" in result.checked
-    assert longest_row(result) > 2048, result.generated["row_length"]
-    if answer is mask_mod:  # read cell by cell: rows of at most 4,096 slots
-        assert longest_row(result) <= 4096, result.generated["row_length"]
+    assert longest_row(result) > 4096, result.generated["row_length"]  # a mask_mod too, in its full-size cases
 
 
-def test_a_dense_consumer_keeps_rows_of_at_most_512_slots():
-    result = packoracle.fuzz(None, "reference", microbatch_consumer=dense, cases=200, stats=True)
+def test_a_dense_consumer_keeps_rows_of_at_most_512_slots_but_in_its_full_size_cases():
+    result = packoracle.fuzz(None, "reference", microbatch_consumer=dense, cases=31, stats=True)
     assert "attention" in result.checked
     assert 16 < longest_row(result) <= 512, result.generated["row_length"]
+    result = packoracle.fuzz(None, "reference", microbatch_consumer=dense, cases=32, stats=True)
+    assert longest_row(result) >= 4096, result.generated["row_length"]  # the 32nd case: full size
 
 
-def test_a_consumer_wrong_past_2048_slots_is_caught_at_the_defaults():
+@pytest.mark.parametrize("answer", [chunk_local_segment_ids, chunk_local_dense], ids=["segment_ids", "dense"])
+def test_a_consumer_wrong_past_2048_slots_is_caught_at_the_defaults(answer):
     with pytest.raises(packoracle.Counterexample) as caught:
-        packoracle.fuzz(None, "reference", microbatch_consumer=chunk_local_segment_ids)
+        packoracle.fuzz(None, "reference", microbatch_consumer=answer)
     e = caught.value
     text = str(e)
     assert e.invariant == "attention", text
@@ -83,7 +95,7 @@ def test_a_consumer_wrong_past_2048_slots_is_caught_at_the_defaults():
     assert text.count("\n") < 200, text
     # and it replays
     with pytest.raises(packoracle.Counterexample) as again:
-        packoracle.fuzz(None, "reference", microbatch_consumer=chunk_local_segment_ids, reproduce=e.reproduce)
+        packoracle.fuzz(None, "reference", microbatch_consumer=answer, reproduce=e.reproduce)
     assert again.value.invariant == "attention"
 
 

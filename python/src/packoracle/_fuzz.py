@@ -399,8 +399,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     A default run of a plain Python packer (lists or numpy, the README's) checks about 130 cases a second: 1000
     cases take about 8 s of one core; give ``max_row_length=16, max_documents=8`` (or ``time=``) for seconds-long runs of
     small cases. A loss reducer gets the same steps, and so does a consumer answering segment ids; one answering
-    a mask function, ``mask_mod`` or ``BlockMask`` gets rows of up to 4,096 slots, dense masks 512 (docs/python.md,
-    "Consumers at real row lengths"). Returns a FuzzResult when every case passes; raises ``Counterexample`` (an
+    a mask function, ``mask_mod`` or ``BlockMask`` gets rows of up to 4,096 slots, dense masks 512, but for one
+    case in 32 with rows of full length, one a micro-batch (docs/python.md, "Consumers at real row lengths"). Returns a FuzzResult when every case passes; raises ``Counterexample`` (an
     AssertionError) with the minimal failing case and a replay line (``reproduce="v1:..."`` replays exactly that
     case). ``save_regressions`` keeps the minimal case as a regression file there (the fixtures/regressions
     format). ``sft_masks=False`` generates documents whose every token is supervised, for packers that take no

@@ -19,7 +19,8 @@ A compact form is read without an n × n matrix, so a consumer that answers one 
 length (8,192 slots at the defaults): segment ids in O(n), a mask function or a BlockMask's mask_mod evaluated
 over chunks of query rows (at most ``_CHUNK_CELLS`` query × key cells at a time). A dense answer is read as it
 comes. Reading a function is O(n²) time all the same, so the core generates rows of at most 4,096 slots for a
-consumer answering one, and 512 for a dense one (segment ids: 8,192 at the defaults).
+consumer answering one, and 512 for a dense one (segment ids: 8,192 at the defaults), but for one case in 32 of
+the run's full length, one row a micro-batch (properties/mask_runs.h kFullSizeCaseEvery).
 
 Nothing here states a packing rule: these are the backends' own representations, read as the backend reads
 them. The rule the result is compared with (who may attend to whom under the policy) is the core's.
@@ -278,7 +279,8 @@ def runs(answer: Any, n: int, row: int, where: str) -> Runs:
     of each query: (row_offsets, run_begin, run_end, source), query i's runs being [run_begin[r], run_end[r]) for
     r in [row_offsets[i], row_offsets[i + 1]); `source` says how the consumer answered, which bounds the rows the
     core generates for it: "runs" (segment ids, O(n) a row: rows of max_row_length), "function" (a mask function,
-    mask_mod or BlockMask, read cell by cell: rows of at most 4,096 slots), "dense" (n × n: 512). Raises
+    mask_mod or BlockMask, read cell by cell: rows of at most 4,096 slots), "dense" (n × n: 512), but for one
+    case in 32, which has rows of the run's full length. Raises
     ConsumerAnswerError naming `where` for anything else (a wrong shape, a NaN, a value that is no mask)."""
     _not_a_mask(answer, n, where)
     try:

@@ -168,6 +168,8 @@ inline const std::vector<Profile>& Profiles() {
 struct Limits {
   std::int64_t max_row_length = 16;
   std::int64_t max_documents = 8;
+  std::int64_t min_row_length = 1;         // rows at least this long (a full-size case of a capped consumer)
+  std::int64_t max_micro_batch_rows = 0;   // 0: as drawn (up to 8)
 };
 
 namespace detail {
@@ -395,6 +397,7 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       const std::int64_t low_L = large_mode == 1 ? std::max<std::int64_t>(floor_L, max_L / 4) : floor_L;
       r.row_length = shape == 1 ? *rc::gen::inRange<std::int64_t>(1, std::min<std::int64_t>(cap_L, 16) + 1)
                                 : detail::LogUniform(std::min(low_L, cap_L), cap_L);
+      r.row_length = std::clamp(r.row_length, std::min(limits.min_row_length, max_L), max_L);
       if (PadsBeyondTheRow(policy, r.row_length) && shape != 4) r.row_length = policy.pad_to.multiple;
       const std::int64_t L = r.row_length;
 
@@ -446,6 +449,7 @@ inline rc::Gen<PackRequest> Request(const Profile& profile, std::vector<Policy> 
       AvoidReservedTokens(r.documents, r.policy);
       const bool big = grow > 0.5;
       r.micro_batch_rows = large_mode == 1 ? *rc::gen::inRange<std::int64_t>(4, 9) : *rc::gen::inRange<std::int64_t>(1, big ? 9 : 4);
+      if (limits.max_micro_batch_rows > 0) r.micro_batch_rows = std::min(r.micro_batch_rows, limits.max_micro_batch_rows);
       r.dp_world_size = *rc::gen::inRange<std::int64_t>(1, big ? 5 : 3);
       // Losses: exact binary fractions k/8, one per effective token (delimiters included), from one seed.
       const std::int64_t extra = (r.policy.bos_id ? 1 : 0) + (r.policy.eos_id ? 1 : 0);

@@ -31,6 +31,12 @@ enum class MaskSource { kRuns, kFunction, kDense };
 // answers runs gets max_row_length (8,192 slots at the defaults).
 inline constexpr std::int64_t kFunctionConsumerMaxRowLength = 4096;
 inline constexpr std::int64_t kDenseConsumerMaxRowLength = 512;
+// But one case in kFullSizeCaseEvery (the last of every such run of cases) gets rows of the run's full length,
+// at least kFullSizeMinRowLength slots, one row a micro-batch: a mask bug gated on size (a ring or chunked
+// attention split that joins documents only past 2,048 slots) is found whatever the consumer answers, and it
+// holds one row's n × n cells at a time.
+inline constexpr int kFullSizeCaseEvery = 32;
+inline constexpr std::int64_t kFullSizeMinRowLength = 4096;
 
 struct MaskRuns {
   std::int64_t n = 0;                      // query rows (and keys); -1: a dense answer that was not square
