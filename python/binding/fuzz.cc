@@ -25,6 +25,23 @@ nb::list Names(const std::set<Invariant>& invariants) {
   return out;
 }
 
+// A failure's report as sections (report.h), for Counterexample's attributes: what a front end reads instead
+// of cutting the text. The minimal case is the result's "counterexample" (the request as the packer got it).
+nb::dict SectionsToPython(const ReportSections& s) {
+  nb::dict out;
+  out["headline"] = s.headline;
+  out["verdict"] = RenderVerdict(s);
+  nb::list violations;
+  for (const Violation& v : s.violations) violations.append(nb::make_tuple(Name(v.invariant), v.sentence));
+  out["violations"] = violations;
+  out["minimal_case"] = s.minimal_case;
+  out["drawn"] = s.drawn;
+  out["totals"] = s.totals;
+  out["invariance"] = s.invariance;
+  out["reproduce"] = s.reproduce;
+  return out;
+}
+
 struct FuzzArgs {
   std::string name;
   nb::object packer, reducer, consumer;
@@ -86,6 +103,7 @@ nb::dict RunFuzz(const FuzzArgs& a) {
                                        : nb::none();
   if (const auto& f = outcome.failure; f && f->counterexample) {
     out["text"] = outcome.failure_text;
+    out["sections"] = f->sections ? nb::object(SectionsToPython(*f->sections)) : nb::none();
     out["reproduce"] = f->reproduce;
     out["invariant"] = f->broken() ? nb::object(nb::str(Name(*f->broken()))) : nb::none();
     out["cases_to_failure"] = f->cases_to_failure;
