@@ -14,6 +14,7 @@
 #include "convert.h"
 #include "packoracle/jobs/fuzz.h"
 #include "packoracle/jobs/generation_json.h"
+#include "packoracle/jobs/report_json.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
@@ -22,23 +23,6 @@ namespace {
 nb::list Names(const std::set<Invariant>& invariants) {
   nb::list out;
   for (Invariant i : invariants) out.append(Name(i));
-  return out;
-}
-
-// A failure's report as sections (report.h), for Counterexample's attributes: what a front end reads instead
-// of cutting the text. The minimal case is the result's "counterexample" (the request as the packer got it).
-nb::dict SectionsToPython(const ReportSections& s) {
-  nb::dict out;
-  out["headline"] = s.headline;
-  out["verdict"] = RenderVerdict(s);
-  nb::list violations;
-  for (const Violation& v : s.violations) violations.append(nb::make_tuple(Name(v.invariant), v.sentence));
-  out["violations"] = violations;
-  out["minimal_case"] = s.minimal_case;
-  out["drawn"] = s.drawn;
-  out["totals"] = s.totals;
-  out["invariance"] = s.invariance;
-  out["reproduce"] = s.reproduce;
   return out;
 }
 
@@ -103,7 +87,8 @@ nb::dict RunFuzz(const FuzzArgs& a) {
                                        : nb::none();
   if (const auto& f = outcome.failure; f && f->counterexample) {
     out["text"] = outcome.failure_text;
-    out["sections"] = f->sections ? nb::object(SectionsToPython(*f->sections)) : nb::none();
+    // The report as sections, for Counterexample's attributes, as `fuzz --format json` holds them.
+    out["sections"] = f->sections ? nb::object(nb::str(jobs::ReportSectionsJson(*f->sections).dump().c_str())) : nb::none();
     out["reproduce"] = f->reproduce;
     out["invariant"] = f->broken() ? nb::object(nb::str(Name(*f->broken()))) : nb::none();
     out["cases_to_failure"] = f->cases_to_failure;

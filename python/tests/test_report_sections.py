@@ -2,6 +2,10 @@
 with its text, and the front ends that show part of a report (the conformance matrix) read the sections instead
 of cutting the text."""
 
+import json
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,7 +14,7 @@ import pytest
 import packoracle
 from packoracle.conformance import _fuzz_role, portable
 from packoracle.conformance._consumers import _failed_cell
-from tests.helpers import small_fuzz
+from tests.helpers import PACKORACLE, REPO_ROOT, small_fuzz
 from tests.packers import as_packer, pack_row_shifted, reduce_token_mean
 
 CASES = 50
@@ -93,9 +97,33 @@ def test_a_consumer_cell_reads_the_headline_violation():
     # The sections decide, not the text: a text that says nothing of the exception changes nothing.
     relabelled = packoracle.Counterexample("no such words here", invariant=raised.invariant, reproduce=raised.reproduce,
                                            replay=raised.replay, request=raised.request,
-                                           sections={"violations": raised.violations, "report": "short"})
+                                           sections={"violations": [{"invariant": i, "message": m}
+                                                                    for i, m in raised.violations],
+                                                     "report": "short"})
     assert _failed_cell(consumer, relabelled, 0.0).detail == cell.detail
     leaked = _counterexample(None, "reference", microbatch_consumer=causal_across_documents)
     cell = _failed_cell(consumer, leaked, 0.0)
     assert cell.verdict == "leaks" and cell.counterexample == portable(leaked.report).rstrip() + "\n"
     assert cell.reproduce == leaked.reproduce
+
+
+def test_the_command_lines_json_holds_the_same_sections():
+    """`packoracle fuzz --format json`: the failure's "sections" are the report's pieces, as the binding hands them
+    to Counterexample (one mapping, jobs::ReportSectionsJson); an exec candidate has no C++ expression, so its
+    regression draft says it is best effort."""
+    buggy = f"{sys.executable} {os.path.join(REPO_ROOT, 'python', 'candidates', 'buggy_tg03_boundary_target.py')}"
+    r = subprocess.run([PACKORACLE, "fuzz", "--exec", buggy, "--preset", "reference", "--cases", "100",
+                        "--max-row-length", "16", "--max-documents", "8", "--format", "json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    failure = json.loads(r.stdout)["failure"]
+    sections, report = failure["sections"], failure["report"]
+    assert sections["headline"] == report.splitlines()[0] and sections["headline"].endswith("failed: targets")
+    assert sections["violations"][0] == {"invariant": "targets", "message": failure["sentence"]}
+    assert sections["reproduce"] == failure["reproduce"] and sections["reproduce_command"] == failure["replay"]
+    assert sections["minimal_case"].startswith("=== Minimal counterexample") and sections["drawn"].startswith("=== Row ")
+    s = sections  # the report is its sections in order, nothing else
+    assert report == (s["headline"] + "\n" + s["verdict"] + s["minimal_case"] + s["drawn"] + s["totals"]
+                      + s["invariance"] + f"=== Reproduce\n  {s['reproduce']}\n  {s['reproduce_command']}\n"
+                      + "=== Regression test draft\n" + s["regression_draft"])
+    assert "// Best effort: nothing says how C++ constructs " in sections["regression_draft"]

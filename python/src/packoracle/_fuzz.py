@@ -61,7 +61,8 @@ class Counterexample(AssertionError):
     it). Also: ``invariant`` (the broken one's name), ``request`` (the minimal case, as the packer was handed it;
     ``minimal_case`` is the same dict), ``regression`` (the file it was saved to, if any), ``cases`` (1-based
     index of the first failing case of the run) and ``shrinks`` (shrink steps from that case to the minimal one).
-    Built by hand without ``sections``, the section attributes are empty and ``report`` is the text."""
+    ``sections`` is the failure's ``"sections"`` as ``packoracle fuzz --format json`` holds them (plus ``report``);
+    built by hand without them, the section attributes are empty and ``report`` is the text."""
 
     def __init__(self, text: str, *, invariant: Optional[str], reproduce: str, replay: str,
                  request: Optional[dict], regression: Optional[str] = None, cases: int = 0, shrinks: int = 0,
@@ -76,7 +77,7 @@ class Counterexample(AssertionError):
         self.shrinks = shrinks
         s = sections or {}
         self.headline: str = s.get("headline", "")
-        self.violations: list[tuple[str, str]] = [(str(i), str(m)) for i, m in s.get("violations", ())]
+        self.violations: list[tuple[str, str]] = [(v["invariant"], v["message"]) for v in s.get("violations", ())]
         self.minimal_case_text: str = s.get("minimal_case", "")
         self.drawn: str = s.get("drawn", "")
         self.totals: str = s.get("totals", "")
@@ -508,7 +509,7 @@ def _counterexample(result: dict, replay: str) -> Counterexample:
     return Counterexample(result["text"] + f"Replay: {replay}\n", invariant=result["invariant"],
                           reproduce=result["reproduce"], replay=replay, request=result["counterexample"],
                           regression=result["regression"], cases=result["cases_to_failure"], shrinks=result["shrinks"],
-                          sections=dict(result["sections"], report=result["text"]))
+                          sections=dict(json.loads(result["sections"]), report=result["text"]))
 
 
 @dataclass(frozen=True)
