@@ -156,7 +156,8 @@ void ReportFailure(const Candidate& candidate, const FuzzOptions& o, FuzzOutcome
   render.reproduce_command = ReplayLine(o, out.failure->reproduce);
   render.headline = o.headline;
   render.regression_draft = o.regression_draft;
-  out.failure_text = RenderFailure(candidate.name, *out.failure->counterexample, *out.failure->failure, *out.failure, render);
+  DescribeFailure(*out.failure, render);  // its sections and text, under the run's headline and replay line
+  out.failure_text = out.failure->text;
   if (o.save_regressions.empty()) return;
   try {
     out.regression_path = SaveRegression(o.save_regressions, candidate.name, *out.failure);

@@ -9,6 +9,7 @@
 #include "packoracle/interchange/request_json.h"
 #include "packoracle/jobs/fuzz_exec.h"
 #include "packoracle/jobs/generation_json.h"
+#include "packoracle/jobs/report_json.h"
 
 namespace packoracle::jobs {
 namespace {
@@ -86,6 +87,7 @@ Json FailureJson(const ExecFuzzOptions& o, const FuzzOutcome& r) {
   if (!r.regression_error.empty()) f["regression_error"] = r.regression_error;
   f["request"] = RequestToJson(*r.failure->counterexample);
   f["report"] = r.failure_text;
+  if (r.failure->sections) f["sections"] = ReportSectionsJson(*r.failure->sections);  // the report as data
   return f;
 }
 

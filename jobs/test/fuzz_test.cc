@@ -53,6 +53,12 @@ TEST(RunFuzz, ReportsAFailureWithTheCallersReplayLine) {
   EXPECT_EQ(outcome.candidate, "in-process");
   const std::string replay = "packoracle.fuzz(packer, reproduce=\"" + outcome.failure->reproduce + "\")";
   EXPECT_NE(outcome.failure_text.find(replay), std::string::npos) << outcome.failure_text;
+  // What the command line and the binding print is the rendering of the sections they hand on as data.
+  ASSERT_TRUE(outcome.failure->sections);
+  EXPECT_EQ(RenderReport(*outcome.failure->sections), outcome.failure_text);
+  EXPECT_EQ(outcome.failure->sections->reproduce_command, replay);
+  EXPECT_EQ(outcome.failure->sections->reproduce, outcome.failure->reproduce);
+  EXPECT_EQ(outcome.failure->sections->violations.front().invariant, outcome.failure->broken());
 
   FuzzOptions again = options;  // the reproduce string replays the shrunk case alone
   again.reproduce = outcome.failure->reproduce;

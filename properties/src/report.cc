@@ -212,35 +212,24 @@ std::string SourceDocuments(const PackRequest& r) {
   return out + "}";
 }
 
-}  // namespace
-
-std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
-                          const VerifyReport& run, const VerifyOptions& options) {
-  std::ostringstream os;
-  // The headline: the run's invariant when it was restricted to one (VerifyOptions::only), else the first.
-  std::size_t head_index = 0;
-  for (std::size_t k = 0; options.only && k < result.violations.size(); ++k) {
-    if (result.violations[k].invariant == *options.only) {
-      head_index = k;
+// The run's headline violation first: its only invariant when restricted to one (VerifyOptions::only), else
+// the checker's first; then the others in the checker's order.
+std::vector<Violation> HeadlineFirst(const std::vector<Violation>& violations, const VerifyOptions& options) {
+  std::size_t head = 0;
+  for (std::size_t k = 0; options.only && k < violations.size(); ++k) {
+    if (violations[k].invariant == *options.only) {
+      head = k;
       break;
     }
   }
-  const Violation& head = result.violations[head_index];
-  os << (options.headline.empty() ? "Verify(" + candidate + ")" : options.headline) << " failed: "
-     << Name(head.invariant) << "\n";
-  os << "  " << head.sentence << "\n";
-  if (!head.expected.empty() || !head.actual.empty()) {
-    os << "  expected " << head.expected << "\n  actual   " << head.actual << "\n";
-  }
-  if (result.violations.size() > 1) {
-    os << "  (" << result.violations.size() - 1 << " more:";
-    std::set<std::string> names;
-    for (std::size_t k = 0; k < result.violations.size(); ++k)
-      if (k != head_index) names.insert(Name(result.violations[k].invariant));
-    for (const auto& n : names) os << " " << n;
-    os << ")\n";
-  }
-  os << "  invariant " << Name(head.invariant) << ": " << Statement(head.invariant) << "\n";
+  std::vector<Violation> out{violations[head]};
+  for (std::size_t k = 0; k < violations.size(); ++k)
+    if (k != head) out.push_back(violations[k]);
+  return out;
+}
+
+std::string MinimalCase(const PackRequest& request, const CaseResult& result, const VerifyReport& run) {
+  std::ostringstream os;
   auto plural = [](int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
   os << "=== Minimal counterexample (after " << plural(run.cases_to_failure, "case") << " and "
      << plural(run.shrinks, "shrink") << "; profile " << run.profile << ")\n";
@@ -249,86 +238,197 @@ std::string RenderFailure(const std::string& candidate, const PackRequest& reque
      << ", dp_world_size " << request.dp_world_size << "\n";
   os << "docs     " << DocumentsLine(request) << "   (' = unsupervised)\n";
   if (result.packed && result.packed->refusal) os << "refusal  " << *result.packed->refusal << "\n";
+  return os.str();
+}
 
-  if (result.oracle) {
-    std::set<std::int64_t> rows;
+// The rows involved (the first two when no violation names a row), then the first attention grid.
+std::string Drawn(const PackRequest& request, const CaseResult& result) {
+  if (!result.oracle) return "";
+  std::ostringstream os;
+  std::set<std::int64_t> rows;
+  for (const auto& v : result.violations)
+    if (v.row >= 0) rows.insert(v.row);
+  if (rows.empty())
+    for (std::size_t r = 0; r < std::min<std::size_t>(result.oracle->rows.size(), 2); ++r) rows.insert(static_cast<std::int64_t>(r));
+  for (auto r : rows) {
+    if (r >= static_cast<std::int64_t>(result.oracle->rows.size())) continue;
+    std::int64_t from = 0;  // a long row's attention failure is drawn around its first wrong query
     for (const auto& v : result.violations)
-      if (v.row >= 0) rows.insert(v.row);
-    if (rows.empty())
-      for (std::size_t r = 0; r < std::min<std::size_t>(result.oracle->rows.size(), 2); ++r) rows.insert(static_cast<std::int64_t>(r));
-    for (auto r : rows) {
-      if (r >= static_cast<std::int64_t>(result.oracle->rows.size())) continue;
-      std::int64_t from = 0;  // a long row's attention failure is drawn around its first wrong query
-      for (const auto& v : result.violations)
-        if (v.row == r && v.invariant == Invariant::kAttention && !v.cells.empty()) {
-          from = WindowStart(v.cells.front().first, result.oracle->rows[static_cast<std::size_t>(r)].length());
-          break;
-        }
-      DrawRow(os, result, request.policy, r, from);
-    }
-    for (const auto& v : result.violations) {
-      if (!v.cells.empty()) {
-        DrawAttention(os, result, request.policy, v);
+      if (v.row == r && v.invariant == Invariant::kAttention && !v.cells.empty()) {
+        from = WindowStart(v.cells.front().first, result.oracle->rows[static_cast<std::size_t>(r)].length());
         break;
       }
+    DrawRow(os, result, request.policy, r, from);
+  }
+  for (const auto& v : result.violations) {
+    if (!v.cells.empty()) {
+      DrawAttention(os, result, request.policy, v);
+      break;
     }
   }
-  const bool totals = head.invariant == Invariant::kDenominator || head.invariant == Invariant::kLoss ||
-                      head.invariant == Invariant::kGradient;
-  if (totals || result.declared_objective) {
-    os << "=== Denominator and loss\n";
-    if (result.oracle) {
-      const auto counts = Denominators(*result.oracle);
-      os << "  valid targets over the step " << counts.global_targets << " (per micro-batch:";
-      for (const auto& [key, n] : counts.per_microbatch) os << " " << n;
-      os << "), positions " << counts.all_positions << "\n";
-    }
-    const std::vector<ProducerTotals>* reported = nullptr;
-    std::vector<ProducerTotals> from_packer;
-    if (result.reduced) reported = &*result.reduced;
-    else if (result.packed) {
-      for (const auto& mb : result.packed->microbatches)
-        if (mb.producer) from_packer.push_back(*mb.producer);
-      reported = &from_packer;
-    }
-    if (reported) {
-      for (std::size_t m = 0; m < reported->size(); ++m) {
-        const auto& t = (*reported)[m];
-        // A field the producer did not give is "-" (producer totals come as any non-empty subset).
-        auto given = [](const std::optional<double>& v) { return v ? Num(*v) : std::string("-"); };
-        os << "  reported micro-batch " << m << ": loss_sum " << given(t.loss_sum) << " / denominator "
-           << given(t.denominator) << " (" << (t.denominator_scope.empty() ? "-" : t.denominator_scope)
-           << ") = " << given(t.loss) << "\n";
-      }
-    }
-    if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
-    if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
-    if (result.declared_objective && result.token_mean && *result.declared_objective != *result.token_mean)
-      os << "  gap                " << Num(*result.declared_objective - *result.token_mean) << "\n";
-    for (const auto& note : result.notes) os << "  note: " << note << "\n";
+  return os.str();
+}
+
+// What the producer reported, micro-batch by micro-batch: a reducer's answer, else the packer's totals.
+void ReportedTotals(std::ostream& os, const CaseResult& result) {
+  const std::vector<ProducerTotals>* reported = nullptr;
+  std::vector<ProducerTotals> from_packer;
+  if (result.reduced) reported = &*result.reduced;
+  else if (result.packed) {
+    for (const auto& mb : result.packed->microbatches)
+      if (mb.producer) from_packer.push_back(*mb.producer);
+    reported = &from_packer;
   }
-  if (result.contamination && result.contamination->targets > 0 &&
-      (head.invariant == Invariant::kPackingInvariance || request.policy.attention == Attention::kRowCausal ||
-       request.policy.positions == Positions::kRowContinuous)) {
-    // packing_invariance's measurement: how far the tiny decoder's losses moved because of packing.
-    os << "=== Packing invariance (tiny decoder, " << result.contamination->targets << " weighted targets)\n"
-       << "  relative change of the losses against each document alone: max " << Num(result.contamination->max_relative)
-       << ", mean " << Num(result.contamination->mean_relative) << "\n";
+  if (!reported) return;
+  for (std::size_t m = 0; m < reported->size(); ++m) {
+    const auto& t = (*reported)[m];
+    // A field the producer did not give is "-" (producer totals come as any non-empty subset).
+    auto given = [](const std::optional<double>& v) { return v ? Num(*v) : std::string("-"); };
+    os << "  reported micro-batch " << m << ": loss_sum " << given(t.loss_sum) << " / denominator "
+       << given(t.denominator) << " (" << (t.denominator_scope.empty() ? "-" : t.denominator_scope)
+       << ") = " << given(t.loss) << "\n";
   }
-  os << "=== Reproduce\n  " << run.reproduce << "\n";
-  if (!options.reproduce_command.empty()) os << "  " << options.reproduce_command << "\n";
-  if (!options.regression_draft) return os.str();
-  os << "=== Regression test draft\n";
-  os << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head.invariant)) << ") {\n"
+}
+
+// Shown when the headline is about the totals, or whenever the producer declared a step objective.
+std::string Totals(const CaseResult& result, Invariant head) {
+  const bool totals = head == Invariant::kDenominator || head == Invariant::kLoss || head == Invariant::kGradient;
+  if (!totals && !result.declared_objective) return "";
+  std::ostringstream os;
+  os << "=== Denominator and loss\n";
+  if (result.oracle) {
+    const auto counts = Denominators(*result.oracle);
+    os << "  valid targets over the step " << counts.global_targets << " (per micro-batch:";
+    for (const auto& [key, n] : counts.per_microbatch) os << " " << n;
+    os << "), positions " << counts.all_positions << "\n";
+  }
+  ReportedTotals(os, result);
+  if (result.declared_objective) os << "  declared objective " << Num(*result.declared_objective) << "\n";
+  if (result.token_mean) os << "  global token mean  " << Num(*result.token_mean) << "\n";
+  if (result.declared_objective && result.token_mean && *result.declared_objective != *result.token_mean)
+    os << "  gap                " << Num(*result.declared_objective - *result.token_mean) << "\n";
+  for (const auto& note : result.notes) os << "  note: " << note << "\n";
+  return os.str();
+}
+
+// packing_invariance's measurement (how far the tiny decoder's losses moved because of packing), shown when it
+// is the headline or the policy lets documents see each other.
+std::string Invariance(const PackRequest& request, const CaseResult& result, Invariant head) {
+  if (!result.contamination || result.contamination->targets == 0) return "";
+  if (head != Invariant::kPackingInvariance && request.policy.attention != Attention::kRowCausal &&
+      request.policy.positions != Positions::kRowContinuous)
+    return "";
+  std::ostringstream os;
+  os << "=== Packing invariance (tiny decoder, " << result.contamination->targets << " weighted targets)\n"
+     << "  relative change of the losses against each document alone: max " << Num(result.contamination->max_relative)
+     << ", mean " << Num(result.contamination->mean_relative) << "\n";
+  return os.str();
+}
+
+// The case's target losses, where any differs from the 1 nat a case without them gets (CheckCase): a loss or
+// denominator bug may show only on them. Printed to round-trip (17 significant digits).
+std::string SourceLosses(const PackRequest& r) {
+  bool given = false;
+  for (const auto& [uid, losses] : r.target_losses)
+    for (double l : losses) given = given || l != 1.0;
+  if (!given) return "";
+  std::ostringstream os;
+  os.precision(17);
+  os << "  request.target_losses = {";
+  bool first = true;
+  for (const auto& [uid, losses] : r.target_losses) {
+    os << (first ? "" : ", ") << "{\"" << uid << "\", {";
+    for (std::size_t k = 0; k < losses.size(); ++k) os << (k ? ", " : "") << losses[k];
+    os << "}}";
+    first = false;
+  }
+  os << "};\n";
+  return os.str();
+}
+
+// The draft's #include lines and, where the candidate has no C++ expression, the best-effort note.
+std::string DraftPreamble(const std::string& candidate, const Candidate::Source& source) {
+  std::string out = "#include \"packoracle/gtest.h\"\n#include \"packoracle/oracle.h\"\n";
+  if (!source.header.empty()) out += "#include \"" + source.header + "\"\n";
+  else if (!source.expression.empty()) out += "// and the header that declares " + source.expression + "\n";
+  out += "\n";
+  if (source.expression.empty()) {
+    out += "// Best effort: nothing says how C++ constructs " + candidate + " (its Candidate::source is empty, as for an\n"
+           "// object handed to MakeCandidate, an exec process or a Python callable); declare `candidate` first, e.g.\n"
+           "// packoracle::Candidate candidate = packoracle::MakeCandidate(\"" + candidate + "\", MyPacker{});\n";
+  }
+  return out;
+}
+
+// A gtest that replays the case: compiles and fails as printed where the candidate has a C++ expression.
+std::string RegressionDraft(const std::string& candidate, const Candidate::Source& source, const PackRequest& request,
+                            Invariant head) {
+  std::ostringstream os;
+  os << DraftPreamble(candidate, source)
+     << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head)) << ") {\n"
      << "  packoracle::PackRequest request;\n"
      << PolicySource(request.policy)
      << "  request.row_length = " << request.row_length << ";\n"
      << "  request.micro_batch_rows = " << request.micro_batch_rows << ";\n"
      << "  request.dp_world_size = " << request.dp_world_size << ";\n"
      << "  request.documents = " << SourceDocuments(request) << ";\n"
-     << "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request));\n"
+     << SourceLosses(request);
+  if (request.delimiters == Delimiters::kIncluded) os << "  request.delimiters = packoracle::Delimiters::kIncluded;\n";
+  if (!source.expression.empty()) os << "  auto candidate = " << source.expression << ";\n";
+  os << "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request));\n"
      << "}\n";
   return os.str();
+}
+
+}  // namespace
+
+ReportSections BuildReportSections(const std::string& candidate, const PackRequest& request, const CaseResult& result,
+                                   const VerifyReport& run, const VerifyOptions& options) {
+  ReportSections out;
+  out.candidate = candidate;
+  out.violations = HeadlineFirst(result.violations, options);
+  const Invariant head = out.violations.front().invariant;
+  out.headline = (options.headline.empty() ? "Verify(" + candidate + ")" : options.headline) + " failed: " + Name(head);
+  out.request = request;
+  out.minimal_case = MinimalCase(request, result, run);
+  out.drawn = Drawn(request, result);
+  out.totals = Totals(result, head);
+  out.invariance = Invariance(request, result, head);
+  out.reproduce = run.reproduce;
+  out.reproduce_command = options.reproduce_command;
+  if (options.regression_draft) out.regression_draft = RegressionDraft(candidate, run.source, request, head);
+  return out;
+}
+
+std::string RenderVerdict(const ReportSections& s) {
+  std::ostringstream os;
+  const Violation& head = s.violations.front();
+  os << "  " << head.sentence << "\n";
+  if (!head.expected.empty() || !head.actual.empty()) {
+    os << "  expected " << head.expected << "\n  actual   " << head.actual << "\n";
+  }
+  if (s.violations.size() > 1) {
+    os << "  (" << s.violations.size() - 1 << " more:";
+    std::set<std::string> names;
+    for (std::size_t k = 1; k < s.violations.size(); ++k) names.insert(Name(s.violations[k].invariant));
+    for (const auto& n : names) os << " " << n;
+    os << ")\n";
+  }
+  os << "  invariant " << Name(head.invariant) << ": " << Statement(head.invariant) << "\n";
+  return os.str();
+}
+
+std::string RenderReport(const ReportSections& s) {
+  std::string out = s.headline + "\n" + RenderVerdict(s) + s.minimal_case + s.drawn + s.totals + s.invariance;
+  out += "=== Reproduce\n  " + s.reproduce + "\n";
+  if (!s.reproduce_command.empty()) out += "  " + s.reproduce_command + "\n";
+  if (!s.regression_draft.empty()) out += "=== Regression test draft\n" + s.regression_draft;
+  return out;
+}
+
+std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
+                          const VerifyReport& run, const VerifyOptions& options) {
+  return RenderReport(BuildReportSections(candidate, request, result, run, options));
 }
 
 }  // namespace packoracle

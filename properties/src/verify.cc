@@ -261,6 +261,7 @@ std::size_t VerifyReport::counterexample_tokens() const {
 VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
+  report.source = candidate.source;
   const RunPlan plan = PlanRun(options);
   // A loss reducer gets the steps a packer gets (tens of thousands of slots), checked under every split
   // (splits.h); an attention consumer too, unless it answers dense masks (LongestRow).
@@ -299,7 +300,7 @@ VerifyReport Verify(Candidate& candidate, const VerifyOptions& options) {
   }
   tally.Finish(report);
   if (!report.passed) {
-    report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
+    DescribeFailure(report, options);
   }
   return report;
 }
@@ -317,9 +318,16 @@ std::string DescribeGap(const VerifyReport& report) {
   return os.str();
 }
 
+void DescribeFailure(VerifyReport& report, const VerifyOptions& options) {
+  if (report.passed || !report.counterexample || !report.failure) return;
+  report.sections = BuildReportSections(report.candidate, *report.counterexample, *report.failure, report, options);
+  report.text = RenderReport(*report.sections);
+}
+
 VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const VerifyOptions& options) {
   VerifyReport report;
   report.candidate = candidate.name;
+  report.source = candidate.source;
   report.profile = "given";
   CaseResult result = internal::CheckWith(options, candidate, request);
   report.cases_run = 1;
@@ -332,7 +340,7 @@ VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const V
     report.counterexample = request;
     report.failure = result;
     report.reproduce = "(a given case: replay it from its file)";
-    report.text = RenderFailure(candidate.name, request, result, report, options);
+    DescribeFailure(report, options);
   }
   return report;
 }

@@ -128,5 +128,91 @@ TEST(ReportGolden, PackingInvarianceViolationShowsBothLosses) {
   ExpectMatchesGolden("packing_invariance_arange_positions", report.text);
 }
 
+// Issue 44 item 2, reports are data: the sections a front end picks are the report's own pieces, and the text
+// is exactly their rendering (no front end needs to cut it).
+TEST(ReportSections, AreTheTextsPiecesAndItsData) {
+  Candidate c = MakeCandidate("causal-only", CausalOnly{});
+  VerifyOptions options;
+  options.reproduce_command = "rerun me";
+  const auto report = VerifyOne(c, LessonRequest(), options);
+  ASSERT_FALSE(report.passed);
+  ASSERT_TRUE(report.sections.has_value());
+  const ReportSections& s = *report.sections;
+  EXPECT_EQ(RenderReport(s), report.text);
+  EXPECT_EQ(s.headline, report.text.substr(0, report.text.find('\n')));
+  EXPECT_EQ(s.headline, "Verify(causal-only) failed: attention");
+  ASSERT_FALSE(s.violations.empty());
+  EXPECT_EQ(s.violations.front().invariant, report.broken());
+  EXPECT_EQ(s.request.row_length, 8);
+  ASSERT_EQ(s.request.documents.size(), 2u);
+  EXPECT_EQ(s.request.documents[1].tokens, (std::vector<Token>{21, 22, 23, 24}));
+  EXPECT_EQ(s.reproduce, report.reproduce);
+  EXPECT_EQ(s.reproduce_command, "rerun me");
+  // Each drawn section is in the text whole, in the order of the report, titles included.
+  std::size_t at = 0;
+  for (const std::string* section : {&s.minimal_case, &s.drawn, &s.regression_draft}) {
+    ASSERT_FALSE(section->empty());
+    const auto found = report.text.find(*section, at);
+    ASSERT_NE(found, std::string::npos) << *section;
+    at = found + section->size();
+  }
+  EXPECT_EQ(s.minimal_case.rfind("=== Minimal counterexample (after 1 case and 0 shrinks; profile given)\n", 0), 0u);
+  EXPECT_EQ(s.drawn.rfind("=== Row 0 ", 0), 0u);
+  EXPECT_NE(s.drawn.find("=== Attention row 0"), std::string::npos);
+  EXPECT_EQ(s.totals, "");  // an attention failure of a packer without a declared objective: no totals
+  EXPECT_EQ(RenderVerdict(s).rfind("  " + s.violations.front().sentence + "\n", 0), 0u);
+}
+
+TEST(ReportSections, TheHeadlineViolationComesFirstUnderOnly) {
+  Candidate c = MakeCandidate("arange-positions", ArangePositions{});
+  VerifyOptions options;
+  options.only = Invariant::kPackingInvariance;
+  const auto report = VerifyOne(c, LessonRequest(), options);
+  ASSERT_TRUE(report.sections && report.failure);
+  ASSERT_GT(report.failure->violations.size(), 1u);
+  EXPECT_NE(report.failure->violations.front().invariant, Invariant::kPackingInvariance);
+  EXPECT_EQ(report.sections->violations.front().invariant, Invariant::kPackingInvariance);
+  EXPECT_EQ(report.sections->violations.size(), report.failure->violations.size());
+  EXPECT_NE(report.sections->invariance, "");
+}
+
+// The draft names a constructible candidate where the candidate has a name (Candidate::source; a bundled one is
+// compiled and run by fixtures/test's RegressionDraft test), and says "best effort" where it has none.
+TEST(ReportSections, TheDraftConstructsANamedCandidateAndIsBestEffortOtherwise) {
+  Candidate c = MakeCandidate("shift-whole-row", ShiftWholeRow{});
+  const auto anonymous = VerifyOne(c, LessonRequest());
+  ASSERT_TRUE(anonymous.sections);
+  const std::string& unnamed = anonymous.sections->regression_draft;
+  EXPECT_EQ(unnamed.rfind("#include \"packoracle/gtest.h\"\n", 0), 0u) << unnamed;
+  EXPECT_NE(unnamed.find("// Best effort: nothing says how C++ constructs shift-whole-row"), std::string::npos) << unnamed;
+  EXPECT_EQ(unnamed.find("auto candidate ="), std::string::npos) << unnamed;
+
+  c.source = {"packoracle::MakeBundledCandidate(\"TG-02\")", "packoracle/bugzoo.h"};
+  const auto named = VerifyOne(c, LessonRequest());
+  ASSERT_TRUE(named.sections);
+  const std::string& draft = named.sections->regression_draft;
+  EXPECT_EQ(draft.find("Best effort"), std::string::npos) << draft;
+  EXPECT_NE(draft.find("#include \"packoracle/bugzoo.h\"\n"), std::string::npos) << draft;
+  EXPECT_NE(draft.find("  auto candidate = packoracle::MakeBundledCandidate(\"TG-02\");\n"
+                       "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request));\n}\n"),
+            std::string::npos)
+      << draft;
+}
+
+// A candidate type of a gtest is named by its qualified type (a member of an anonymous namespace through the
+// enclosing one); a type a draft cannot name or default-construct is best effort.
+TEST(ReportSections, ACandidateTypeIsConstructedByItsQualifiedName) {
+  EXPECT_EQ(TypeSource<ShiftWholeRow>().expression, "packoracle::ShiftWholeRow{}");
+  struct Local {
+    PackResult Pack(const PackRequest& r) { return ReferenceCandidate().packer->Pack(r); }
+  };
+  EXPECT_EQ(TypeSource<Local>().expression, "");
+  struct NoDefault {
+    explicit NoDefault(int) {}
+    PackResult Pack(const PackRequest& r) { return ReferenceCandidate().packer->Pack(r); }
+  };
+  EXPECT_EQ(TypeSource<NoDefault>().expression, "");
+}
+
 }  // namespace
 }  // namespace packoracle

@@ -14,6 +14,7 @@
 #include "convert.h"
 #include "packoracle/jobs/fuzz.h"
 #include "packoracle/jobs/generation_json.h"
+#include "packoracle/jobs/report_json.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
@@ -86,6 +87,8 @@ nb::dict RunFuzz(const FuzzArgs& a) {
                                        : nb::none();
   if (const auto& f = outcome.failure; f && f->counterexample) {
     out["text"] = outcome.failure_text;
+    // The report as sections, for Counterexample's attributes, as `fuzz --format json` holds them.
+    out["sections"] = f->sections ? nb::object(nb::str(jobs::ReportSectionsJson(*f->sections).dump().c_str())) : nb::none();
     out["reproduce"] = f->reproduce;
     out["invariant"] = f->broken() ? nb::object(nb::str(Name(*f->broken()))) : nb::none();
     out["cases_to_failure"] = f->cases_to_failure;

@@ -27,10 +27,12 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <typeinfo>
 
 #include <gtest/gtest.h>
@@ -41,16 +43,36 @@
 
 namespace packoracle {
 
-// A readable name for a candidate type ("MyPacker" rather than its mangled name).
+// T's name as C++ writes it, less the `noise` qualifiers.
 template <class T>
-std::string TypeName() {
+std::string DemangledName(std::initializer_list<std::string> noise) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, &status), std::free);
   std::string out = status == 0 && name ? name.get() : typeid(T).name();
-  for (const std::string noise : {"(anonymous namespace)::", "packoracle::"}) {
-    for (auto at = out.find(noise); at != std::string::npos; at = out.find(noise)) out.erase(at, noise.size());
+  for (const std::string& n : noise) {
+    for (auto at = out.find(n); at != std::string::npos; at = out.find(n)) out.erase(at, n.size());
   }
   return out;
+}
+
+// A readable name for a candidate type ("MyPacker" rather than its mangled name).
+template <class T>
+std::string TypeName() {
+  return DemangledName<T>({"(anonymous namespace)::", "packoracle::"});
+}
+
+// How a regression draft constructs a candidate type afresh: its qualified name and `{}` (a member of an
+// anonymous namespace is reached through the enclosing one). None for a type that cannot be named so (a class
+// local to a function, a lambda's) or built so: the draft is then best effort.
+template <class T>
+Candidate::Source TypeSource() {
+  if constexpr (!std::is_default_constructible_v<T>) {
+    return {};
+  } else {
+    const std::string name = DemangledName<T>({"(anonymous namespace)::"});
+    if (name.find('(') != std::string::npos || name.find('{') != std::string::npos) return {};
+    return {name + "{}", ""};
+  }
 }
 
 // The value of environment variable `name` as a decimal integer in [min, max]: digits only (no sign, space or
@@ -131,9 +153,7 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
   if (report.passed) return ::testing::AssertionSuccess() << report.cases_run << " cases passed";
   options.reproduce_command = ReproduceCommand(report.reproduce);
   options.headline = TestHeadline(candidate.name);
-  if (report.counterexample && report.failure) {
-    report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
-  }
+  DescribeFailure(report, options);
   return ::testing::AssertionFailure() << "\n" << report.text << MaybeSaveRegression(candidate.name, report);
 }
 
@@ -163,6 +183,7 @@ template <int&... ExplicitBarrier, class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
 ::testing::AssertionResult VerifyPackerKeepsInvariants(T candidate_object, VerifyOptions options = OptionsFromEnvironment()) {
   Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
+  candidate.source = TypeSource<T>();
   return VerifyCandidate(candidate, std::move(options));
 }
 
@@ -189,6 +210,7 @@ class PackerConformance : public ::testing::Test {
  protected:
   void Check(Invariant invariant) {
     Candidate candidate = MakeCandidate(TypeName<T>(), T{}, ClaimedPolicies<T>());
+    candidate.source = TypeSource<T>();
     VerifyOptions options = OptionsFromEnvironment();
     options.only = invariant;
     VerifyReport report = Verify(candidate, options);
@@ -198,7 +220,7 @@ class PackerConformance : public ::testing::Test {
     if (!report.passed) {
       options.reproduce_command = ReproduceCommand(report.reproduce);
       options.headline = TestHeadline(candidate.name);
-      report.text = RenderFailure(candidate.name, *report.counterexample, *report.failure, report, options);
+      DescribeFailure(report, options);
     }
     EXPECT_TRUE(report.passed) << "\n" << report.text;
   }

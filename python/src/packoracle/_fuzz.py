@@ -52,13 +52,21 @@ class Counterexample(AssertionError):
     """A case the candidate fails, shrunk to a minimal one. ``str()`` is the kit's whole report (the broken
     invariant, the policy, the documents, the drawn rows) and ends with the line that replays it.
 
-    Attributes: ``invariant`` (the broken one's name), ``reproduce`` (the ``v1:`` string), ``replay`` (the call
-    that replays it), ``request`` (the minimal case, as the packer was handed it; ``minimal_case`` is the same
-    dict), ``regression`` (the file it was saved to, if any), ``cases`` (1-based index of the first failing
-    case of the run) and ``shrinks`` (shrink steps from that case to the minimal one)."""
+    The report's sections are attributes, so that a front end picks what it shows instead of cutting the text:
+    ``headline`` (the first line: the user's call and the broken invariant), ``violations`` (every violation of
+    the minimal case as ``(invariant, message)``, the headline's first), ``minimal_case_text`` (the minimal case
+    as the report prints it: policy, step, documents), ``drawn`` (the rows involved and the attention grid, as
+    drawn), ``totals`` (denominators and losses; "" when the report has none), ``report`` (every section but the
+    replay line: ``str()`` without it), ``reproduce`` (the ``v1:`` string) and ``replay`` (the call that replays
+    it). Also: ``invariant`` (the broken one's name), ``request`` (the minimal case, as the packer was handed it;
+    ``minimal_case`` is the same dict), ``regression`` (the file it was saved to, if any), ``cases`` (1-based
+    index of the first failing case of the run) and ``shrinks`` (shrink steps from that case to the minimal one).
+    ``sections`` is the failure's ``"sections"`` as ``packoracle fuzz --format json`` holds them (plus ``report``);
+    built by hand without them, the section attributes are empty and ``report`` is the text."""
 
     def __init__(self, text: str, *, invariant: Optional[str], reproduce: str, replay: str,
-                 request: Optional[dict], regression: Optional[str] = None, cases: int = 0, shrinks: int = 0):
+                 request: Optional[dict], regression: Optional[str] = None, cases: int = 0, shrinks: int = 0,
+                 sections: Optional[Mapping[str, Any]] = None):
         super().__init__(text)
         self.invariant = invariant
         self.reproduce = reproduce
@@ -67,6 +75,13 @@ class Counterexample(AssertionError):
         self.regression = regression
         self.cases = cases
         self.shrinks = shrinks
+        s = sections or {}
+        self.headline: str = s.get("headline", "")
+        self.violations: list[tuple[str, str]] = [(v["invariant"], v["message"]) for v in s.get("violations", ())]
+        self.minimal_case_text: str = s.get("minimal_case", "")
+        self.drawn: str = s.get("drawn", "")
+        self.totals: str = s.get("totals", "")
+        self.report: str = s.get("report", text)
 
     @property
     def minimal_case(self) -> Optional[dict]:
@@ -489,10 +504,12 @@ def _import_path(obj: Any) -> Optional[tuple[str, str]]:
 
 
 def _counterexample(result: dict, replay: str) -> Counterexample:
-    """The Counterexample of a failed run (_core.fuzz's result), its report ending with the replay line."""
+    """The Counterexample of a failed run (_core.fuzz's result): the core's report as sections and as text (its
+    rendering of them), then this front end's own section, the replay line."""
     return Counterexample(result["text"] + f"Replay: {replay}\n", invariant=result["invariant"],
                           reproduce=result["reproduce"], replay=replay, request=result["counterexample"],
-                          regression=result["regression"], cases=result["cases_to_failure"], shrinks=result["shrinks"])
+                          regression=result["regression"], cases=result["cases_to_failure"], shrinks=result["shrinks"],
+                          sections=dict(json.loads(result["sections"]), report=result["text"]))
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,8 @@ struct FuzzOutcome {
   bool replayed = false;             // options.reproduce: the run was that one case
   std::set<Invariant> checked;
   std::set<std::string> profiles;
-  std::optional<VerifyReport> failure;  // shrunk; cases_to_failure counted over the run
-  std::string failure_text;             // its full report (RenderFailure), with the replay line
+  std::optional<VerifyReport> failure;  // shrunk; cases_to_failure counted over the run; its sections as reported
+  std::string failure_text;             // its full report (failure->text), with the replay line
   std::string regression_path, regression_error;  // options.save_regressions
   VerifyReport gaps;  // largest_gap only: the largest declared-objective gap over the run
   std::optional<Contamination> contamination;  // packing_invariance's measurement over the run

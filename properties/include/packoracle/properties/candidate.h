@@ -236,6 +236,16 @@ struct Candidate {
   std::shared_ptr<AttentionConsumerRole> consumer;
   // Policies the candidate implements; empty = it claims every policy it is handed.
   std::vector<Policy> policies;
+  // How C++ constructs this candidate afresh, for the failure report's regression draft: an expression of type
+  // Candidate, or of a candidate type CheckOneCase takes ("packoracle::MakeBundledCandidate(\"TG-02\")",
+  // "MyPacker{}"), and the header that declares it (empty: the reader's own). Empty expression: the candidate
+  // has no name to construct it by (a lambda, an exec process, a Python callable), and the draft says it is
+  // best effort.
+  struct Source {
+    std::string expression;
+    std::string header;
+  };
+  Source source;
 };
 
 // ---- Concepts: what a plain C++ type needs to fill a role ---------------------------------------------

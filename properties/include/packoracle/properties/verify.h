@@ -17,6 +17,7 @@
 #include "packoracle/properties/candidate.h"
 #include "packoracle/properties/generation_stats.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/report.h"
 
 namespace packoracle {
 
@@ -71,7 +72,9 @@ struct VerifyReport {
   std::optional<PackRequest> counterexample;  // the minimal failing case
   std::optional<CaseResult> failure;          // what it produced
   std::string reproduce;                 // the reproduce string of the minimal case
-  std::string text;                      // the whole report (empty when passed)
+  std::string text;                      // the whole report (empty when passed): RenderReport(*sections)
+  std::optional<ReportSections> sections;  // the same report as data (report.h), for front ends that pick
+  Candidate::Source source;              // how C++ constructs the candidate checked (its regression draft's)
   // The largest gap seen between a producer's declared step objective and the global token mean Σwℓ/Σw of
   // the same step (a reducer: under every split it was checked on). Zero under global_targets; under
   // microbatch_mean, rank_mean or sequence_mean it is the price of the declared formula, shown to the user.
@@ -108,9 +111,17 @@ std::string DescribeGap(const VerifyReport& report);
 // Checks one given case (e.g. a saved regression) and reports it the same way.
 VerifyReport VerifyOne(Candidate& candidate, const PackRequest& request, const VerifyOptions& options = {});
 
-// The human-readable report of a failing case: the broken invariant in one sentence, the policy, the
-// documents, the rows involved, the attention grid with disagreeing cells marked, denominators and losses,
-// the reproduce string and a regression test draft.
+// The report of a failing case as sections (report.h): the broken invariant in one sentence, the policy, the
+// documents, the rows involved, the attention grid with disagreeing cells marked, denominators and losses, the
+// reproduce string and a regression test draft (options.regression_draft), naming options.headline.
+ReportSections BuildReportSections(const std::string& candidate, const PackRequest& request, const CaseResult& result,
+                                   const VerifyReport& run, const VerifyOptions& options);
+
+// Builds a failing report's sections and text under `options` (its headline, reproduce command, draft): what
+// Verify does, and what a front end calls again to name itself (gtest.h: the test and its file:line).
+void DescribeFailure(VerifyReport& report, const VerifyOptions& options);
+
+// The same report as text: RenderReport(BuildReportSections(...)).
 std::string RenderFailure(const std::string& candidate, const PackRequest& request, const CaseResult& result,
                           const VerifyReport& run, const VerifyOptions& options);
 

@@ -101,10 +101,8 @@ def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> 
                       max_row_length=adapter.max_row_length, max_documents=adapter.max_documents,
                       name=f"{adapter.name} ({role})",
                       sft_masks=adapter.sft_masks)
-    except Counterexample as e:
-        text = str(e)
-        text = text[:text.rfind("Replay:")] if "Replay:" in text else text
-        return Outcome("fails", e.invariant or "", portable(text).rstrip() + "\n", e.reproduce, 0,
+    except Counterexample as e:  # the report without its replay line: the page prints its own
+        return Outcome("fails", e.invariant or "", portable(e.report).rstrip() + "\n", e.reproduce, 0,
                        time.perf_counter() - start)
     return Outcome("holds", cases=result.cases, seconds=time.perf_counter() - start)
 

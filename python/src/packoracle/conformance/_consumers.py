@@ -64,8 +64,6 @@ def _last_line(text: str) -> str:
 
 
 def run_cell(consumer: Consumer, cases: int, seed: int) -> Cell:
-    from . import portable
-
     try:
         drive = consumer.consumer()
         control = consumer.kernel_control() if hasattr(consumer, "kernel_control") else 0.0
@@ -79,15 +77,21 @@ def run_cell(consumer: Consumer, cases: int, seed: int) -> Cell:
         result = fuzz(None, getattr(consumer, "policy", POLICY), microbatch_consumer=drive, cases=cases, seed=seed,
                       name=consumer.name, **SMALL_CASES)
     except Counterexample as e:
-        text = str(e)
-        seconds = time.perf_counter() - start
-        if _RAISED in text:
-            return Cell(consumer, "refuses", portable(_last_line(text[text.index(_RAISED):text.find("=== ")])),
-                        seconds=seconds)
-        text = text[:text.rfind("Replay:")] if "Replay:" in text else text
-        return Cell(consumer, "leaks", counterexample=portable(text).rstrip() + "\n", reproduce=e.reproduce,
-                    seconds=seconds)
+        return _failed_cell(consumer, e, time.perf_counter() - start)
     return Cell(consumer, "holds", seconds=time.perf_counter() - start, cases=result.cases)
+
+
+def _failed_cell(consumer: Consumer, e: Counterexample, seconds: float) -> Cell:
+    """A model that raised on the minimal case refuses packed input (the headline violation is its exception:
+    its last error line); any other failure leaks, shown by the report without its replay line (the page
+    prints its own)."""
+    from . import portable
+
+    head = e.violations[0][1] if e.violations else ""
+    if _RAISED in head:
+        return Cell(consumer, "refuses", portable(_last_line(head[head.index(_RAISED):])), seconds=seconds)
+    return Cell(consumer, "leaks", counterexample=portable(e.report).rstrip() + "\n", reproduce=e.reproduce,
+                seconds=seconds)
 
 
 def all_consumers(level: str = "forward") -> list:
