@@ -503,8 +503,9 @@ void ValidatePolicy(const Policy& policy) {
 namespace {
 
 // True when some token equals `id`, in one pass with no branch per token (the comparison in integer operations:
-// SSE2 has no 64-bit compare, and `==` would stay scalar). Cloned for AVX2 where GCC can.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+// SSE2 has no 64-bit compare, and `==` would stay scalar). Cloned for AVX2 where GCC can, but under the CMake
+// option PACKORACLE_BASELINE_ONLY (fastcheck/clones.h, which the layers above use for theirs).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(PACKORACLE_BASELINE_ONLY)
 [[gnu::target_clones("avx2", "default")]]
 #endif
 bool AnyTokenIs(const Token* tokens, std::size_t n, Token id) {

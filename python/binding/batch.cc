@@ -19,6 +19,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "packoracle/fastcheck/clones.h"
 #include "packoracle/jobs/span_derivation.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/backend_attention.h"
@@ -192,7 +193,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // Whether any of n values is negative and none of the four allowed ones. Branch-free, so that the compiler
 // vectorises it (this file is built at -O3: python/CMakeLists.txt), for AVX2 where the machine has it: numpy's
 // own min over the same array, which the Python reader calls, is vectorised.
-[[gnu::target_clones("avx2", "default")]] bool AnyOutside(const std::int64_t* values, std::size_t n,
+PACKORACLE_CLONES bool AnyOutside(const std::int64_t* values, std::size_t n,
                                                            const std::int64_t (&allowed)[4]) {
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < n; ++k) {
@@ -205,7 +206,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // The same for the common policies' fields: no negative id allowed (input_ids: AnyNegative, convert.h), or one
 // (labels: the ignore index). Fewer operations per value than the four compares: the scan reads the field
 // from memory at about the speed memory gives it.
-[[gnu::target_clones("avx2", "default")]] bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
+PACKORACLE_CLONES bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
                                                               std::int64_t allowed) {
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < n; ++k) bad |= (values[k] < 0) & (values[k] != allowed);
@@ -215,7 +216,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // out[k] = values[k] != v over n values (the slots a label that is not the ignore index makes targets), built
 // for AVX2 where the machine has it, as a function of its own: inlined into its caller, the loop stayed scalar
 // (the byte stores may alias the caller's state, which it then reloads every slot).
-[[gnu::target_clones("avx2", "default")]] void NotEqual(const std::int64_t* __restrict values, std::size_t n,
+PACKORACLE_CLONES void NotEqual(const std::int64_t* __restrict values, std::size_t n,
                                                          std::int64_t v, std::uint8_t* __restrict out) {
   for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<std::uint8_t>(values[k] != v);
 }

@@ -18,6 +18,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "packoracle/fastcheck/clones.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
@@ -25,7 +26,7 @@ namespace packoracle::python {
 // One pass with no compare, which SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar,
 // and min_element's iterator waited on a load through the last one: 5 cycles a token), and AVX2 twice as wide
 // where the machine has it (this file is built at -O3: python/CMakeLists.txt).
-[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const std::int64_t* ids, std::size_t n) {
+PACKORACLE_CLONES bool AnyNegative(const std::int64_t* ids, std::size_t n) {
   std::uint64_t bits = 0;
   for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(ids[k]);
   return (bits >> 63) != 0;
