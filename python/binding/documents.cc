@@ -66,13 +66,19 @@ const std::vector<DocumentRef>& DocumentSet::refs() const {
   if (!refs_made_) {
     refs_.clear();
     refs_.reserve(order_.size());
+    non_negative_.clear();
     for (const Entry& e : order_) {
       refs_.push_back(e.owned == kViewed ? e.view : DocumentRef::Of(owned_[e.owned]));
-      refs_.back().non_negative = e.non_negative;
+      non_negative_.push_back(e.non_negative);
     }
     refs_made_ = true;
   }
   return refs_;
+}
+
+const std::vector<bool>& DocumentSet::non_negative() const {
+  refs();  // made with them
+  return non_negative_;
 }
 
 const std::vector<Document>& DocumentSet::documents() const {
@@ -109,7 +115,7 @@ bool IsMapping(nb::handle feature) {
 }
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
-// True when none is negative (DocumentRef::non_negative).
+// True when none is negative (DocumentSet::non_negative).
 bool TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
   if (!AnyNegative(ids.data(), ids.size())) return true;
   for (std::size_t i = 0; i < ids.size(); ++i) {
