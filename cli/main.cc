@@ -5,6 +5,7 @@
 //   packoracle presets           the named presets and every key of their policies
 //   packoracle presets --format json
 //   packoracle invariants        every invariant stated, with a common way to break it
+//   packoracle schema            the formats' tables as JSON (policy keys, presets, row fields)
 //   packoracle conformance ...   the real libraries' matrix (python -m packoracle.conformance)
 #include <iostream>
 #include <string>
@@ -17,6 +18,7 @@
 #include "fuzz_command.h"
 #include "merge_command.h"
 #include "packoracle/jobs/lesson.h"
+#include "packoracle/jobs/schema.h"
 #include "packoracle/oracle.h"
 #include "selftest_command.h"
 #include "verify_command.h"
@@ -59,6 +61,15 @@ Runner AddInvariantsCommand(CLI::App& app) {
   };
 }
 
+Runner AddSchemaCommand(CLI::App& app) {
+  auto* schema = app.add_subcommand(
+      "schema", "Print the formats' tables as JSON: policy keys and their values, presets, row fields");
+  return [schema] {
+    if (!*schema) return -1;
+    std::cout << jobs::RenderSchemaJson();
+    return 0;
+  };
+}
 
 }  // namespace
 }  // namespace packoracle::cli
@@ -76,7 +87,7 @@ int main(int argc, char** argv) {
   std::vector<Runner> commands = {AddLessonCommand(app),  AddPresetsCommand(app), AddSelftestCommand(app),
                                   AddVerifyCommand(app),  AddFuzzCommand(app),    AddDrawCommand(app),
                                   AddMergeCommand(app),   AddConformanceCommand(app, argv[0]),
-                                  AddInvariantsCommand(app)};
+                                  AddInvariantsCommand(app),  AddSchemaCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,13 +5,14 @@
 #                             every ctest test but those labelled `full` (slow sweeps), a downstream project
 #                             built against the installed package included; the Python package built by
 #                             `pip install .` into a fresh venv, its tests and the README's Python snippets
-#                             (scripts/python_tests.sh).
+#                             (scripts/python_tests.sh); the fast verifier's tests again on the baseline x86-64
+#                             build of every function cloned for AVX2 (scripts/baseline_tests.sh, build-baseline/).
 #   ./scripts/test.sh --full  everything, what CI runs (.ci/run): the above with every ctest test; the adapters'
 #                             real libraries, their tests and the conformance matrix compared with the committed
 #                             one (scripts/python_tests.sh --full); the pictures (draw's SVG, verify --html) in
 #                             headless Chromium (scripts/browser_checks.sh); the same C++ tests built with ASan +
-#                             UBSan (scripts/sanitize.sh, build-asan/); a fuzz smoke run of at most 60 s
-#                             (scripts/fuzz_smoke.sh, build-fuzz/).
+#                             UBSan, on the baseline build of the AVX2 clones (scripts/sanitize.sh, build-asan/); a
+#                             fuzz smoke run of at most 60 s (scripts/fuzz_smoke.sh, build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stage.sh
@@ -31,5 +32,6 @@ if ((full)); then
 else
   stage "tests (all but the label full; --full runs them)" \
     ctest --test-dir build --output-on-failure -j"$(nproc)" --label-exclude '^full$'
+  stage "fast verifier tests on the baseline build (PACKORACLE_BASELINE_ONLY)" ./scripts/baseline_tests.sh
   stage "python package and tests" ./scripts/python_tests.sh
 fi

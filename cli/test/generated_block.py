@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks that a block a command generates into a Markdown file is up to date: the text between
 <!-- NAME:begin ... --> and <!-- NAME:end --> must equal the command's output (with --write, it is replaced).
+NAME `-` is the whole file (a generated file committed, as python/src/packoracle/dump/schema.json).
 
 Usage: generated_block.py FILE NAME [--write] -- COMMAND ARGS...   (exit 0 up to date, 1 differs, 2 bad use)
 """
@@ -21,7 +22,12 @@ def main(argv: list[str]) -> int:
     path, name, write = argv[1], argv[2], "--write" in argv[3:split]
     generated = subprocess.run(argv[split + 1:], capture_output=True, text=True, check=True).stdout
     text = open(path).read()
-    block = re.search(rf"(<!-- {re.escape(name)}:begin[^\n]*-->\n)(.*?)(<!-- {re.escape(name)}:end -->)", text, re.S)
+    if name == "-":
+        block = re.match(r"()(.*)()", text, re.S)
+        name = "whole-file"
+    else:
+        block = re.search(rf"(<!-- {re.escape(name)}:begin[^\n]*-->\n)(.*?)(<!-- {re.escape(name)}:end -->)", text,
+                          re.S)
     if not block:
         print(f"{path}: no <!-- {name}:begin --> ... <!-- {name}:end --> block", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "packoracle/fastcheck/dense_mask.h"
+#include "packoracle/fastcheck/document_check.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/determinism.h"
 
@@ -32,7 +33,7 @@ CaseResult CheckCaseFast(Candidate& candidate, const PackRequest& request, const
   try {
     ValidatePolicy(request.policy);
     if (request.row_length <= 0 || request.micro_batch_rows <= 0 || request.dp_world_size <= 0) return oracle();
-    effective = Effective(request.documents, request.policy, request.delimiters);
+    effective = EffectiveFast(request.documents, request.policy, request.delimiters);
   } catch (const InputError&) {
     return oracle();  // it throws the same error, with CheckCase's wording
   }

@@ -227,8 +227,8 @@ bool OptionalNumber(od::value& x, std::optional<double>& out) {
   return true;
 }
 
-// MicrobatchFromJson's producer (any non-empty subset of loss_sum, denominator, loss; denominator_scope
-// exactly with a denominator): anything else goes to the nlohmann reader, which names the field.
+// MicrobatchFromJson's producer (ProducerTotalsProblem's rule, candidate.h): anything else goes to the nlohmann
+// reader, which names the field.
 bool Producer(od::value v, std::optional<ProducerTotals>& out) {
   if (IsNull(v)) {
     out.reset();
@@ -249,7 +249,7 @@ bool Producer(od::value v, std::optional<ProducerTotals>& out) {
     else if (key == "denominator_scope") {
       ok = seen.First(2);
       scope_given = ok && !IsNull(x);
-      if (scope_given) ok = String(x, t.denominator_scope) && !t.denominator_scope.empty();
+      if (scope_given) ok = String(x, t.denominator_scope);
     } else if (key == "loss") {
       ok = seen.First(3) && OptionalNumber(x, t.loss);
     } else {
@@ -257,8 +257,7 @@ bool Producer(od::value v, std::optional<ProducerTotals>& out) {
     }
     if (!ok) return false;
   }
-  if (!t.loss_sum && !t.denominator && !t.loss) return false;
-  if (t.denominator.has_value() != scope_given) return false;
+  if (ProducerTotalsProblem(t, scope_given)) return false;
   out = std::move(t);
   return true;
 }

@@ -5,12 +5,13 @@
 // passes would: pieces, layout, sums) or "not sure"; anything not clean goes through CoverageRow, LayoutRow
 // and RowPass (step_check.cc, step_rows.cc), which find what is wrong as the oracle would, and the oracle
 // writes the report. The rules are the oracle's, restated per span; differential_test.cc pins the two paths
-// to CheckCase on generated rows of every size. The three row passes are also built for AVX2 (target_clones:
-// the loader picks the clone the machine runs; the default one is the SSE2 build): their share of check_batch's
+// to CheckCase on generated rows of every size. The three row passes are also built for AVX2 (PACKORACLE_CLONES,
+// clones.h: the loader picks the clone the machine runs; the default one is the SSE2 build): their share of check_batch's
 // samples fell from 14.7% to 9.9% under perf (bench/README.md, "A ninth pair").
 #include <algorithm>
 #include <optional>
 
+#include "packoracle/fastcheck/clones.h"
 #include "packoracle/oracle/segments.h"
 #include "packoracle/properties/encoding_notes.h"
 #include "step_impl.h"
@@ -78,7 +79,7 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
 // positions first + t with first >= position_base (no modulo split): inside a span they then neither reset to
 // the base nor step by other than 1, so the position encodings are read at the spans' first slots alone.
 // `fused.doc_ids`: TokensAndTargetsClean found each span's doc_ids all its first slot's (none changes inside).
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end,
+PACKORACLE_CLONES bool FastStepChecker::Impl::SegmentsClean(const RowView& row, std::int64_t real_end,
                                                                                 bool positions_matched,
                                                                                 Fused fused) const {
   const auto& spans = row.doc_spans;
@@ -172,7 +173,7 @@ std::optional<std::int64_t> FastStepChecker::Impl::FirstPosition(const DocSpan& 
 // PositionsRow on a tiled row: the position each slot must hold, compared in one loop per span (or, where
 // `fused.positions`, already compared by TokensAndTargetsClean: FirstPosition + t). `capped`: the check read L (a
 // capped padding position or a modulo split), for Finish to compare with the step's L.
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::PositionsClean(const RowView& row, std::int64_t real_end,
+PACKORACLE_CLONES bool FastStepChecker::Impl::PositionsClean(const RowView& row, std::int64_t real_end,
                                                                                  bool& capped, Fused fused) const {
   const Policy& pol = policy();
   const auto& spans = row.doc_spans;
@@ -253,7 +254,7 @@ Pred FastStepChecker::Impl::SpanEndPrediction(const RowView& row, std::size_t p,
 // compares them) and doc_ids (each the span's first slot's, as SegmentsClean's per-slot starts require), which
 // those passes then leave out: five arrays read in one pass, not three passes (bench/README.md, "A thirteenth
 // pair").
-[[gnu::target_clones("avx2", "default")]] bool FastStepChecker::Impl::TokensAndTargetsClean(const RowView& row, std::int64_t real_end,
+PACKORACLE_CLONES bool FastStepChecker::Impl::TokensAndTargetsClean(const RowView& row, std::int64_t real_end,
                                                                                         std::int64_t& weighted,
                                                                                         Fused fused,
                                                                                         std::uint64_t& token_bits) const {

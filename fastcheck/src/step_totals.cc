@@ -68,10 +68,12 @@ class FastStepChecker::Impl::TotalsPass {
 
   // The count of micro-batch m under a scope, as ScopeCounts::Of; none for a scope that is not one of §5's.
   std::optional<double> CountOf(const std::string& scope, std::size_t m) const {
-    if (scope == "microbatch") return n_mb_[m];
-    if (scope == "step") return per_rank_.at(s_.mbs[m].rank);
-    if (scope == "global") return global_;
-    return std::nullopt;
+    const std::optional<DenominatorScope> named = ScopeNamed(scope);
+    if (!named) return std::nullopt;
+    return CountOf(*named, m);
+  }
+  double CountOf(DenominatorScope scope, std::size_t m) const {
+    return CountOfScope(scope, n_mb_[m], per_rank_.at(s_.mbs[m].rank), global_);
   }
 
   // Each micro-batch's totals on their own: well-formed, the denominator its scope's count, the loss sum the
@@ -111,7 +113,7 @@ class FastStepChecker::Impl::TotalsPass {
   // A given denominator against the count of the scope it names (0 or 1 where there is nothing to count).
   bool DenominatorMatches(const ProducerTotals& t, double expected) const {
     const bool empty_ok = expected == 0 && (*t.denominator == 0 || *t.denominator == 1);
-    const bool unseen_ranks = partial_ranks_ && t.denominator_scope == "global";
+    const bool unseen_ranks = partial_ranks_ && ScopeNamed(t.denominator_scope) == DenominatorScope::kGlobal;
     return seq_mean_ || unseen_ranks || internal::Close(*t.denominator, expected) || empty_ok;
   }
 
@@ -122,8 +124,8 @@ class FastStepChecker::Impl::TotalsPass {
     if (!sum) return true;
     std::optional<double> divisor = t.denominator;
     if (!divisor) {
-      const std::string scope = ImpliedScope(policy_.denominator);
-      if (partial_ranks_ && scope == "global") return true;
+      const DenominatorScope scope = ImpliedScope(policy_.denominator);
+      if (partial_ranks_ && scope == DenominatorScope::kGlobal) return true;
       divisor = CountOf(scope, m);
     }
     if ((*divisor > 0 && !internal::LossClose(*t.loss, *sum / *divisor)) || (*divisor == 0 && *t.loss != 0)) {
@@ -147,7 +149,7 @@ class FastStepChecker::Impl::TotalsPass {
   // Checker::CheckWeighting, where the step objective is not compared: the denominators against the
   // policy's, by the one rule (producer_totals.h).
   void WeighAndFinish() {
-    if (!(partial_ranks_ && std::string(ImpliedScope(policy_.denominator)) == "global")) {
+    if (!(partial_ranks_ && ImpliedScope(policy_.denominator) == DenominatorScope::kGlobal)) {
       std::vector<MicrobatchDivision> divisions;
       for (std::size_t m = 0; m < totals_.size(); ++m)
         if (totals_[m]->denominator) divisions.push_back({s_.mbs[m].rank, m, n_mb_[m], *totals_[m]->denominator});
@@ -159,7 +161,7 @@ class FastStepChecker::Impl::TotalsPass {
   }
 
   std::string ScopeOf(const ProducerTotals& t) const {
-    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator));
+    return t.denominator ? t.denominator_scope : std::string(ToString(ImpliedScope(policy_.denominator)));
   }
 
   // The step's declared objective (the producers' losses, averaged as their one scope says) against the
@@ -192,9 +194,9 @@ class FastStepChecker::Impl::TotalsPass {
     }
     const auto R = static_cast<double>(s_.dp_world_size);
     const auto M = static_cast<double>(max_micro_ + 1);
-    double declared = sum;
-    if (!seq_mean_ && scope == "step") declared = sum / R;
-    if (!seq_mean_ && scope == "microbatch") declared = sum / (R * M);
+    // (a scope that is none of §5's is a `denominator` finding of EachMicrobatchOk: added up meanwhile)
+    const double declared =
+        sum * CombineByScope(policy_.denominator, ScopeNamed(scope).value_or(DenominatorScope::kGlobal), R, M).factor;
     s_.v.declared_objective = declared;
     if (!known_ && !sums_given) return WeighAndFinish();
     const double want = known_ ? ObjectiveFromRows(R, M) : ObjectiveFromLossSums(loss_sums, R, M);

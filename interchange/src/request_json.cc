@@ -73,18 +73,11 @@ ProducerTotals ProducerFromJson(const Json& p, const std::string& where) {
   if (auto s = p.find("denominator_scope"); s != p.end() && !s->is_null()) {
     if (!s->is_string()) Bad(at, "denominator_scope", "must be a string");
     t.denominator_scope = s->get<std::string>();
-    if (t.denominator_scope.empty()) Bad(at, "denominator_scope", "is empty (microbatch, step or global)");
     scope_given = true;
   }
-  if (!t.loss_sum && !t.denominator && !t.loss) {
-    Bad(where, "producer", "gives none of loss_sum, denominator, loss: give those the producer has, or no producer "
-                           "object at all");
-  }
-  if (t.denominator && !scope_given) {
-    Bad(at, "denominator_scope", "is missing: a denominator needs its scope (microbatch, step or global)");
-  }
-  if (!t.denominator && scope_given) {
-    Bad(at, "denominator_scope", "is given without a denominator (the scope says what a denominator counts)");
+  if (const auto problem = ProducerTotalsProblem(t, scope_given)) {
+    if (problem->field == "producer") Bad(where, "producer", problem->sentence);
+    Bad(at, problem->field, problem->sentence);
   }
   return t;
 }

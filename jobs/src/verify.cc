@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/fastcheck/document_check.h"
 #include "packoracle/fastcheck/jsonl_reader.h"
 #include "packoracle/fastcheck/parallel_reader.h"
 #include "packoracle/fastcheck/step_check.h"
@@ -75,7 +76,8 @@ class Verifier {
   std::optional<Policy> RequiredPolicy() const;
   const std::string& FirstSource() const { return sources_.front().reader->path(); }
   void Advance(Source& s);  // fills s.next with the next micro-batch (documents on the way are kept)
-  void HoldDocument(const std::string& path, std::int64_t line, const DocumentRef& document, const Document* owned);
+  void HoldDocument(const std::string& path, std::int64_t line, const DocumentRef& document, const Document* owned,
+                    bool non_negative);
   void CheckStep(std::int64_t step, StepMicrobatches& microbatches);
   bool Streams() const;
   void StreamStep(std::int64_t step);
@@ -197,9 +199,9 @@ void Verifier::Recycle(MicrobatchRecord&& m) {
 // multi-rank dump writes a document on each rank that packs a piece of it); two documents under one uid
 // make the dump unusable, since which of them a piece belongs to cannot be told.
 // `owned`: a record's document, copied (the reader keeps its storage); null: the caller's (VerifyOptions::
-// documents), viewed where it is.
+// documents), viewed where it is. `non_negative`: its reader found no token below 0.
 void Verifier::HoldDocument(const std::string& path, std::int64_t line, const DocumentRef& document,
-                            const Document* owned) {
+                            const Document* owned, bool non_negative) {
   const auto refuse = [&](const std::string& what) {
     throw InputError(path + ":" + std::to_string(line) + ": document record: doc_uid '" + std::string(document.uid) +
                      "' was given before with other content (" + what + "): one doc_uid names one document");
@@ -217,7 +219,7 @@ void Verifier::HoldDocument(const std::string& path, std::int64_t line, const Do
         // Validated once, as CheckCase's Effective would (its message is CheckCase's to give: a step naming
         // the document is then checked whole), not on every step that names it.
         try {
-          ValidateDocument(document, policy_, Delimiters::kIncluded);
+          fastcheck::ValidateDocumentFast(document, policy_, Delimiters::kIncluded, non_negative);
         } catch (const InputError&) {
           documents_.MarkUnusable(id);
         }
@@ -245,7 +247,7 @@ void Verifier::Advance(Source& s) {
     auto* record = &s.scratch;
     ++records_;
     if (auto* d = std::get_if<DocumentRecord>(&*record)) {
-      HoldDocument(s.reader->path(), d->line, DocumentRef::Of(d->document), &d->document);
+      HoldDocument(s.reader->path(), d->line, DocumentRef::Of(d->document), &d->document, false);
     } else if (auto* m = std::get_if<MicrobatchRecord>(&*record)) {
       spans_derived_ = spans_derived_ || m->spans_absent;
       if (!Streams()) Materialize(*m);  // its steps are checked whole, from CandidateRows
@@ -268,7 +270,7 @@ bool Verifier::CheckStepFast(const PackRequest& request, const std::set<std::str
     for (const auto& uid : uids) {
       if (!documents_.Expand(uid, expanded_)) continue;
       if (k == effective_.size()) effective_.emplace_back();
-      effective_[k++] = Effective(expanded_, request.policy, Delimiters::kIncluded);
+      effective_[k++] = fastcheck::EffectiveFast(DocumentRef::Of(expanded_), request.policy, Delimiters::kIncluded);
     }
     effective_.resize(k);
   } catch (const InputError&) {
@@ -518,9 +520,10 @@ AuditResult Verifier::Run() {
   Open();
   if (options_.documents) {  // as document records right after the first source's header, not copied
     documents_.Reserve(options_.documents->size());
-    for (const DocumentRef& d : *options_.documents) {
+    const std::vector<bool>* non_negative = options_.documents_non_negative;
+    for (std::size_t k = 0; k < options_.documents->size(); ++k) {
       ++records_;
-      HoldDocument(FirstSource(), 0, d, nullptr);
+      HoldDocument(FirstSource(), 0, (*options_.documents)[k], nullptr, non_negative && (*non_negative)[k]);
     }
   }
   for (auto& s : sources_) Advance(s);

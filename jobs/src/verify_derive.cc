@@ -8,6 +8,7 @@
 #include <utility>
 #include <variant>
 
+#include "packoracle/fastcheck/document_check.h"
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/jobs/span_derivation.h"
 #include "packoracle/oracle/error.h"
@@ -112,7 +113,7 @@ SpanDerivation DerivingReader::Derivation(std::vector<std::string>& uids) const 
     uids.emplace_back(d.uid);
     std::vector<Token> t;
     try {
-      t = std::move(Effective(d, policy_, Delimiters::kIncluded).tokens);
+      t = std::move(fastcheck::EffectiveFast(d, policy_, Delimiters::kIncluded).tokens);
     } catch (const InputError&) {
       t.assign(d.tokens, d.tokens + d.size);  // the audit reports the document (CheckCase's message)
     }

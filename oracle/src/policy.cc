@@ -500,39 +500,6 @@ void ValidatePolicy(const Policy& policy) {
   throw InputError(message);
 }
 
-namespace {
-
-// True when some token equals `id`, in one pass with no branch per token (the comparison in integer operations:
-// SSE2 has no 64-bit compare, and `==` would stay scalar). Cloned for AVX2 where GCC can.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-[[gnu::target_clones("avx2", "default")]]
-#endif
-bool AnyTokenIs(const Token* tokens, std::size_t n, Token id) {
-  std::uint64_t hit = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::uint64_t x = static_cast<std::uint64_t>(tokens[k]) ^ static_cast<std::uint64_t>(id);
-    hit |= ((x - 1) & ~x) >> 63;  // 1 exactly when x is 0
-  }
-  return hit != 0;
-}
-
-// True when some flag is other than 0 or 1, or some token is one of `ids`: the values ValidateDocument's loops
-// refuse (or may refuse). Only a document where it finds one is walked element by element.
-bool MayRefuse(const DocumentRef& document, std::array<Token, 3> ids) {
-  std::uint64_t bad_flag = 0;
-  const std::size_t flags = document.supervised ? document.supervised_size : 0;
-  for (std::size_t k = 0; k < flags; ++k) bad_flag |= static_cast<std::uint32_t>(document.supervised[k]) > 1u;
-  if (bad_flag) return true;
-  std::sort(ids.begin(), ids.end());  // each distinct id once (a policy reads one, two or three)
-  const auto end = std::unique(ids.begin(), ids.end());
-  // A negative id (ignore_index is -100 in every preset) is not looked for where no token is below 0.
-  return std::any_of(ids.begin(), end, [&](Token id) {
-    return !(id < 0 && document.non_negative) && AnyTokenIs(document.tokens, document.size, id);
-  });
-}
-
-}  // namespace
-
 void ValidateDocument(const Document& document, const Policy& policy, Delimiters delimiters) {
   ValidateDocument(DocumentRef::Of(document), policy, delimiters);
 }
@@ -544,11 +511,6 @@ void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimit
     throw InputError("document '" + std::string(document.uid) + "': supervised has " + std::to_string(document.supervised_size) +
                      " entries but tokens has " + std::to_string(n));
   }
-  // The ids the loops below compare tokens with (an id the policy's boundary does not read stands in as
-  // ignore_index): when none occurs and every flag is 0 or 1, they would find nothing.
-  const Token eod = policy.boundary_source == BoundarySource::kEodCloses && policy.eos_id ? *policy.eos_id : policy.ignore_index;
-  const Token bos = policy.boundary_source == BoundarySource::kBosOpens && policy.bos_id ? *policy.bos_id : policy.ignore_index;
-  if (!MayRefuse(document, {policy.ignore_index, eod, bos})) return;
   const std::string uid(document.uid);
   for (std::size_t k = 0; document.supervised && k < document.supervised_size; ++k) {
     if (document.supervised[k] != 0 && document.supervised[k] != 1) {
@@ -585,6 +547,10 @@ EffectiveDocument Effective(const Document& document, const Policy& policy, Deli
 
 EffectiveDocument Effective(const DocumentRef& document, const Policy& policy, Delimiters delimiters) {
   ValidateDocument(document, policy, delimiters);
+  return EffectiveOfValid(document, policy, delimiters);
+}
+
+EffectiveDocument EffectiveOfValid(const DocumentRef& document, const Policy& policy, Delimiters delimiters) {
   const bool included = delimiters == Delimiters::kIncluded;
   const std::size_t n = document.size;
   EffectiveDocument out;
@@ -612,17 +578,21 @@ EffectiveDocument Effective(const DocumentRef& document, const Policy& policy, D
 
 bool AddsDelimiters(const Policy& policy) { return policy.bos_id.has_value() || policy.eos_id.has_value(); }
 
-std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
-                                         Delimiters delimiters) {
-  std::vector<EffectiveDocument> out;
+void CheckUidsUnique(const std::vector<Document>& documents) {
   std::set<std::string> seen;
   for (std::size_t d = 0; d < documents.size(); ++d) {
     if (!seen.insert(documents[d].uid).second) {
       throw InputError("document " + std::to_string(d) + ": uid '" + documents[d].uid +
                        "' is used by an earlier document (uids must be unique)");
     }
-    out.push_back(Effective(documents[d], policy, delimiters));
   }
+}
+
+std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
+                                         Delimiters delimiters) {
+  CheckUidsUnique(documents);
+  std::vector<EffectiveDocument> out;
+  for (const Document& d : documents) out.push_back(Effective(d, policy, delimiters));
   return out;
 }
 

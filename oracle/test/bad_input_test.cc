@@ -208,20 +208,6 @@ TEST(BadInput, TokensALabelOrABoundaryEncodingCannotCarry) {
               AllOf(HasSubstr("token 1 is the BOS id 0"), HasSubstr("bos_opens")));
 }
 
-// DocumentRef::non_negative spares the scan for a negative id only: an ignore_index or a delimiter >= 0 is
-// still found in a document its reader found no negative token in.
-TEST(BadInput, ADocumentWithoutNegativeTokensIsStillScannedForTheIdsAtOrAboveZero) {
-  const std::vector<Token> tokens = {5, 7, 6};
-  DocumentRef ref{"x", tokens.data(), tokens.size(), nullptr, 0, true};
-  Policy policy;
-  EXPECT_NO_THROW(ValidateDocument(ref, policy));
-  policy.ignore_index = 7;
-  EXPECT_THAT(ErrorOf([&] { ValidateDocument(ref, policy); }), HasSubstr("document 'x': token 1 is 7"));
-  Policy eod = FindPreset("megatron-gpt").policy;
-  eod.eos_id = 7;
-  EXPECT_THAT(ErrorOf([&] { ValidateDocument(ref, eod); }), HasSubstr("token 1 is the EOD id 7"));
-}
-
 TEST(BadInput, PadToMultipleRoundingPastTheRowLengthNamesPadTo) {
   Policy policy;
   policy.pad_to = {PadTo::Kind::kMultipleOf, 3};

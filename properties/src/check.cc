@@ -122,7 +122,7 @@ class Checker {
   bool CheckGivenLoss(const ProducerTotals& t, const std::string& where, std::size_t m, std::int64_t rank,
                       const ScopeCounts& counts);
   void CheckGradient(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
-                     const std::vector<ProducerTotals>& totals, const std::string& who, const std::string& scope,
+                     const std::vector<ProducerTotals>& totals, const std::string& who, DenominatorScope scope,
                      std::int64_t dp_world_size);
   void CheckReducer();
   void CheckConsumer();
@@ -731,10 +731,12 @@ struct ScopeCounts {
 
   // The count of micro-batch m (of rank `rank`) under `scope`; none for a scope that is not one of §5's.
   std::optional<double> Of(const std::string& scope, std::size_t m, std::int64_t rank) const {
-    if (scope == "microbatch") return per_microbatch[m];
-    if (scope == "step") return per_rank.at(rank);
-    if (scope == "global") return global;
-    return std::nullopt;
+    const std::optional<DenominatorScope> named = ScopeNamed(scope);
+    if (!named) return std::nullopt;
+    return Of(*named, m, rank);
+  }
+  double Of(DenominatorScope scope, std::size_t m, std::int64_t rank) const {
+    return CountOfScope(scope, per_microbatch[m], per_rank.at(rank), global);
   }
 };
 
@@ -788,7 +790,7 @@ bool Checker::CheckMicrobatchTotals(const ProducerTotals& t, std::size_t m, std:
       return false;
     }
     const bool empty_ok = *expected == 0 && (*t.denominator == 0 || *t.denominator == 1);  // max(1, n) clamps
-    const bool unseen_ranks = options_.partial_ranks && t.denominator_scope == "global";
+    const bool unseen_ranks = options_.partial_ranks && ScopeNamed(t.denominator_scope) == DenominatorScope::kGlobal;
     if (!seq_mean && !unseen_ranks && !Close(*t.denominator, *expected) && !empty_ok) {
       Add(Invariant::kDenominator, where + ": divided by " + Num(*t.denominator) + ", but its " + t.denominator_scope +
                                        " has " + Num(*expected) + " " +
@@ -818,10 +820,10 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
   std::optional<double> divisor = t.denominator;
   std::string divisor_name = "denominator";
   if (!divisor) {
-    const std::string scope = ImpliedScope(policy_.denominator);
-    if (options_.partial_ranks && scope == "global") return true;  // the count spans ranks not seen here
+    const DenominatorScope scope = ImpliedScope(policy_.denominator);
+    if (options_.partial_ranks && scope == DenominatorScope::kGlobal) return true;  // the count spans ranks not seen here
     divisor = counts.Of(scope, m, rank);
-    divisor_name = "the " + scope + " count (" + Num(*divisor) + ") that " + Name(policy_.denominator) + " divides by";
+    divisor_name = std::string("the ") + ToString(scope) + " count (" + Num(*divisor) + ") that " + Name(policy_.denominator) + " divides by";
   }
   if (*divisor > 0 && !LossClose(*t.loss, *sum / *divisor)) {
     Add(Invariant::kLoss, where + ": loss " + Num(*t.loss) + " is not " + sum_name + " / " + divisor_name + " = " +
@@ -840,7 +842,7 @@ bool Checker::CheckGivenLoss(const ProducerTotals& t, const std::string& where, 
 // micro-batches unequally (a mean of micro-batch means under global_targets). False when they do.
 bool Checker::CheckWeighting(const std::vector<CandidateMicrobatch>& mbs, const std::vector<ProducerTotals>& totals,
                              const ScopeCounts& counts) {
-  if (options_.partial_ranks && std::string(ImpliedScope(policy_.denominator)) == "global") return true;
+  if (options_.partial_ranks && ImpliedScope(policy_.denominator) == DenominatorScope::kGlobal) return true;
   std::vector<MicrobatchDivision> divisions;
   for (std::size_t m = 0; m < totals.size(); ++m)
     if (totals[m].denominator) divisions.push_back({mbs[m].rank, m, counts.per_microbatch[m], *totals[m].denominator});
@@ -859,7 +861,7 @@ void Checker::CheckTotals(const OracleBatch& batch, const std::vector<CandidateM
   CheckTotalValues(batch, mbs, totals, who, dp_world_size);
   if (result_.found() > before || totals.empty() || !options_.losses_known || options_.partial_ranks) return;
   const ProducerTotals& t = totals.front();  // every micro-batch's scope is the same (CheckTotalValues)
-  CheckGradient(batch, mbs, totals, who, t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator)),
+  CheckGradient(batch, mbs, totals, who, DividedScope(t, policy_.denominator).value_or(DenominatorScope::kGlobal),
                 dp_world_size);
 }
 
@@ -900,7 +902,7 @@ bool Checker::CheckStepObjective(const OracleBatch& batch, const std::vector<Can
   // 1/num_microbatches). Sequence means report each micro-batch's share, which adds up. A micro-batch
   // without a denominator divided by the scope its policy implies.
   auto scope_of = [&](const ProducerTotals& t) {
-    return t.denominator ? t.denominator_scope : std::string(ImpliedScope(policy_.denominator));
+    return t.denominator ? t.denominator_scope : std::string(ToString(ImpliedScope(policy_.denominator)));
   };
   auto label = [&](const ProducerTotals& t) { return scope_of(t) + (t.denominator ? "" : " (implied by the policy)"); };
   const std::string scope = scope_of(totals.front());
@@ -936,11 +938,9 @@ bool Checker::CheckStepObjective(const OracleBatch& batch, const std::vector<Can
   std::int64_t max_micro = 0;
   for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
   const auto M = static_cast<double>(max_micro + 1);
-  double declared = sum;
-  if (policy_.denominator != Denominator::kSequenceMean) {
-    if (scope == "step") declared = sum / R;
-    if (scope == "microbatch") declared = sum / (R * M);
-  }
+  // (a scope that is none of §5's is the `denominator` violation CheckTotalValues found: added up meanwhile)
+  const double declared =
+      sum * CombineByScope(policy_.denominator, ScopeNamed(scope).value_or(DenominatorScope::kGlobal), R, M).factor;
   result_.declared_objective = declared;
   double want = 0;
   if (options_.losses_known) {
@@ -993,7 +993,7 @@ bool Checker::CheckStepObjective(const OracleBatch& batch, const std::vector<Can
 // Liger-Kernel #968), or that backpropagates another value than it reports (torchtitan PR #4194), fails here.
 // Not checked (not applicable) when no micro-batch handed back a gradient.
 void Checker::CheckGradient(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
-                            const std::vector<ProducerTotals>& totals, const std::string& who, const std::string& scope,
+                            const std::vector<ProducerTotals>& totals, const std::string& who, DenominatorScope scope,
                             std::int64_t dp_world_size) {
   if (std::none_of(totals.begin(), totals.end(), [](const ProducerTotals& t) { return t.gradient.has_value(); }))
     return;
@@ -1002,15 +1002,7 @@ void Checker::CheckGradient(const OracleBatch& batch, const std::vector<Candidat
   for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
   const auto R = static_cast<double>(dp_world_size);
   const auto M = static_cast<double>(max_micro + 1);
-  double factor = 1;
-  std::string combined = "added up";
-  if (policy_.denominator != Denominator::kSequenceMean && scope == "step") {
-    factor = 1 / R;
-    combined = "averaged over " + Num(R) + " ranks";
-  } else if (policy_.denominator != Denominator::kSequenceMean && scope == "microbatch") {
-    factor = 1 / (R * M);
-    combined = "averaged over " + Num(R) + " ranks x " + Num(M) + " micro-batches";
-  }
+  const auto [factor, combined] = CombineByScope(policy_.denominator, scope, R, M);
   const auto weights = ObjectiveWeights(batch, policy_.denominator, policy_.count_basis,
                                         StepShape{dp_world_size, max_micro + 1});
   double scale = 0;

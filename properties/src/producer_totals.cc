@@ -7,25 +7,44 @@
 
 namespace packoracle {
 
-const char* ImpliedScope(Denominator denominator) {
+double CountOfScope(DenominatorScope scope, double microbatch, double rank, double global) {
+  switch (scope) {
+    case DenominatorScope::kMicrobatch: return microbatch;
+    case DenominatorScope::kStep: return rank;
+    case DenominatorScope::kGlobal: return global;
+  }
+  return global;
+}
+
+ScopeCombination CombineByScope(Denominator policy, DenominatorScope scope, double ranks, double microbatches) {
+  if (policy == Denominator::kSequenceMean || scope == DenominatorScope::kGlobal) return {};
+  std::ostringstream r, m;
+  r << ranks;
+  m << microbatches;
+  if (scope == DenominatorScope::kStep) return {1 / ranks, "averaged over " + r.str() + " ranks"};
+  return {1 / (ranks * microbatches), "averaged over " + r.str() + " ranks x " + m.str() + " micro-batches"};
+}
+
+DenominatorScope ImpliedScope(Denominator denominator) {
   switch (denominator) {
     case Denominator::kGlobalTargets:
-    case Denominator::kAllPositions: return "global";
-    case Denominator::kRankMean: return "step";
+    case Denominator::kAllPositions: return DenominatorScope::kGlobal;
+    case Denominator::kRankMean: return DenominatorScope::kStep;
     case Denominator::kMicrobatchMean:
-    case Denominator::kSequenceMean: return "microbatch";
+    case Denominator::kSequenceMean: return DenominatorScope::kMicrobatch;
   }
-  return "global";
+  return DenominatorScope::kGlobal;
+}
+
+std::optional<DenominatorScope> DividedScope(const ProducerTotals& totals, Denominator policy) {
+  return totals.denominator ? ScopeNamed(totals.denominator_scope) : std::optional(ImpliedScope(policy));
 }
 
 std::optional<std::string> TotalsShapeProblem(const ProducerTotals& t) {
-  if (!t.loss_sum && !t.denominator && !t.loss)
-    return "producer totals with none of loss_sum, denominator, loss";
-  if (t.denominator && t.denominator_scope.empty())
-    return "a denominator without its denominator_scope (what it counts is unknown)";
-  if (!t.denominator && !t.denominator_scope.empty())
-    return "a denominator_scope '" + t.denominator_scope + "' without a denominator";
-  return std::nullopt;
+  const auto problem = ProducerTotalsProblem(t, !t.denominator_scope.empty());
+  if (!problem) return std::nullopt;
+  return problem->field == "producer" ? "a producer object that " + problem->sentence
+                                      : "producer totals: field '" + problem->field + "' " + problem->sentence;
 }
 
 std::optional<double> GivenLoss(const ProducerTotals& t) {
@@ -73,9 +92,11 @@ bool SameRatio(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(
 // What the policy's denominator divides micro-batch m by, in words, for the problem sentences.
 std::string Declared(Denominator policy) {
   const std::string what = policy == Denominator::kAllPositions ? "positions" : "valid targets";
-  const std::string scope = ImpliedScope(policy);
-  if (scope == "global") return "the step's " + what + " over every rank";
-  if (scope == "step") return "its rank's " + what + " in the step";
+  switch (ImpliedScope(policy)) {
+    case DenominatorScope::kGlobal: return "the step's " + what + " over every rank";
+    case DenominatorScope::kStep: return "its rank's " + what + " in the step";
+    case DenominatorScope::kMicrobatch: break;
+  }
   return "its own " + what;
 }
 
@@ -91,10 +112,8 @@ Weighting DenominatorWeighting(Denominator policy, const std::vector<MicrobatchD
     global += d.count;
     per_rank[d.rank] += d.count;
   }
-  const std::string scope = ImpliedScope(policy);
-  auto declared = [&](const MicrobatchDivision& d) {
-    return scope == "global" ? global : scope == "step" ? per_rank[d.rank] : d.count;
-  };
+  const DenominatorScope scope = ImpliedScope(policy);
+  auto declared = [&](const MicrobatchDivision& d) { return CountOfScope(scope, d.count, per_rank[d.rank], global); };
   std::vector<std::pair<const MicrobatchDivision*, double>> ratios;  // d_m / e_m of each micro-batch with a count
   for (const auto& d : divisions)
     if (d.count > 0) ratios.emplace_back(&d, d.denominator / declared(d));

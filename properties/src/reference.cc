@@ -4,6 +4,7 @@
 #include "packoracle/oracle.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/producer_totals.h"
 
 namespace packoracle {
 namespace {
@@ -128,23 +129,10 @@ std::vector<CandidateMicrobatch> ReferenceMicrobatches(const OracleBatch& batch,
     }
     ProducerTotals totals;
     totals.loss_sum = loss_sum;
-    double denominator = count;
-    switch (policy.denominator) {
-      case Denominator::kGlobalTargets:
-      case Denominator::kAllPositions:
-        denominator = global;
-        totals.denominator_scope = "global";
-        break;
-      case Denominator::kRankMean:
-        denominator = per_rank[key.first];
-        totals.denominator_scope = "step";
-        break;
-      case Denominator::kMicrobatchMean:
-      case Denominator::kSequenceMean:  // not a single number; the micro-batch count is reported
-        denominator = count;
-        totals.denominator_scope = "microbatch";
-        break;
-    }
+    // The scope the policy implies, and its count (under sequence_mean, not a single number: the micro-batch's).
+    const DenominatorScope scope = ImpliedScope(policy.denominator);
+    const double denominator = CountOfScope(scope, count, per_rank[key.first], global);
+    totals.denominator_scope = ToString(scope);
     totals.denominator = denominator;
     // Zero valid targets: reported as a zero denominator and a zero loss, never divided.
     totals.loss = denominator > 0 ? loss_sum / denominator : 0.0;

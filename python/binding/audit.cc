@@ -20,6 +20,7 @@
 #include "batch.h"
 #include "convert.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/fastcheck/document_check.h"
 #include "packoracle/fastcheck/memory_reader.h"
 #include "packoracle/fastcheck/step_check.h"
 #include "packoracle/jobs/draw.h"
@@ -62,10 +63,11 @@ InMemory ReadInMemory(const std::string& name, nb::handle policy, nb::handle doc
   // Documents that get no delimiters are already as placed: the audit checks them (Effective, kIncluded) once.
   if (!delimiters_included && AddsDelimiters(in.policy)) {
     in.owned.reserve(given.size());
-    for (DocumentRef d : given) {
+    const DocumentSet* set = &given == &refs ? nullptr : nb::cast<const DocumentSet*>(documents);
+    for (std::size_t k = 0; k < given.size(); ++k) {
       // A drawing (not `view`) reads a viewed document as it is now: what its reader found is not assumed.
-      d.non_negative = d.non_negative && view;
-      EffectiveDocument e = Effective(d, in.policy);
+      const bool non_negative = set && view && set->non_negative()[k];
+      EffectiveDocument e = fastcheck::EffectiveFast(given[k], in.policy, Delimiters::kAdd, non_negative);
       in.owned.push_back(Document{std::move(e.uid), std::move(e.tokens), std::move(e.supervised)});
     }
     for (const Document& d : in.owned) in.owned_refs.push_back(DocumentRef::Of(d));
@@ -241,6 +243,7 @@ nb::object AuditInMemory(const std::string& name, nb::handle policy, nb::handle 
   sources.push_back(Reader(in, false));
   jobs::VerifyOptions options;
   options.documents = &in.refs();  // viewed by the audit, not copied into records
+  if (in.given) options.documents_non_negative = &in.given->non_negative();
   options.row_length = row_length;
   options.decoder = decoder;
   options.window = window;

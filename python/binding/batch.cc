@@ -19,6 +19,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "packoracle/fastcheck/clones.h"
 #include "packoracle/jobs/span_derivation.h"
 #include "packoracle/oracle/error.h"
 #include "packoracle/properties/backend_attention.h"
@@ -29,31 +30,18 @@ namespace {
 using Array = nb::ndarray<nb::ro>;
 using Code = nb::dlpack::dtype_code;
 
-// packoracle._batch's names: PER_TOKEN and PER_ROW_LISTS with their ALIASES (loss_mask, a float field, is left
-// to canonical_microbatch), KEY_SIDE and DERIVED.
+// The view's place for a field given under `name` (its JSON name or an alias, kRowFields), -1 for a name the
+// view does not hold: unknown, loss_mask (a float field, left to canonical_microbatch), doc_spans (read apart).
 int FieldOf(std::string_view name) {
-  struct Named {
-    std::string_view name;
-    int field;
-  };
-  static constexpr Named kNames[] = {
-      {"input_ids", BatchView::kInputIds},       {"tokens", BatchView::kInputIds},
-      {"labels", BatchView::kLabels},
-      {"position_ids", BatchView::kPositionIds}, {"doc_ids", BatchView::kDocIds},
-      {"seq_idx", BatchView::kDocIds},           {"segment_ids", BatchView::kDocIds},
-      {"document_ids", BatchView::kDocIds},      {"attention_mask", BatchView::kAttentionMask},
-      {"cu_seqlens", BatchView::kCuSeqlens},     {"cu_seq_lens_q", BatchView::kCuSeqlens},
-      {"cu_seqlens_q", BatchView::kCuSeqlens},   {"seq_lens", BatchView::kSeqLens},
-      {"sequence_lengths", BatchView::kSeqLens}};
-  for (const auto& n : kNames)
-    if (n.name == name) return n.field;
-  return -1;
+  const RowField* field = FindRowField(name);
+  if (field == nullptr || field->value == RowFieldValue::kReal || field->value == RowFieldValue::kSpan) return -1;
+  return static_cast<int>(RowFieldIndex(field->name));
 }
-constexpr std::pair<const char*, const char*> kKeySide[] = {{"cu_seq_lens_k", "cu_seq_lens_q"}, {"cu_seqlens_k", "cu_seqlens_q"}};
-bool KeySide(std::string_view name) { return name == kKeySide[0].first || name == kKeySide[1].first; }
+bool KeySide(std::string_view name) {
+  return std::any_of(kKeySideFields.begin(), kKeySideFields.end(), [&](const auto& f) { return f.name == name; });
+}
 bool Derived(std::string_view name) {
-  return name == "max_length_q" || name == "max_length_k" || name == "max_seqlen_q" || name == "max_seqlen_k" ||
-         name == "max_seqlen";
+  return std::find(kDerivedFields.begin(), kDerivedFields.end(), name) != kDerivedFields.end();
 }
 
 // torch.utils.dlpack.to_dlpack, looked up once and held for the interpreter's life (null where torch has none).
@@ -205,7 +193,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // Whether any of n values is negative and none of the four allowed ones. Branch-free, so that the compiler
 // vectorises it (this file is built at -O3: python/CMakeLists.txt), for AVX2 where the machine has it: numpy's
 // own min over the same array, which the Python reader calls, is vectorised.
-[[gnu::target_clones("avx2", "default")]] bool AnyOutside(const std::int64_t* values, std::size_t n,
+PACKORACLE_CLONES bool AnyOutside(const std::int64_t* values, std::size_t n,
                                                            const std::int64_t (&allowed)[4]) {
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < n; ++k) {
@@ -218,7 +206,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // The same for the common policies' fields: no negative id allowed (input_ids: AnyNegative, convert.h), or one
 // (labels: the ignore index). Fewer operations per value than the four compares: the scan reads the field
 // from memory at about the speed memory gives it.
-[[gnu::target_clones("avx2", "default")]] bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
+PACKORACLE_CLONES bool AnyOutsideOne(const std::int64_t* values, std::size_t n,
                                                               std::int64_t allowed) {
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < n; ++k) bad |= (values[k] < 0) & (values[k] != allowed);
@@ -228,7 +216,7 @@ std::pair<std::int64_t, std::int64_t> Shape(const Array& a) {
 // out[k] = values[k] != v over n values (the slots a label that is not the ignore index makes targets), built
 // for AVX2 where the machine has it, as a function of its own: inlined into its caller, the loop stayed scalar
 // (the byte stores may alias the caller's state, which it then reloads every slot).
-[[gnu::target_clones("avx2", "default")]] void NotEqual(const std::int64_t* __restrict values, std::size_t n,
+PACKORACLE_CLONES void NotEqual(const std::int64_t* __restrict values, std::size_t n,
                                                          std::int64_t v, std::uint8_t* __restrict out) {
   for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<std::uint8_t>(values[k] != v);
 }
@@ -271,10 +259,11 @@ bool SameValues(const Array& a, const Array& b) {
 
 // The key-side copies of the query lengths equal them wherever canonical_fields compares them.
 bool KeySideAgrees(nb::handle batch) {
-  for (const auto& [key, query] : kKeySide) {
-    PyObject* k = PyDict_GetItemString(batch.ptr(), key);  // borrowed
-    if (!k || k == Py_None || !PyDict_GetItemString(batch.ptr(), query)) continue;
-    const auto a = IntegerArray(k), b = IntegerArray(PyDict_GetItemString(batch.ptr(), query));
+  for (const auto& side : kKeySideFields) {
+    const std::string key(side.name), query(side.query);
+    PyObject* k = PyDict_GetItemString(batch.ptr(), key.c_str());  // borrowed
+    if (!k || k == Py_None || !PyDict_GetItemString(batch.ptr(), query.c_str())) continue;
+    const auto a = IntegerArray(k), b = IntegerArray(PyDict_GetItemString(batch.ptr(), query.c_str()));
     if (!a || !b || !SameValues(*a, *b)) return false;
   }
   return true;
@@ -313,12 +302,14 @@ bool ReadFields(nb::handle batch, const std::vector<std::string>& ignore, BatchV
 bool ShapesAgree(BatchView& view) {
   std::tie(view.rows, view.slots) = Shape(*view.fields[BatchView::kInputIds]);
   if (view.rows == 0 || view.slots == 0) return false;
-  for (int f = 0; f < BatchView::kCuSeqlens; ++f) {
-    if (view.fields[f] && Shape(*view.fields[f]) != std::make_pair(view.rows, view.slots)) return false;
-  }
-  for (int f : {BatchView::kCuSeqlens, BatchView::kSeqLens}) {
+  for (std::size_t f = 0; f < BatchView::kFields; ++f) {
     const auto& a = view.fields[f];
-    if (a && (a->ndim() == 1 ? view.rows != 1 : static_cast<std::int64_t>(a->shape(0)) != view.rows)) return false;
+    if (!a) continue;
+    if (kRowFields[f].shape == RowFieldShape::kPerToken && Shape(*a) != std::make_pair(view.rows, view.slots))
+      return false;
+    if (kRowFields[f].shape == RowFieldShape::kPerRowList &&
+        (a->ndim() == 1 ? view.rows != 1 : static_cast<std::int64_t>(a->shape(0)) != view.rows))
+      return false;
   }
   return true;
 }

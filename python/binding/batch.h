@@ -20,15 +20,25 @@
 #include "packoracle/interchange/packed_batch.h"
 #include "packoracle/jobs/span_derivation.h"
 #include "packoracle/properties/candidate.h"
+#include "packoracle/properties/row_fields.h"
 
 namespace packoracle::python {
 
 namespace nb = nanobind;
 
 struct BatchView {
-  // The fields the view holds, by their canonical names (packoracle._batch: PER_TOKEN, PER_ROW_LISTS): the
-  // per-token fields first, then the per-row lists from kCuSeqlens on (ShapesAgree relies on the order).
-  enum Field { kInputIds, kLabels, kPositionIds, kDocIds, kAttentionMask, kCuSeqlens, kSeqLens, kFields };
+  // The fields the view holds, indexed as kRowFields (properties/row_fields.h) lists them; loss_mask (a float
+  // field, left to canonical_microbatch) and doc_spans (held as `spans`) are never held here.
+  enum Field : std::size_t {
+    kInputIds = RowFieldIndex("input_ids"),
+    kLabels = RowFieldIndex("labels"),
+    kPositionIds = RowFieldIndex("position_ids"),
+    kCuSeqlens = RowFieldIndex("cu_seqlens"),
+    kSeqLens = RowFieldIndex("seq_lens"),
+    kDocIds = RowFieldIndex("doc_ids"),
+    kAttentionMask = RowFieldIndex("attention_mask"),
+    kFields = kRowFields.size()
+  };
   // Views of the caller's arrays (a torch tensor through DLPack, kept alive by the view): per-token fields
   // rows × slots or one flattened row, per-row lists one row or rows × k.
   std::array<std::optional<nb::ndarray<nb::ro>>, kFields> fields;

@@ -456,16 +456,11 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   if (nb::handle v = Get(p, "denominator")) t.denominator = Number(v, at, "denominator");
   if (nb::handle v = Get(p, "loss")) t.loss = Number(v, at, "loss");
   nb::handle scope = Get(p, "denominator_scope");
-  if (scope) {
-    t.denominator_scope = String(scope, at, "denominator_scope");
-    if (t.denominator_scope.empty()) Bad(at, "denominator_scope", "is empty (microbatch, step or global)");
+  if (scope) t.denominator_scope = String(scope, at, "denominator_scope");
+  if (const auto problem = ProducerTotalsProblem(t, static_cast<bool>(scope))) {
+    if (problem->field == "producer") throw InputError(at + ": " + problem->sentence);
+    Bad(at, problem->field, problem->sentence);
   }
-  if (!t.loss_sum && !t.denominator && !t.loss) {
-    throw InputError(at + ": gives none of loss_sum, denominator, loss: give those the producer has, or no "
-                          "producer at all");
-  }
-  if (t.denominator && !scope) Bad(at, "denominator_scope", "is missing: a denominator needs its scope (microbatch, step or global)");
-  if (!t.denominator && scope) Bad(at, "denominator_scope", "is given without a denominator (the scope says what a denominator counts)");
   return t;
 }
 

@@ -51,7 +51,7 @@ class DocumentSet {
   DocumentSet(const DocumentSet&) = delete;  // its buffers are held once
   DocumentSet& operator=(const DocumentSet&) = delete;
 
-  // `non_negative`: no token below 0 (the reader scanned them: DocumentRef::non_negative).
+  // `non_negative`: no token below 0 (the reader scanned them: non_negative()).
   void Add(Document document, bool non_negative = false);
   // A document viewed in `tokens` (a 1-D buffer of int64) under `uid` (a str): both held for the set's life.
   // `deferred`: its tokens not scanned yet, taken as non-negative until ScanDeferred says (plain_documents'
@@ -70,6 +70,9 @@ class DocumentSet {
   }
   // Every document, in order, as the audit reads it.
   const std::vector<DocumentRef>& refs() const;
+  // Per document of refs(), whether its reader found no token below 0: the documents' check then looks for no
+  // negative id (fastcheck::MayRefuse, VerifyOptions::documents_non_negative).
+  const std::vector<bool>& non_negative() const;
   // Every document as Documents of the set's own (the viewed ones copied on each call: their memory is the
   // caller's, which may have changed since the last).
   const std::vector<Document>& documents() const;
@@ -87,6 +90,7 @@ class DocumentSet {
   std::vector<nb::object> uids_;        // the viewed documents' uids (str: their UTF-8 is viewed)
   std::vector<HeldBuffer> buffers_;     // the viewed documents' tokens (none: every document its own)
   mutable std::vector<DocumentRef> refs_;  // made on first use (owned_'s uids move while it grows)
+  mutable std::vector<bool> non_negative_;  // made with refs_
   mutable std::vector<Document> copies_;   // documents(), where some are viewed
   mutable bool refs_made_ = false;
 };

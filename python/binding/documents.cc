@@ -18,6 +18,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "packoracle/fastcheck/clones.h"
 #include "packoracle/oracle/error.h"
 
 namespace packoracle::python {
@@ -25,7 +26,7 @@ namespace packoracle::python {
 // One pass with no compare, which SSE2 vectorises (it has no 64-bit compare: a running minimum stayed scalar,
 // and min_element's iterator waited on a load through the last one: 5 cycles a token), and AVX2 twice as wide
 // where the machine has it (this file is built at -O3: python/CMakeLists.txt).
-[[gnu::target_clones("avx2", "default")]] bool AnyNegative(const std::int64_t* ids, std::size_t n) {
+PACKORACLE_CLONES bool AnyNegative(const std::int64_t* ids, std::size_t n) {
   std::uint64_t bits = 0;
   for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(ids[k]);
   return (bits >> 63) != 0;
@@ -65,13 +66,19 @@ const std::vector<DocumentRef>& DocumentSet::refs() const {
   if (!refs_made_) {
     refs_.clear();
     refs_.reserve(order_.size());
+    non_negative_.clear();
     for (const Entry& e : order_) {
       refs_.push_back(e.owned == kViewed ? e.view : DocumentRef::Of(owned_[e.owned]));
-      refs_.back().non_negative = e.non_negative;
+      non_negative_.push_back(e.non_negative);
     }
     refs_made_ = true;
   }
   return refs_;
+}
+
+const std::vector<bool>& DocumentSet::non_negative() const {
+  refs();  // made with them
+  return non_negative_;
 }
 
 const std::vector<Document>& DocumentSet::documents() const {
@@ -108,7 +115,7 @@ bool IsMapping(nb::handle feature) {
 }
 
 // A token id is >= 0, or one of the negative ids the policy declares (packoracle._args.signed_ids).
-// True when none is negative (DocumentRef::non_negative).
+// True when none is negative (DocumentSet::non_negative).
 bool TokenIds(const std::vector<Token>& ids, const std::set<std::int64_t>& allowed, const std::string& where) {
   if (!AnyNegative(ids.data(), ids.size())) return true;
   for (std::size_t i = 0; i < ids.size(); ++i) {

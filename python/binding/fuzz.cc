@@ -1,6 +1,8 @@
 // packoracle._core.fuzz: jobs::RunFuzz, the run of `packoracle fuzz` (batches of cases with seeds derived from
 // the run's, a profile per batch, the time budget, shrinking, the report, the regression file), against
 // Python callables in-process instead of an exec candidate.
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,42 +28,80 @@ nb::list Names(const std::set<Invariant>& invariants) {
   return out;
 }
 
+// packoracle.fuzz's keywords as they set jobs::FuzzOptions, each once: the Python name (the public signature's;
+// `decoder` is FuzzOptions::no_decoder turned round) and how a value sets its field. packoracle._fuzz validates
+// each value at the door and hands them over as one dict; CheckFuzzOptions checks the ranges again, as for the
+// command line. A new option is its FuzzOptions field, its entry here and its keyword in packoracle.fuzz
+// (python/tests/test_fuzz_options.py holds the keywords and this table the same).
+struct FuzzKeyword {
+  const char* name;
+  void (*set)(jobs::FuzzOptions&, nb::handle);
+};
+
+std::string TypeOf(nb::handle value) { return nb::cast<std::string>(nb::type_name(value.type())); }
+
+// The value as T, without Python's conversions (packoracle._fuzz hands over values of the right kind).
+template <class T>
+T As(nb::handle value, const char* name) {
+  T out{};
+  if (!nb::try_cast<T>(value, out, /*convert=*/false))
+    throw InputError(std::string("fuzz: option '") + name + "' cannot take " + TypeOf(value));
+  return out;
+}
+
+constexpr FuzzKeyword kFuzzKeywords[] = {
+    {"cases",
+     [](jobs::FuzzOptions& o, nb::handle v) {  // None: kDefaultFuzzCases, or as many as `time` allows
+       o.cases_given = !v.is_none();
+       o.cases = v.is_none() ? jobs::kDefaultFuzzCases : As<int>(v, "cases");
+     }},
+    {"seed", [](jobs::FuzzOptions& o, nb::handle v) { o.seed = As<std::uint64_t>(v, "seed"); }},
+    {"time", [](jobs::FuzzOptions& o, nb::handle v) { o.time = v.is_none() ? 0.0 : As<double>(v, "time"); }},
+    {"reproduce",
+     [](jobs::FuzzOptions& o, nb::handle v) { o.reproduce = v.is_none() ? "" : As<std::string>(v, "reproduce"); }},
+    {"max_row_length",
+     [](jobs::FuzzOptions& o, nb::handle v) { o.max_row_length = As<std::int64_t>(v, "max_row_length"); }},
+    {"max_documents",
+     [](jobs::FuzzOptions& o, nb::handle v) { o.max_documents = As<std::size_t>(v, "max_documents"); }},
+    {"decoder", [](jobs::FuzzOptions& o, nb::handle v) { o.no_decoder = !As<bool>(v, "decoder"); }},
+    {"save_regressions",
+     [](jobs::FuzzOptions& o, nb::handle v) {
+       o.save_regressions = v.is_none() ? "" : As<std::string>(v, "save_regressions");
+     }},
+    {"sft_masks", [](jobs::FuzzOptions& o, nb::handle v) { o.sft_masks = As<bool>(v, "sft_masks"); }},
+    {"stats", [](jobs::FuzzOptions& o, nb::handle v) { o.stats = As<bool>(v, "stats"); }},
+    {"headline", [](jobs::FuzzOptions& o, nb::handle v) { o.headline = As<std::string>(v, "headline"); }},
+};
+
+// The options a dict of packoracle.fuzz's keywords gives (each absent one at FuzzOptions' default); InputError
+// for a key the table does not hold.
+jobs::FuzzOptions FuzzOptionsFromPython(nb::handle keywords) {
+  jobs::FuzzOptions options;
+  if (!nb::isinstance<nb::dict>(keywords)) throw InputError("fuzz: options must be a dict, got " + TypeOf(keywords));
+  for (const auto& [key, value] : nb::borrow<nb::dict>(keywords)) {
+    const std::string name = As<std::string>(key, "(a key)");
+    const auto* entry = std::find_if(std::begin(kFuzzKeywords), std::end(kFuzzKeywords),
+                                     [&](const FuzzKeyword& k) { return name == k.name; });
+    if (entry == std::end(kFuzzKeywords)) throw InputError("fuzz: unknown option '" + name + "'");
+    entry->set(options, value);
+  }
+  return options;
+}
+
 struct FuzzArgs {
   std::string name;
   nb::object packer, reducer, consumer;
   nb::object policy;
-  std::optional<int> cases;     // none: kDefaultFuzzCases, or as many as `time` allows
-  std::uint64_t seed = 0;
-  double time = 0;              // seconds; 0: no budget
-  std::optional<std::string> reproduce;
-  std::int64_t max_row_length = jobs::kDefaultFuzzMaxRowLength;
-  std::size_t max_documents = jobs::kDefaultFuzzMaxDocuments;
-  bool decoder = true;
-  std::optional<std::string> save_regressions;
-  bool sft_masks = true;
+  nb::object options;  // packoracle.fuzz's keywords (kFuzzKeywords)
   bool microbatch_consumer = false;
-  bool stats = false;
-  std::string headline;  // the user's call, which the failure's first line names
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
   auto state = std::make_shared<CallState>();
   Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, a.microbatch_consumer, state);
-  jobs::FuzzOptions options;
+  jobs::FuzzOptions options = FuzzOptionsFromPython(a.options);
   options.policy = PolicyFromPython(a.policy, "policy");
-  options.cases = a.cases.value_or(jobs::kDefaultFuzzCases);
-  options.cases_given = a.cases.has_value();
-  options.seed = a.seed;
-  options.time = a.time;
-  options.max_row_length = a.max_row_length;
-  options.max_documents = a.max_documents;
-  options.stats = a.stats;
-  options.no_decoder = !a.decoder;
-  options.sft_masks = a.sft_masks;
-  options.headline = a.headline;
   options.regression_draft = false;  // a Python user replays the case; the C++ draft is for C++ users
-  if (a.reproduce) options.reproduce = *a.reproduce;
-  if (a.save_regressions) options.save_regressions = *a.save_regressions;
   jobs::CheckFuzzOptions(options);
   const jobs::FuzzPolicies policies = jobs::ResolveFuzzPolicies(options);
   candidate.policies = policies.policies;
@@ -107,19 +147,22 @@ void BindFuzz(nb::module_& m) {
   m.def(
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
-         std::optional<int> cases, std::uint64_t seed, double time, std::optional<std::string> reproduce,
-         std::int64_t max_row_length, std::size_t max_documents, bool decoder,
-         std::optional<std::string> save_regressions, bool sft_masks, bool microbatch_consumer, bool stats,
-         std::string headline) {
+         nb::dict options, bool microbatch_consumer) {
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
-                        cases, seed, time, std::move(reproduce), max_row_length, max_documents, decoder,
-                        std::move(save_regressions), sft_masks, microbatch_consumer, stats, std::move(headline)});
+                        std::move(options), microbatch_consumer});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
-      nb::arg("cases").none(), nb::arg("seed"), nb::arg("time"), nb::arg("reproduce").none(), nb::arg("max_row_length"),
-      nb::arg("max_documents"), nb::arg("decoder"), nb::arg("save_regressions").none(), nb::arg("sft_masks") = true,
-      nb::arg("microbatch_consumer") = false, nb::arg("stats") = false, nb::arg("headline") = "",
-      "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function).");
+      nb::arg("options"), nb::arg("microbatch_consumer") = false,
+      "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function); `options`: its "
+      "keywords (fuzz_keywords()).");
+  m.def(
+      "fuzz_keywords",
+      [] {
+        nb::list out;
+        for (const auto& k : kFuzzKeywords) out.append(k.name);
+        return out;
+      },
+      "The names fuzz's `options` dict takes: packoracle.fuzz's keywords that set the run's options.");
 }
 
 }  // namespace packoracle::python

@@ -13,6 +13,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "batch.h"
+#include "packoracle/fastcheck/document_check.h"
 #include "bindings.h"
 #include "convert.h"
 #include "packoracle/jobs/span_derivation.h"
@@ -51,23 +52,29 @@ void BindSpans(nb::module_& m) {
             // _core.Documents (kept alive with the derivation: keep_alive below), viewed where it holds them.
             const bool adds = AddsDelimiters(p);
             const std::vector<DocumentRef>& given = DocumentRefsOf(documents, "documents", read, refs);
+            // A _core.Documents' readers say which documents hold no token below 0 (DocumentSet::non_negative).
+            const std::vector<bool>* scanned =
+                &given != &refs ? &nb::cast<const DocumentSet&>(documents).non_negative() : nullptr;
+            const auto non_negative = [&](std::size_t k) { return scanned && (*scanned)[k]; };
             if (!adds && &given != &refs) {
               std::vector<std::span<const Token>> views;
               views.reserve(given.size());
-              for (const DocumentRef& d : given) {
-                ValidateDocument(d, p);
+              for (std::size_t k = 0; k < given.size(); ++k) {
+                const DocumentRef& d = given[k];
+                fastcheck::ValidateDocumentFast(d, p, Delimiters::kAdd, non_negative(k));
                 views.emplace_back(d.tokens, static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(d.size))));
               }
               new (self) PolicySpanDerivation(std::move(views), p);
               return;
             }
             docs.reserve(given.size());
-            for (const DocumentRef& d : given) {
+            for (std::size_t k = 0; k < given.size(); ++k) {
+              const DocumentRef& d = given[k];
               std::vector<Token> tokens;
               if (adds) {
-                tokens = std::move(Effective(d, p).tokens);
+                tokens = std::move(fastcheck::EffectiveFast(d, p, Delimiters::kAdd, non_negative(k)).tokens);
               } else {
-                ValidateDocument(d, p);
+                fastcheck::ValidateDocumentFast(d, p, Delimiters::kAdd, non_negative(k));
                 tokens.assign(d.tokens, d.tokens + d.size);
               }
               tokens.resize(static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(tokens.size()))));

@@ -238,6 +238,35 @@ class WriterTest(unittest.TestCase):
                 self.assertEqual(len(validate_lines(f)), 4)
 
 
+class SchemaTablesTest(unittest.TestCase):
+    """The tables packoracle.dump reads from schema.json (`packoracle schema`, committed; ctest
+    schema.committed_copy_is_current holds the file to the core's output) drive what the writer accepts."""
+
+    def test_the_scope_type_names_the_core_scopes(self):
+        import typing
+        from packoracle.dump import DENOMINATOR_SCOPES, DenominatorScope
+        self.assertEqual(typing.get_args(DenominatorScope), DENOMINATOR_SCOPES)
+
+    def test_a_row_field_s_table_entry_decides_what_the_writer_takes(self):
+        from packoracle.dump import format as fmt
+        self.assertEqual(fmt.ROW_INT_FIELDS, ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask"))
+        with self.assertRaisesRegex(ValueError, "field 'attention_mask\\[1\\]' must be 0 or 1"):
+            microbatch_record([dict(ROW, attention_mask=[1, 2, 1, 1])])
+        with self.assertRaisesRegex(ValueError, "field 'doc_ids' has 2 entries, input_ids has 4"):
+            microbatch_record([dict(ROW, doc_ids=[0, 0])])
+        microbatch_record([dict(ROW, cu_seqlens=[0, 3, 4])])  # a per-row list: its own length
+
+    def test_a_key_s_domain_decides_what_the_writer_takes_without_the_core(self):
+        from packoracle.dump import format as fmt
+        for key, value in (("loss_mask", 1), ("stream_stride", "L+2"), ("pad_to", "multiple_of:0"),
+                           ("eos_id", "0"), ("attention", "doc")):
+            with self.assertRaisesRegex(ValueError, f"policy.{key}: must be "):
+                fmt.validate_policy_without_core({key: value})
+        for key, value in (("loss_mask", True), ("stream_stride", None), ("pad_to", "multiple_of:8"),
+                           ("eos_id", None), ("bos_id", 3), ("preset", None), ("shift", "document")):
+            fmt.validate_policy_without_core({key: value})
+
+
 class PresetSnapshotTest(unittest.TestCase):
     def test_snapshot_equals_the_cli(self):
         self.assertTrue(os.access(PACKORACLE, os.X_OK), f"{PACKORACLE} is not built (set PACKORACLE_BIN)")

@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from packoracle import _core
 from packoracle.dump import format as fmt
 
-VALUES = {**{key: st.sampled_from(values + ("bogus",)) for key, values in fmt._ENUMS.items()},
+VALUES = {**{d["key"]: st.sampled_from(d["values"] + ["bogus"]) for d in fmt.SCHEMA_TABLES["policy_keys"]
+             if not d["open"] and all(isinstance(v, str) for v in d["values"])},
           "preset": st.sampled_from(list(fmt.PRESETS) + [None, "nope"]),
           "ignore_index": st.one_of(st.integers(-200, 5), st.just(True), st.just("0")),
           "position_base": st.one_of(st.integers(-1, 2), st.just(1.5)),

@@ -17,26 +17,20 @@ import numpy as np
 from . import _args, _core
 from ._arrays import as_array, check_integral, rows_of
 from ._documents import CoreDocuments
+from .dump.format import ROW_FIELDS, SCHEMA_TABLES
 
-# Per-token fields: one value per slot, rows × slots like input_ids.
-PER_TOKEN = ("input_ids", "labels", "loss_mask", "position_ids", "doc_ids", "attention_mask")
-# Per-row boundary lists: a 1-D array for one row, or one list (or a padded 2-D array) per row.
-PER_ROW_LISTS = ("cu_seqlens", "seq_lens")
-# Other names producers use for the same fields (HF's flash-attention kwargs and seq_idx, Megatron, ...).
-ALIASES = {
-    "tokens": "input_ids",  # Megatron's get_batch
-    "cu_seq_lens_q": "cu_seqlens",
-    "cu_seqlens_q": "cu_seqlens",
-    "seq_idx": "doc_ids",
-    "segment_ids": "doc_ids",
-    "document_ids": "doc_ids",
-    "sequence_lengths": "seq_lens",
-}
+# The row fields as the core states them (properties/row_fields.h, through the generated schema the dump writer
+# reads too): per-token fields, one value per slot, rows × slots like input_ids; per-row boundary lists, a 1-D
+# array for one row, or one list (or a padded 2-D array) per row; and the other names producers use for the same
+# fields (HF's flash-attention kwargs and seq_idx, Megatron's get_batch `tokens`, ...).
+PER_TOKEN = tuple(f["name"] for f in ROW_FIELDS if f["shape"] == "per_token")
+PER_ROW_LISTS = tuple(f["name"] for f in ROW_FIELDS if f["shape"] == "per_row_list")
+ALIASES = {alias: f["name"] for f in ROW_FIELDS for alias in f["aliases"]}
 # Fields that carry nothing the kit checks beyond what the fields above say (key-side copies of the query
 # lengths are compared with them; maxima are derivable).
-KEY_SIDE = {"cu_seq_lens_k": "cu_seq_lens_q", "cu_seqlens_k": "cu_seqlens_q"}
-DERIVED = frozenset({"max_length_q", "max_length_k", "max_seqlen_q", "max_seqlen_k", "max_seqlen"})
-KNOWN = frozenset(PER_TOKEN + PER_ROW_LISTS + ("doc_spans",)) | set(ALIASES) | set(KEY_SIDE) | DERIVED
+KEY_SIDE: dict[str, str] = SCHEMA_TABLES["key_side_fields"]
+DERIVED = frozenset(SCHEMA_TABLES["derived_fields"])
+KNOWN = frozenset(f["name"] for f in ROW_FIELDS) | set(ALIASES) | set(KEY_SIDE) | DERIVED
 
 
 def canonical_fields(batch: Mapping[str, Any], where: str, ignore: Sequence[str] = ()) -> dict[str, Any]:

@@ -473,9 +473,11 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                _timed(_reducer_driver(reducer, gradient), "loss reducer", deadline) if reducer is not None else None,
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
-    result = _core.fuzz(label, *drivers, resolved, cases, DEFAULT_SEED if seed is None else seed, time or 0.0,
-                        reproduce, max_row_length, max_documents, decoder, save_regressions, sft_masks,
-                        microbatch_consumer is not None, stats, call.headline)
+    options = {"cases": cases, "seed": DEFAULT_SEED if seed is None else seed, "time": time, "reproduce": reproduce,
+               "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
+               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
+               "headline": call.headline}
+    result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None)
     if not result["passed"]:
         raise _counterexample(result, replay.replace("{}", result["reproduce"]))
     checked = tuple(result["checked"])

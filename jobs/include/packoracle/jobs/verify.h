@@ -82,6 +82,9 @@ struct VerifyOptions {
   // after the first source's header (line 0, as records built in memory have), viewed where they are instead
   // of copied (check_batch's documents, read once per call). Null: the sources' records alone.
   const std::vector<DocumentRef>* documents = nullptr;
+  // Per entry of `documents`, where its reader found no token below 0 (check_batch's id scans): the documents'
+  // check then looks for no negative id (fastcheck::MayRefuse). Null: not known for any.
+  const std::vector<bool>* documents_non_negative = nullptr;
 };
 
 

@@ -23,19 +23,16 @@ struct Document {
 // A Document viewed where its owner holds it (check_batch's token arrays, read in place): the same fields as
 // pointers and counts, valid while the owner keeps them unchanged. `supervised` null: every token supervised
 // (else it has supervised_size flags, which must be `size`).
-// `non_negative`: what the reader that made it found, no token below 0 (ValidateDocument then looks for no
-// negative id).
 struct DocumentRef {
   std::string_view uid;
   const Token* tokens = nullptr;
   std::size_t size = 0;
   const int* supervised = nullptr;
   std::size_t supervised_size = 0;
-  bool non_negative = false;
 
   static DocumentRef Of(const Document& d) {
     return {d.uid, d.tokens.data(), d.tokens.size(), d.supervised.empty() ? nullptr : d.supervised.data(),
-            d.supervised.size(), false};
+            d.supervised.size()};
   }
   Document Copy() const {
     return {std::string(uid), std::vector<Token>(tokens, tokens + size),

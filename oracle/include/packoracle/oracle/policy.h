@@ -273,14 +273,21 @@ enum class Delimiters { kAdd, kIncluded };
 EffectiveDocument Effective(const DocumentRef& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 EffectiveDocument Effective(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 // What Effective checks, without making anything: throws the InputError Effective would throw, else nothing
-// (verify checks each dumped document once, when it is read, and keeps it packed).
+// (verify checks each dumped document once, when it is read, and keeps it packed). Element by element; the
+// fast verifier decides the common answer ("nothing to refuse") faster (fastcheck/document_check.h).
 void ValidateDocument(const DocumentRef& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 void ValidateDocument(const Document& document, const Policy& policy, Delimiters delimiters = Delimiters::kAdd);
 // Whether Effective adds anything under Delimiters::kAdd (a bos_id or an eos_id): when not, a document's
 // effective tokens are its tokens, and kAdd and kIncluded check the same.
 bool AddsDelimiters(const Policy& policy);
+// The effective document of one ValidateDocument accepts (the caller validated it, or a fast path pinned to
+// ValidateDocument decided it would be accepted): Effective without its check.
+EffectiveDocument EffectiveOfValid(const DocumentRef& document, const Policy& policy,
+                                   Delimiters delimiters = Delimiters::kAdd);
 std::vector<EffectiveDocument> Effective(const std::vector<Document>& documents, const Policy& policy,
                                          Delimiters delimiters = Delimiters::kAdd);
+// Throws InputError naming the first document whose uid an earlier one has (the vector Effective's check).
+void CheckUidsUnique(const std::vector<Document>& documents);
 
 // Names of enum values as they appear in JSON (e.g. "pre_shifted").
 const char* Name(LabelAlignment v);

@@ -16,6 +16,7 @@
 //   auto candidate = packoracle::MakeCandidate("my-packer", MyPacker{});
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <concepts>
@@ -25,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -109,6 +111,27 @@ struct RowView {
   }
 };
 
+// What a producer's denominator counts (DESIGN §5 `denominator_scope`), stated once: its micro-batch's count,
+// its rank's over the step's micro-batches, or the step's over every rank. ProducerTotals carries the name as
+// given: a name that is none of these is the producer's `denominator` violation, not unreadable input.
+enum class DenominatorScope { kMicrobatch, kStep, kGlobal };
+inline constexpr std::array<DenominatorScope, 3> kDenominatorScopes = {
+    DenominatorScope::kMicrobatch, DenominatorScope::kStep, DenominatorScope::kGlobal};
+inline const char* ToString(DenominatorScope scope) {
+  switch (scope) {
+    case DenominatorScope::kMicrobatch: return "microbatch";
+    case DenominatorScope::kStep: return "step";
+    case DenominatorScope::kGlobal: return "global";
+  }
+  return "?";
+}
+// The scope named `name`, none for a name that is not one of §5's.
+inline std::optional<DenominatorScope> ScopeNamed(std::string_view name) {
+  for (const auto scope : kDenominatorScopes)
+    if (name == ToString(scope)) return scope;
+  return std::nullopt;
+}
+
 // What the producer computed for one micro-batch (DESIGN §5 `producer`): any non-empty subset of loss_sum,
 // denominator and loss, as the producer has them (a Trainer knows its count, not always a loss sum), with
 // denominator_scope given exactly when a denominator is. Each given field is checked for what it says
@@ -138,6 +161,29 @@ struct ProducerTotals {
            denominator_scope == o.denominator_scope && same(loss, o.loss) && gradient == o.gradient;
   }
 };
+
+// The rule of a micro-batch's totals' shape (DESIGN §5), stated once for every reader (the JSON Lines readers,
+// the exec protocol, the Python binding) and for a candidate's answer (TotalsShapeProblem): any non-empty
+// subset of loss_sum, denominator and loss, with a non-empty denominator_scope exactly when a denominator is
+// given (a count means nothing without what it counts, and a scope nothing without a count). The problem is
+// the field to name and what is wrong with it; `scope_given`: the producer gave a denominator_scope (not null).
+struct TotalsProblem {
+  std::string field;
+  std::string sentence;
+};
+inline std::optional<TotalsProblem> ProducerTotalsProblem(const ProducerTotals& t, bool scope_given) {
+  const std::string scopes = "(microbatch, step or global)";
+  if (scope_given && t.denominator_scope.empty()) return TotalsProblem{"denominator_scope", "is empty " + scopes};
+  if (!t.loss_sum && !t.denominator && !t.loss)
+    return TotalsProblem{"producer", "gives none of loss_sum, denominator, loss: give those the producer has, or no "
+                                     "producer object at all"};
+  if (t.denominator && !scope_given)
+    return TotalsProblem{"denominator_scope", "is missing: a denominator needs its scope " + scopes};
+  if (!t.denominator && scope_given)
+    return TotalsProblem{"denominator_scope",
+                         "is given without a denominator (the scope says what a denominator counts)"};
+  return std::nullopt;
+}
 
 struct CandidateMicrobatch {
   std::int64_t step = 0;

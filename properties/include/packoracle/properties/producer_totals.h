@@ -28,16 +28,34 @@
 
 namespace packoracle {
 
+// The count a denominator of `scope` is compared with, of the micro-batch's own count, its rank's and the
+// step's: the one place a scope picks its count (CheckCase, the fast verifier, the weighting rule).
+double CountOfScope(DenominatorScope scope, double microbatch, double rank, double global);
+
+// How a step's micro-batch losses, each divided by the count of `scope`, combine into the step objective
+// (what the trainer's optimizer step sees): added up under global; averaged over the R ranks under step (each
+// rank's sum is its own mean, DDP averages them); over R × M micro-batches under microbatch. Under the policy's
+// sequence_mean every loss is its own mean and they are added up whatever the scope. `factor` multiplies the
+// sum of the losses; `words` says it for a report ("averaged over 2 ranks").
+struct ScopeCombination {
+  double factor = 1;
+  std::string words = "added up";
+};
+ScopeCombination CombineByScope(Denominator policy, DenominatorScope scope, double ranks, double microbatches);
+
 // The scope a producer divides by when its policy's denominator is followed: global for global_targets and
 // all_positions, step (the rank's micro-batches) for rank_mean, microbatch for microbatch_mean and
 // sequence_mean (as the reference producer reports them). A loss given without a denominator is checked
 // against the count of this scope.
-const char* ImpliedScope(Denominator denominator);
+DenominatorScope ImpliedScope(Denominator denominator);
 
-// What is wrong with the shape of one micro-batch's totals, or nullopt: no field at all, a denominator
-// without its denominator_scope, or a denominator_scope without a denominator. A dump's readers refuse these
-// as input errors; a candidate (a loss reducer, an in-process packer) that returns them has a `denominator`
-// violation with this sentence.
+// The scope the totals' loss was divided by: the one their denominator declares, else the policy's
+// (ImpliedScope); none for a declared name that is not one of §5's.
+std::optional<DenominatorScope> DividedScope(const ProducerTotals& totals, Denominator policy);
+
+// What is wrong with the shape of one micro-batch's totals, or nullopt: ProducerTotalsProblem (candidate.h, the
+// rule a dump's readers refuse as input errors) as one sentence, for a candidate (a loss reducer, an in-process
+// packer) that returns them: its `denominator` violation.
 std::optional<std::string> TotalsShapeProblem(const ProducerTotals& totals);
 
 // The micro-batch loss the totals give: `loss`, or loss_sum / denominator (0 when the denominator is 0, as a

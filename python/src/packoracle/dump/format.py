@@ -32,7 +32,8 @@ VERSION = 1
 # written with Optional/Union: the module runs on Python 3.9 without the extension.
 
 DenominatorScope = Literal["microbatch", "step", "global"]
-"""What a producer's `denominator` counts: one micro-batch, one optimizer step (all ranks), or the whole run."""
+"""What a producer's `denominator` counts: one micro-batch, one optimizer step (all ranks), or the whole run
+(DENOMINATOR_SCOPES below, read from the core's table; a test holds the two the same)."""
 
 
 class SupportsToList(Protocol):
@@ -141,52 +142,33 @@ Record = Union[HeaderRecord, DocumentRecord, MicrobatchRecord, StepRecord]
 
 _R = TypeVar("_R", bound=Mapping[str, Any])
 
-# DESIGN §3: every policy key and its allowed values (None: any value of the given type).
-_ENUMS = {
-    "label_alignment": ("aligned", "pre_shifted"),
-    "boundary_source": ("spans", "cu_seqlens", "seq_lens", "position_reset", "position_step", "doc_ids",
-                        "eod_closes", "bos_opens", "none"),
-    "attention": ("doc_causal", "row_causal"),
-    "pad_keys": ("masked", "own_segment", "visible"),
-    "positions": ("doc_reset", "row_continuous"),
-    "pad_positions": ("zero", "continue", "any"),
-    "split_positions": ("continue", "modulo", "restart"),
-    "boundary_target": ("excluded", "included"),
-    "row_end_target": ("none", "next_in_stream", "next_in_doc"),
-    "padding": ("none", "right"),
-    "overflow": ("error", "truncate", "split"),
-    "denominator": ("global_targets", "rank_mean", "microbatch_mean", "sequence_mean", "all_positions"),
-    "count_basis": ("targets", "unshifted_labels"),
-    "efficiency": ("reported", "no_mergeable_rows"),
-    "truncate_to": ("row_len", "pad_multiple"),
-    "segment_encodings": ("documents", "rows"),
-    "shift": ("row", "document"),
-}
-_INT_KEYS = ("ignore_index", "position_base", "pad_id")
-_OPTIONAL_INT_KEYS = ("eos_id", "bos_id")
-POLICY_KEYS = ("preset", "label_alignment", "ignore_index", "loss_mask", "boundary_source", "attention",
-               "pad_keys", "positions", "position_base", "pad_positions", "split_positions", "boundary_target",
-               "row_end_target", "stream_stride", "padding", "pad_id", "pad_to", "overflow", "eos_id", "bos_id",
-               "denominator", "count_basis", "efficiency", "truncate_to", "segment_encodings",
-               "shift")
+def _load_schema() -> dict[str, Any]:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")) as f:
+        schema: dict[str, Any] = json.load(f)
+    return schema
+
+
+# The formats' tables as the core states them, each once (policy keys: oracle/src/policy.cc Keys(); row fields:
+# properties/row_fields.h): `packoracle schema`'s output, committed beside this module so that the writer runs
+# without the extension. ctest schema.committed_copy_is_current fails where it differs from the core's.
+SCHEMA_TABLES: dict[str, Any] = _load_schema()
+
+# DESIGN §3: every policy key, in canonical order, with what it takes (PolicyKeyDomain: its closed `values`, or
+# `open` to other values too: any integer (null ahead of them for eos_id and bos_id), "multiple_of:k", a preset).
+_KEY_DOMAINS: dict[str, dict[str, Any]] = {d["key"]: d for d in SCHEMA_TABLES["policy_keys"]}
+POLICY_KEYS = tuple(_KEY_DOMAINS)
 # Keys added after version 1, with their defaults: a resolved policy leaves each out at its default, as the core
 # does (KeysAfterVersionOne), so that a resolved policy of version 1 stays byte for byte the same.
-KEYS_AFTER_VERSION_ONE = {"efficiency": "reported", "truncate_to": "row_len", "segment_encodings": "documents",
-                          "shift": "row"}
+KEYS_AFTER_VERSION_ONE = {d["key"]: d["default"] for d in _KEY_DOMAINS.values() if d["after_version_one"]}
+# Every preset, fully resolved, as `packoracle presets --format json` prints it.
+PRESETS: dict[str, dict[str, Any]] = SCHEMA_TABLES["presets"]
 
-DENOMINATOR_SCOPES = ("microbatch", "step", "global")
-ROW_INT_FIELDS = ("position_ids", "cu_seqlens", "seq_lens", "doc_ids", "attention_mask")
-
-
-def _load_presets() -> dict[str, dict[str, Any]]:
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")) as f:
-        presets: dict[str, dict[str, Any]] = json.load(f)
-    return presets
-
-
-# Every preset, fully resolved, as `packoracle presets --format json` prints it (a snapshot; the tests compare
-# it with the built binary when there is one).
-PRESETS: dict[str, dict[str, Any]] = _load_presets()
+# What a producer's denominator counts (DenominatorScope, properties/candidate.h).
+DENOMINATOR_SCOPES = tuple(SCHEMA_TABLES["denominator_scopes"])
+# A row's fields in the order the writers write them (DESIGN §5), and the optional integer ones among them.
+ROW_FIELDS: tuple[dict[str, Any], ...] = tuple(SCHEMA_TABLES["row_fields"])
+_ROW_FIELD = {f["name"]: f for f in ROW_FIELDS}
+ROW_INT_FIELDS = tuple(f["name"] for f in ROW_FIELDS if not f["required"] and f["value"] in ("integer", "zero_one"))
 
 
 def is_int(value: object) -> bool:
@@ -302,36 +284,39 @@ def _resolve(policy: object, where: str) -> dict[str, Any]:
 def validate_policy_without_core(policy: _R, where: str = "policy") -> _R:
     """The table's check alone: known keys with allowed values (no contradictions: those need the core)."""
     for key, value in policy.items():
-        at = f"{where}.{key}"
-        if key not in POLICY_KEYS:
+        if key not in _KEY_DOMAINS:
             raise ValueError(f"{where}: unknown policy key '{key}' (known keys: {', '.join(POLICY_KEYS)})")
-        if key == "preset":
-            if value is None:
-                continue
-            if value not in PRESETS:
-                raise ValueError(f"{at}: unknown preset {value!r} (known: {', '.join(PRESETS)})")
-        elif key in _ENUMS:
-            if value not in _ENUMS[key]:
-                raise ValueError(f"{at}: {value!r} is not one of {', '.join(_ENUMS[key])}")
-        elif key in _INT_KEYS:
-            _check_int(value, where, key)
-        elif key in _OPTIONAL_INT_KEYS:
-            if value is not None:
-                _check_int(value, where, key)
-        elif key == "loss_mask":
-            if not isinstance(value, bool):
-                raise ValueError(f"{at}: must be true or false, got {value!r}")
-        elif key == "stream_stride":
-            if value not in (None, "L", "L+1"):
-                raise ValueError(f"{at}: must be null, \"L\" or \"L+1\", got {value!r}")
-        elif key == "pad_to":
-            ok = value == "row_len"
-            if isinstance(value, str) and value.startswith("multiple_of:"):
-                k = value[len("multiple_of:"):]
-                ok = k.isdigit() and int(k) >= 1
-            if not ok:
-                raise ValueError(f"{at}: must be \"row_len\" or \"multiple_of:k\" with k >= 1, got {value!r}")
+        _check_policy_value(_KEY_DOMAINS[key], value, f"{where}.{key}")
     return policy
+
+
+def _same_json_value(a: object, b: object) -> bool:
+    """a == b as JSON values: null, true and false are themselves only (true is not 1), a string is not a number."""
+    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return is_int(a) and is_int(b) and a == b
+
+
+def _check_policy_value(domain: Mapping[str, Any], value: object, at: str) -> None:
+    """`value` is one `domain` takes (PolicyKeyDomain): one of its values, or for an open domain one of the open
+    set its key states (the preset names; "multiple_of:k"; any integer)."""
+    if any(_same_json_value(value, v) for v in domain["values"]):
+        return
+    key = domain["key"]
+    if domain["open"] and key == "preset":
+        if value is None or value in PRESETS:  # null: no preset (the reference's keys under the given ones)
+            return
+        raise ValueError(f"{at}: unknown preset {value!r} (known: {', '.join(PRESETS)})")
+    if domain["open"] and key == "pad_to":
+        if isinstance(value, str) and value.startswith("multiple_of:"):
+            k = value[len("multiple_of:"):]
+            if k.isdigit() and int(k) >= 1:
+                return
+    elif domain["open"] and is_int(value):
+        return
+    raise ValueError(f"{at}: must be {domain['takes']}, got {value!r}")
 
 
 def resolve_policy_without_core(policy: Mapping[str, Any], where: str = "policy") -> dict[str, Any]:
@@ -403,7 +388,7 @@ def microbatch_record(rows: Iterable[Mapping[str, Any]], *, step: int = 0, micro
             out["loss_mask"] = _loss_mask(row["loss_mask"], where)
         for field in ROW_INT_FIELDS:
             if row.get(field) is not None:
-                out[field] = int_list(row[field], where, field, allow_bool=field == "attention_mask")
+                out[field] = int_list(row[field], where, field, allow_bool=_ROW_FIELD[field]["value"] == "zero_one")
         out["doc_spans"] = [dict(s) for s in row.get("doc_spans", [])]
         out_rows.append(cast(Row, out))  # the Row's fields are checked by validate_record below
     record: MicrobatchRecord = {"record": "microbatch", "step": step, "micro_step": micro_step, "rank": rank,
@@ -560,9 +545,9 @@ def _validate_row(row: object, where: str) -> None:
         if not isinstance(values, list):
             raise ValueError(f"{where}: field '{field}' must be a JSON array")
         int_list(values, where, field)
-        if field in ("position_ids", "doc_ids", "attention_mask") and len(values) != n:
+        if _ROW_FIELD[field]["shape"] == "per_token" and len(values) != n:
             raise ValueError(f"{where}: field '{field}' has {len(values)} entries, input_ids has {n}")
-        if field == "attention_mask":
+        if _ROW_FIELD[field]["value"] == "zero_one":
             for i, v in enumerate(values):
                 if v not in (0, 1):
                     raise ValueError(f"{where}: field 'attention_mask[{i}]' must be 0 or 1, got {v!r}")
