@@ -292,10 +292,10 @@ PACKORACLE_CLONES bool FastStepChecker::Impl::TokensAndTargetsClean(const RowVie
       // Its sums are kept in locals, written back after the loop: a loop that stores through a reference may
       // change its own bound, as far as the compiler knows, and then is not vectorised.
       auto compare = [&](auto weight_of, auto fused_at) INLINED {
-        const std::int64_t n = inside;
-        std::uint64_t found = fused_at(n), bits = static_cast<std::uint64_t>(input[n]);
+        const std::int64_t last = inside;  // a local copy: the loop's bound, which no store can change
+        std::uint64_t found = fused_at(last), bits = static_cast<std::uint64_t>(input[last]);
         std::int64_t count = 0;
-        for (std::int64_t t = 0; t < n; ++t) {
+        for (std::int64_t t = 0; t < last; ++t) {
           const std::uint64_t w = weight_of(first + t), mask = 0 - w;
           const auto tok = static_cast<Token>(input[t + 1]);
           const auto word = static_cast<std::uint64_t>(tok), none = static_cast<std::uint64_t>(ignore);

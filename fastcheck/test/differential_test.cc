@@ -479,7 +479,7 @@ TEST(ConsumerAgreement, DenseMaskCheckAgreesWithCheckCase) {
       options.determinism = false;
       options.packing_invariance = false;
       PackResult out;
-      Candidate replay{c.name, nullptr, nullptr, c.consumer, c.policies};
+      Candidate replay{c.name, nullptr, nullptr, c.consumer, c.policies, c.source};
       if (c.packer) {
         out = PackCatching(c, request);
         replay.packer = MakeCandidate("replay", Replay{out}).packer;
