@@ -164,9 +164,10 @@ def test_the_count_basis_decides_the_denominator_in_check_step_and_the_guard(bas
             assert any(f"divides by {denominators[0]}" in p for p in g.problems), g.text
 
 
-def test_the_guard_given_the_steps_documents_checks_each_micro_batch_against_its_own():
+def test_the_guard_given_the_steps_documents_checks_the_step_as_a_window_of_the_run():
     # The step's documents are spread over its micro-batches: a micro-batch checked alone against all of them
-    # was a false coverage violation ("document 'd2' ... is in no row"); a real one is still caught.
+    # was a false coverage violation ("document 'd2' ... is in no row"); the step is a window of the run, and a
+    # real violation is still caught.
     docs = _docs()
     step = _step([10, 10], "global")
     core = packoracle.check_step(step, docs, "hf-flatten")
@@ -176,3 +177,20 @@ def test_the_guard_given_the_steps_documents_checks_each_micro_batch_against_its
     broken[1]["position_ids"] = np.arange(broken[1]["input_ids"].shape[-1])[None]  # positions never reset
     g = guard.check_step(broken, policy="hf-flatten", documents=docs, on_violation=lambda e: None)
     assert not g.ok and [v.invariant for r in g.local for v in r.violations] == ["positions"], g.text
+
+
+def test_the_guard_given_the_documents_checks_a_row_end_whose_target_is_in_the_next_micro_batch():
+    # llm.c's stream windows (row_end_target next_in_stream): a row's last input predicts the next token of the
+    # stream, here the first token of the document in the next micro-batch. Checked micro-batch by micro-batch,
+    # that target was never known, and a row end trained on nothing passed; check_step and verify find it.
+    docs = [{"doc_uid": "d0", "tokens": []}, {"doc_uid": "d1", "tokens": []}]  # each the BOS alone, as placed
+    step = [{"input_ids": [[0]], "labels": [[-100]], "position_ids": [[0]]} for _ in range(2)]
+    core = packoracle.check_step(step, docs, "llmc")
+    assert [(v.invariant, v.micro_step) for v in core.violations] == [("targets", 0)], str(core)
+    g = guard.check_step(step, policy="llmc", documents=docs, on_violation=lambda e: None)
+    assert not g.ok and [(v.invariant, v.micro_step) for r in g.local for v in r.violations] == [("targets", 0)], \
+        g.text
+    assert g.valid_targets == 1, g.text  # the step's count, that row end's target included
+    right = [dict(step[0], labels=[[0]]), step[1]]  # the next document's BOS
+    assert packoracle.check_step(right, docs, "llmc").ok
+    assert guard.check_step(right, policy="llmc", documents=docs, on_violation=lambda e: None).ok

@@ -226,9 +226,11 @@ def guard_step(dump: Dump, tensors: bool = False, documents: Optional[list] = No
         raise AssertionError("guard.check_step: a violation that on_violation was not handed")
     if not v.text:
         raise AssertionError("guard.check_step: no text")
-    found = report_findings(v.local, any(not p.startswith("rank(s)") for p in v.problems))
-    if documents is not None:
-        return found
+    step_problems = any(not p.startswith("rank(s)") for p in v.problems)
+    if documents is not None:  # one report of the whole step, its violations placed by their micro_step
+        found = {finding(x, x.micro_step) for x in v.local[0].violations if x.invariant not in STEP_LEVEL}
+        return found | ({("denominator", -1, -1)} if step_problems else set())
+    found = report_findings(v.local, step_problems)
     # a micro-batch whose readings differ in their verdict (ambiguous): what verify finds there is not checked
     return found | {("ambiguous", k, -1) for k, m in enumerate(dump.microbatches) if ambiguous(dump, m)}
 

@@ -22,7 +22,8 @@ from typing import Any, Optional
 from .. import _args, _core
 from .._batch import Microbatches, canonical_fields
 from .._documents import canonical_documents
-from .._checks import checked_batch
+from .._checks import _Records, checked_batch
+from .._documents import core_documents
 from .._policy import PolicyLike, resolve
 from ..report import Report
 from ._batches import BatchGuard, GuardViolation, OnViolation, _not_read
@@ -121,24 +122,18 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
     return [value] * n
 
 
-def _documents_by_microbatch(microbatches: Sequence[Mapping], documents: Any, policy: dict,
-                             notes: list[str]) -> list[tuple[list, list]]:
-    """Each micro-batch's documents and spans. The step's documents are spread over its micro-batches, and a
-    micro-batch checked alone is given only those it holds pieces of (the others are not missing from it: that
-    was a false coverage violation). Spans are read across the step in order, as check_step reads them. How the
-    documents were read is said in `notes`."""
+def _read_with_documents(microbatches: Sequence[Mapping], documents: Any, policy: dict,
+                         notes: list[str]) -> tuple[Any, list[dict]]:
+    """The step's documents (as the core holds them) and its micro-batch records, spans read across the step in
+    order, as check_step reads them. How the documents were read is said in `notes`."""
     held = canonical_documents(documents, policy=policy)
     docs = without_delimiters(held, policy)
     if docs is not held:
         notes.append("documents: given with the policy's delimiters, read as placed (the delimiters taken off "
                      "once, for the core to add as the packer does)")
     batches = [{n: x for n, x in mb.items() if n not in _not_read(mb)} for mb in microbatches]
-    out = []
-    for mb in Microbatches(docs, policy).read(batches):
-        spans = [row["doc_spans"] for row in mb["rows"]]
-        named = {s["doc_uid"] for row in spans for s in row}
-        out.append(([d for d in docs if d["doc_uid"] in named], spans))
-    return out
+    core_docs = core_documents(docs, policy)
+    return core_docs, Microbatches(core_docs, policy).read(batches)
 
 
 def without_delimiters(docs: list[dict], policy: Mapping[str, Any]) -> list[dict]:
@@ -166,33 +161,51 @@ def without_delimiters(docs: list[dict], policy: Mapping[str, Any]) -> list[dict
 
 def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Optional[Any],
                   num_items_in_batch: Any, rank: int) -> tuple[dict, list[Report]]:
-    """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches."""
-    reports, per_mb, counted = [], [], []
+    """This rank's counts (by the kit) and denominators for the step, and the Reports of its micro-batches; with
+    documents, one Report of the whole step (as check_step and `packoracle verify` check a step: a row's end
+    whose target is the next document of the stream, in the next micro-batch, is checked too)."""
     notes: list[str] = []  # how the documents were read, and the micro-batches read ambiguously
-    given = None if documents is None else _documents_by_microbatch(microbatches, documents, policy, notes)
     row_length = _longest_row(microbatches)  # the step's L, as verify takes it: every micro-batch checked with it
-    for k, mb in enumerate(microbatches):
-        batch = {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
-        fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
-        ignore = _args.names(_not_read(batch), "guard.check_step", "ignore")
-        if given is None:
-            read = check_from_rows(batch, fields, policy, ignore, row_length)
-            report = read.report
-            if read.ambiguous:
-                notes.append(f"micro-batch {k}: {AMBIGUOUS}")
-        else:
-            docs, spans = given[k]
-            # one step of the run: its documents may have pieces in the steps before and after it
-            report = checked_batch(dict(batch, doc_spans=spans), docs, policy, ignore=ignore, window=True,
-                                   row_length=row_length)
-        step = report.to_json()["steps"][0]
-        per_mb.append(float(step["valid_targets"]))
-        counted.append(float(step["counted"]))  # what the denominator is compared with, by the core's rule
-        reports.append(report)
-    summary = {"rank": rank, "valid": sum(per_mb), "per_microbatch": per_mb, "per_microbatch_counted": counted,
+    if documents is None:
+        reports = [_rows_report(mb, k, policy, row_length, notes) for k, mb in enumerate(microbatches)]
+        checked = reports
+    else:
+        docs, records = _read_with_documents(microbatches, documents, policy, notes)
+        # a micro-batch's counts from its own audit, as a window of the run (its documents may have pieces in
+        # the steps before and after it); the step's violations from one audit of all of them
+        reports = [checked_batch(dict(_plain(mb), doc_spans=[row["doc_spans"] for row in record["rows"]]), docs,
+                                 policy, ignore=_args.names(_not_read(_plain(mb)), "guard.check_step", "ignore"),
+                                 window=True, row_length=row_length)
+                   for mb, record in zip(microbatches, records)]
+        for record in records:
+            record["step"] = 0
+        checked = [_Records("step", policy, docs, records, 1, delimiters_included=False, window=True)
+                   .audit(row_length, False)]
+    per_mb = [float(r.to_json()["steps"][0]["valid_targets"]) for r in reports]
+    # what the denominator is compared with, by the core's rule
+    counted = [float(r.to_json()["steps"][0]["counted"]) for r in reports]
+    # with documents, the step's own count (a row end whose target is in the next micro-batch counts there)
+    valid = sum(per_mb) if documents is None else float(checked[0].to_json()["steps"][0]["valid_targets"])
+    summary = {"rank": rank, "valid": valid, "per_microbatch": per_mb, "per_microbatch_counted": counted,
                "denominators": _denominators(microbatches, num_items_in_batch),
-               "violations": sum(len(r.violations) for r in reports if _counts_violation(r)), "notes": notes}
-    return summary, reports
+               "violations": sum(len(r.violations) for r in checked if _counts_violation(r)), "notes": notes}
+    return summary, checked
+
+
+def _plain(mb: Mapping) -> dict:
+    """A micro-batch's batch fields, without the keys that say where it sits in the step."""
+    return {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
+
+
+def _rows_report(mb: Mapping, k: int, policy: dict, row_length: Optional[int], notes: list[str]) -> Report:
+    """A micro-batch checked from its rows alone (no documents): its own segments stand for them."""
+    batch = _plain(mb)
+    fields = canonical_fields(batch, f"microbatches[{k}]", _not_read(batch))
+    ignore = _args.names(_not_read(batch), "guard.check_step", "ignore")
+    read = check_from_rows(batch, fields, policy, ignore, row_length)
+    if read.ambiguous:
+        notes.append(f"micro-batch {k}: {AMBIGUOUS}")
+    return read.report
 
 
 def _longest_row(microbatches: Sequence[Mapping]) -> Optional[int]:
@@ -224,9 +237,9 @@ def check_step(microbatches: Sequence[Mapping[str, Any]], *, policy: PolicyLike,
     ``producer={"denominator": d}``: what its summed loss was divided by. The kit counts the valid targets;
     the counts and denominators of every rank are exchanged through ``group`` (default: the world of the
     initialised torch.distributed process group; none: this process alone) and every rank gets the same
-    verdict. ``documents``: the documents of this rank's step (each micro-batch is checked against those it
-    holds pieces of, its spans read across the step in order); without them the batches' own segments stand
-    for them. A violation raises GuardViolation
+    verdict. ``documents``: the documents of this rank's step (the step is checked as one window of the run,
+    as check_step checks it, its spans read across the step in order; ``local`` is then that one Report);
+    without them the batches' own segments stand for them (``local``: a Report per micro-batch). A violation raises GuardViolation
     on every rank (``on_violation="raise"``), is logged ("log"), or is passed to your callable."""
     step = _args.integer(step, "guard.check_step", "step", 0, _args.INT64_MAX)
     resolved = resolve(policy)
