@@ -157,6 +157,7 @@ std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int
       if (!starts) return first;  // nothing to choose by
       continue;
     }
+    ++choices_;
     // A second document matches here: the row's encodings choose (read once a row, where first needed).
     if (!starts_asked_[r]) {
       starts_asked_[r] = true;
@@ -200,6 +201,7 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
     // A row that starts inside a document other than the one cut at the previous row's end: a stream window
     // of rows handed out shuffled (Megatron's GPTDataset, llm.c), or a step that begins mid-document.
     if (const auto piece = ContinuedPiece(row, claimed_)) {
+      ++choices_;  // a guess among the documents this row may continue
       spans.push_back(*piece);
       const std::int64_t size = static_cast<std::int64_t>(docs_[static_cast<std::size_t>(piece->document)].size());
       if (piece->doc_offset + piece->length < size) open_ = {piece->document, piece->doc_offset + piece->length};
@@ -230,11 +232,15 @@ const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row
   }
   // A row that ends in the pad id, where a document may start with it: the greedy reading may have taken
   // padding for a document or a document for padding, so the row's encodings are read (once) to hold it against.
+  if (pad_first_ && n > 0 && row.back() == *pad_id_) ++choices_;  // padding or a document of the pad id
   if (pad_first_ && starts && n > 0 && row.back() == *pad_id_ && !starts_asked_[r]) {
     starts_asked_[r] = true;
     starts_[r] = starts();
   }
-  if (Contradicts(r, spans)) ++contradicted_;
+  if (Contradicts(r, spans)) {
+    ++contradicted_;
+    borne_out_ = false;
+  }
   return spans;
 }
 
@@ -314,6 +320,17 @@ struct SpanDerivation::Search {
   bool every_document = true;  // a reading must place every document (else: every row read, no token twice)
   bool borne_out = false;      // a reading must bear out the rows' evidence (StartBorneOut, no target padded)
   std::int64_t budget = kSolveSteps;
+  // OtherReadings: each complete reading other than `chosen` goes here, and the search goes on until `limit`.
+  std::vector<std::vector<std::vector<DerivedSpan>>>* others = nullptr;
+  const std::vector<std::vector<DerivedSpan>>* chosen = nullptr;
+  std::size_t limit = 0;
+
+  // At the last row's end: the reading is complete. Solve takes it; OtherReadings keeps it and looks on.
+  bool Complete() {
+    if (!others) return true;
+    if (found != *chosen && std::find(others->begin(), others->end(), found) == others->end()) others->push_back(found);
+    return others->size() >= limit;
+  }
 
   // Whether the rest of a document cut at the last row's end was read elsewhere (rows out of stream order).
   bool RestRead(std::pair<std::int64_t, std::int64_t> open) const {
@@ -341,8 +358,9 @@ struct SpanDerivation::Search {
     if (r == d.rows_.size()) {
       // Every document placed and none left cut; or, where that cannot be, every row read (a document cut at
       // the last row's end whose rest is in no row is then the coverage finding it is, as one never placed).
-      if (!every_document) return true;
-      return (!open || RestRead(*open)) && std::find(placed.begin(), placed.end(), false) == placed.end();
+      if (!every_document) return Complete();
+      return (!open || RestRead(*open)) && std::find(placed.begin(), placed.end(), false) == placed.end() &&
+             Complete();
     }
     const std::span<const Token> row = d.rows_[r];
     const std::int64_t n = static_cast<std::int64_t>(row.size());
@@ -419,15 +437,16 @@ struct SpanDerivation::Search {
     std::vector<std::int64_t> out;
     const auto candidates = d.by_first_.find(row[static_cast<std::size_t>(i)]);
     if (candidates == d.by_first_.end()) return out;
-    std::vector<std::int64_t> whole_sizes;  // of the fresh documents taken whole so far
+    std::vector<std::pair<std::int64_t, std::int64_t>> whole;  // (size, kind) of the fresh documents taken whole
     for (std::int64_t k : candidates->second) {
       const auto& doc = d.docs_[static_cast<std::size_t>(k)];
       const std::int64_t size = static_cast<std::int64_t>(doc.size());
       const std::int64_t m = std::min<std::int64_t>(size, static_cast<std::int64_t>(row.size()) - i);
       if (placed[static_cast<std::size_t>(k)] || (m != size && !d.cut_) || CommonPrefix(row, i, doc) != m) continue;
       if (m == size && claimed[static_cast<std::size_t>(k)].empty()) {
-        if (std::find(whole_sizes.begin(), whole_sizes.end(), size) != whole_sizes.end()) continue;
-        whole_sizes.push_back(size);
+        const std::pair<std::int64_t, std::int64_t> alike{size, d.kinds_.empty() ? 0 : d.kinds_[static_cast<std::size_t>(k)]};
+        if (std::find(whole.begin(), whole.end(), alike) != whole.end()) continue;
+        whole.push_back(alike);
       }
       out.push_back(k);
     }
@@ -459,10 +478,27 @@ bool SpanDerivation::Solve(Token pad_id) {
       placed_ = std::move(search.placed);
       misses_ = 0;
       contradicted_ = 0;
+      ++choices_;
+      borne_out_ = tier.borne_out;
       return true;
     }
   }
   return false;
+}
+
+std::vector<std::vector<std::vector<DerivedSpan>>> SpanDerivation::OtherReadings(Token pad_id, std::size_t limit) const {
+  std::vector<std::vector<std::vector<DerivedSpan>>> others;
+  if (choices_ == 0 || limit == 0 || misses_ > 0 || Unplaced() > 0) return others;  // one reading, or none complete
+  Search search{*this, pad_id, {}, std::vector<std::vector<DerivedSpan>>(rows_.size()), {}, {}, true, borne_out_};
+  for (const auto& doc : docs_) {
+    search.placed.push_back(doc.empty());
+    search.claimed.emplace_back();
+  }
+  search.others = &others;
+  search.chosen = &spans_;
+  search.limit = limit;
+  search.RowFrom(0, 0, std::nullopt);
+  return others;
 }
 
 void TargetSlots(std::span<const Token> labels, std::optional<std::span<const double>> loss_mask, Token ignore_index,

@@ -28,6 +28,7 @@
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
 #include "verify_derive.h"
+#include "packoracle/fastcheck/memory_reader.h"
 #include "verify_internal.h"
 
 namespace packoracle::jobs {
@@ -67,8 +68,10 @@ struct SourceOpener {
 
 class Verifier {
  public:
-  Verifier(const VerifyOptions& options, SourceOpener opener)
-      : options_(options), opener_(std::move(opener)), fast_(options.checker ? *options.checker : own_fast_.emplace()) {}
+  // `others`: where the other readings of a source whose spans are derived go (one source only), or null.
+  Verifier(const VerifyOptions& options, SourceOpener opener, OtherReadings* others = nullptr)
+      : options_(options), opener_(std::move(opener)), others_(others),
+        fast_(options.checker ? *options.checker : own_fast_.emplace()) {}
   AuditResult Run();
 
  private:
@@ -92,6 +95,7 @@ class Verifier {
 
   const VerifyOptions& options_;
   SourceOpener opener_;
+  OtherReadings* others_;
   std::vector<Source> sources_;
   std::vector<std::string> names_;  // the sources' (file paths, or in-memory names)
   Policy declared_, policy_;
@@ -175,9 +179,16 @@ void Verifier::Open() {
   }
   if (!options_.summary.empty()) summary_ = std::make_unique<SummaryCollector>(names_, sources_.front().header, policy_);
   // Rows without doc_spans get them from the documents (the caller's with the first source: Run reads them there).
+  // The other readings of one source's rows are audited again (Audit); of several ranks' files, not yet.
+  OtherReadings* others = sources_.size() == 1 ? others_ : nullptr;
+  if (others) {
+    others->header = sources_.front().header;
+    others->name = names_.front();
+  }
   for (std::size_t k = 0; k < sources_.size(); ++k)
     sources_[k].reader = DeriveMissingSpans(std::move(sources_[k].reader), policy_, k == 0 ? options_.documents : nullptr,
-                                            [this](std::string_view uid, Document& out) { return documents_.Expand(uid, out); });
+                                            [this](std::string_view uid, Document& out) { return documents_.Expand(uid, out); },
+                                            others);
 }
 
 // About the bytes a micro-batch record's rows take (six arrays of 8 B a slot).
@@ -635,7 +646,24 @@ AuditResult Audit(const VerifyOptions& options, SourceOpener opener) {
   if (options.required_policy && (!options.preset.empty() || !options.policy_file.empty())) {
     throw InputError("a required policy and --preset or --policy both given: require one policy");
   }
-  return Verifier(options, std::move(opener)).Run();
+  OtherReadings others;
+  AuditResult chosen = Verifier(options, std::move(opener), &others).Run();
+  if (others.records.empty()) return chosen;
+  // The rows read otherwise: each reading audited as the chosen one was (its own records, the caller's
+  // documents), without the caller's progress, summary or reused buffers.
+  VerifyOptions again = options;
+  again.progress = nullptr;
+  again.summary.clear();
+  again.spare_records = nullptr;
+  again.checker = nullptr;
+  std::vector<AuditResult> audits;
+  for (auto& records : others.records) {
+    records.insert(records.begin(), others.header);
+    auto reader = std::make_shared<std::unique_ptr<fastcheck::RecordReader>>(
+        std::make_unique<fastcheck::MemoryRecordReader>(std::move(records), others.name));
+    audits.push_back(Verifier(again, {1, [reader](std::size_t) { return std::move(*reader); }, nullptr}).Run());
+  }
+  return ReconcileReadings(std::move(chosen), audits);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "verify_derive.h"
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -20,8 +21,8 @@ namespace {
 class DerivingReader final : public fastcheck::RecordReader {
  public:
   DerivingReader(std::unique_ptr<fastcheck::RecordReader> source, const Policy& policy,
-                 const std::vector<DocumentRef>* documents, HeldDocument held)
-      : source_(std::move(source)), policy_(policy), given_(documents), held_(std::move(held)) {}
+                 const std::vector<DocumentRef>* documents, HeldDocument held, OtherReadings* others)
+      : source_(std::move(source)), policy_(policy), given_(documents), held_(std::move(held)), others_(others) {}
 
   std::optional<PackedBatchRecord> Next() override {
     PackedBatchRecord record;
@@ -41,12 +42,15 @@ class DerivingReader final : public fastcheck::RecordReader {
   void ReadRest(PackedBatchRecord first);
   SpanDerivation Derivation(std::vector<std::string>& uids) const;
   void Derive();
+  void KeepOtherReadings(const SpanDerivation& derivation, const std::vector<std::string>& uids, std::size_t passed);
 
   std::unique_ptr<fastcheck::RecordReader> source_;
   const Policy& policy_;
   const std::vector<DocumentRef>* given_;
   HeldDocument held_;
+  OtherReadings* others_;
   Mode mode_ = Mode::kUndecided;
+  std::size_t passed_held_ = 0;            // how many of documents_ were passed on before the first micro-batch
   std::vector<std::string> passed_;       // the uids of the document records passed on before the mode is known
   std::vector<Document> documents_;       // kDerived: those documents (from the store), then the rest's records
   std::deque<PackedBatchRecord> replay_;  // kDerived: the rest of the source, spans derived
@@ -84,6 +88,7 @@ bool DerivingReader::Next(PackedBatchRecord& record) {
     Document d;
     if (held_(uid, d)) documents_.push_back(std::move(d));
   }
+  passed_held_ = documents_.size();
   passed_ = {};
   ReadRest(std::move(record));
   Derive();
@@ -108,9 +113,14 @@ void DerivingReader::ReadRest(PackedBatchRecord first) {
 SpanDerivation DerivingReader::Derivation(std::vector<std::string>& uids) const {
   std::vector<std::vector<Token>> tokens;
   std::unordered_set<std::string> seen;
+  std::map<std::vector<int>, std::int64_t> kind_of;  // by supervision: the derivation compares the tokens itself
+  std::vector<std::int64_t> kinds;
   const auto add = [&](const DocumentRef& d) {
     if (!seen.insert(std::string(d.uid)).second) return;
     uids.emplace_back(d.uid);
+    std::vector<int> flags = d.supervised ? std::vector<int>(d.supervised, d.supervised + d.supervised_size)
+                                          : std::vector<int>{};
+    kinds.push_back(kind_of.try_emplace(std::move(flags), static_cast<std::int64_t>(kind_of.size())).first->second);
     std::vector<Token> t;
     try {
       t = std::move(fastcheck::EffectiveFast(d, policy_, Delimiters::kIncluded).tokens);
@@ -122,7 +132,9 @@ SpanDerivation DerivingReader::Derivation(std::vector<std::string>& uids) const 
   };
   if (given_) for (const DocumentRef& d : *given_) add(d);
   for (const Document& d : documents_) add(DocumentRef::Of(d));
-  return SpanDerivation(std::move(tokens), policy_.overflow, DerivationPad(policy_));
+  SpanDerivation derivation(std::move(tokens), policy_.overflow, DerivationPad(policy_));
+  derivation.Interchangeable(std::move(kinds));
+  return derivation;
 }
 
 void DerivingReader::Derive() {
@@ -148,7 +160,31 @@ void DerivingReader::Derive() {
       rows[r]->doc_spans.push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
     }
   }
+  if (others_) KeepOtherReadings(derivation, uids, passed_held_);
   documents_ = {};
+}
+
+// Each other reading as the source's records after its header: the documents passed on before its first
+// micro-batch, then the rest of the source with that reading's spans in place of the chosen ones.
+void DerivingReader::KeepOtherReadings(const SpanDerivation& derivation, const std::vector<std::string>& uids,
+                                       std::size_t passed) {
+  for (const auto& reading : derivation.OtherReadings(policy_.pad_id, kOtherReadings)) {
+    std::vector<PackedBatchRecord> records;
+    for (std::size_t k = 0; k < passed; ++k) records.push_back(DocumentRecord{documents_[k], 0});
+    std::size_t r = 0;
+    for (const auto& record : replay_) {
+      records.push_back(record);
+      auto* m = std::get_if<MicrobatchRecord>(&records.back());
+      if (!m) continue;
+      m->spans_absent = false;  // the reading's spans are given: the audit reads them, derives none
+      for (CandidateRow& row : m->microbatch.rows) {
+        row.doc_spans.clear();
+        for (const DerivedSpan& s : reading[r++])
+          row.doc_spans.push_back({uids[static_cast<std::size_t>(s.document)], s.start, s.length, s.doc_offset});
+      }
+    }
+    others_->records.push_back(std::move(records));
+  }
 }
 
 }  // namespace
@@ -156,8 +192,8 @@ void DerivingReader::Derive() {
 std::unique_ptr<fastcheck::RecordReader> DeriveMissingSpans(std::unique_ptr<fastcheck::RecordReader> source,
                                                             const Policy& policy,
                                                             const std::vector<DocumentRef>* documents,
-                                                            HeldDocument held) {
-  return std::make_unique<DerivingReader>(std::move(source), policy, documents, std::move(held));
+                                                            HeldDocument held, OtherReadings* others) {
+  return std::make_unique<DerivingReader>(std::move(source), policy, documents, std::move(held), others);
 }
 
 }  // namespace packoracle::jobs::verify_internal

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "packoracle/fastcheck/jsonl_reader.h"
+#include "packoracle/interchange/packed_batch.h"
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
 
@@ -22,6 +23,18 @@ namespace packoracle::jobs::verify_internal {
 // A document the audit holds, by uid, into `out`; false when it holds none under that uid.
 using HeldDocument = std::function<bool(std::string_view uid, Document& out)>;
 
+// The other readings of a derived source (SpanDerivation::OtherReadings), each as the source's records after
+// its header (its document records included) with that reading's spans: what the audit is run on again, so
+// that an invariant the readings judge differently is said ambiguous (ReconcileReadings), not decided by the
+// reading that happened to be chosen.
+struct OtherReadings {
+  HeaderRecord header;  // the source's (the audit fills it in)
+  std::string name;     // the source's path, as the chosen reading's findings name it
+  std::vector<std::vector<PackedBatchRecord>> records;
+};
+// At most this many readings besides the chosen one are audited.
+inline constexpr std::size_t kOtherReadings = 3;
+
 // `source`: its header already read. `documents`: the caller's (VerifyOptions::documents), read before the
 // source's own records; null for none. `held`: the audit's store, which holds every document the source gave
 // before its first micro-batch (none is let go before a step is checked): those are fetched from it, not
@@ -29,7 +42,7 @@ using HeldDocument = std::function<bool(std::string_view uid, Document& out)>;
 std::unique_ptr<fastcheck::RecordReader> DeriveMissingSpans(std::unique_ptr<fastcheck::RecordReader> source,
                                                             const Policy& policy,
                                                             const std::vector<DocumentRef>* documents,
-                                                            HeldDocument held);
+                                                            HeldDocument held, OtherReadings* others = nullptr);
 
 // The note an audit whose spans were derived carries (AuditResult::notes).
 inline constexpr const char* kDerivedSpansNote =

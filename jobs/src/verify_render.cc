@@ -172,6 +172,8 @@ std::string RenderAuditJson(const AuditResult& r) {
   }
   j["notes"] = Json::array();
   for (const auto& n : r.notes) j["notes"].push_back({{"note", n.text}, {"steps", n.steps}});
+  j["ambiguous"] = Json::array();  // invariants not checked: the readings of rows without doc_spans differ on them
+  for (const Invariant i : r.ambiguous) j["ambiguous"].push_back(Name(i));
   const AuditTotals& t = r.totals;
   j["totals"] = {{"records", t.records}, {"rows", t.rows}, {"slots", t.slots}, {"tokens", t.tokens},
                  {"valid_targets", t.valid_targets}, {"utilization", t.utilization}, {"documents", t.documents}};

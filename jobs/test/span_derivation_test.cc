@@ -206,5 +206,40 @@ TEST(SpanDerivation, DocumentsOfTheSameTokensAreTriedOnceAtASlot) {
   EXPECT_EQ(d.Unplaced(), 0);
 }
 
+TEST(SpanDerivation, OtherReadingsAreTheCompleteReadingsOfDocumentsAlikeInTokensButNotInSupervision) {
+  // trl-wrapped, pad id 0, L = 2, rows handed out in reverse: row 0 = [1 0] (one document, then padding: doc ids
+  // [0 -1]), row 1 = [0 1] (two documents). d1 = d2 = [1], d1 supervised, d2 not. The greedy reading puts d1 in
+  // row 0; the packer put d2 there. Both bear out the rows' evidence, and their verdicts differ (the target of
+  // row 1's slot 0 is d1's supervised token or d2's unsupervised one): the derivation must hand over both.
+  const std::vector<std::vector<Token>> docs{{0}, {1}, {1}};
+  const std::vector<std::uint8_t> none{0, 0};
+  RowEvidence padded({0}), two({0, 1});
+  padded.padding_from = 1;
+  two.padding_from = 2;
+  SpanDerivation d(docs, Overflow::kSplit, 0);
+  d.Interchangeable({0, 1, 2});  // supervision: d1 and d2 are not interchangeable
+  d.Match(std::vector<Token>{1, 0}, none, [&] { return padded; });
+  d.Match(std::vector<Token>{0, 1}, none, [&] { return two; });
+  d.Finish(0);
+  const std::vector<std::vector<DerivedSpan>> greedy{{{1, 0, 1, 0}}, {{0, 0, 1, 0}, {2, 1, 1, 0}}};
+  const std::vector<std::vector<DerivedSpan>> packers{{{2, 0, 1, 0}}, {{0, 0, 1, 0}, {1, 1, 1, 0}}};
+  ASSERT_EQ(d.rows(), greedy);
+  EXPECT_EQ(d.OtherReadings(0, 3), (std::vector<std::vector<std::vector<DerivedSpan>>>{packers}));
+  // Alike in supervision too, the two readings are one: the search tries one of them at a slot.
+  SpanDerivation alike(docs, Overflow::kSplit, 0);
+  alike.Match(std::vector<Token>{1, 0}, none, [&] { return padded; });
+  alike.Match(std::vector<Token>{0, 1}, none, [&] { return two; });
+  alike.Finish(0);
+  EXPECT_TRUE(alike.OtherReadings(0, 3).empty());
+}
+
+TEST(SpanDerivation, ARowReadOneWayHasNoOtherReading) {
+  // Documents of distinct first tokens: no choice was met, nothing is searched.
+  SpanDerivation d(std::vector<std::vector<Token>>{{1, 2}, {3}}, Overflow::kError, 0);
+  d.Match(std::vector<Token>{1, 2, 3, 0}, std::vector<std::uint8_t>{});
+  d.Finish(0);
+  EXPECT_TRUE(d.OtherReadings(0, 3).empty());
+}
+
 }  // namespace
 }  // namespace packoracle::jobs

@@ -153,5 +153,50 @@ TEST(VerifyDerivedSpans, AMicroBatchWithoutRowsDecidesNothing) {
   }
 }
 
+TEST(VerifyDerivedSpans, InvariantsTheReadingsOfTheRowsJudgeDifferentlyAreNotChecked) {
+  // trl-wrapped rows without doc_spans (reversed: [1 0] then [0 1]) of d0 = [0], d1 = [1] (supervised) and d2 =
+  // [1] (not): the documents read into them two ways. The packer's reading (d2 in row 0) leaves d1's supervised
+  // token untrained (targets) and a denominator of 0 for it (denominator); the greedy one (d1 in row 0) trains
+  // nothing that should not be. Both read row 1 as two documents under row-causal attention (attention). So the
+  // audit keeps attention and says targets and denominator are not checked, whichever reading it chose.
+  const std::string path = ::testing::TempDir() + "ambiguous.jsonl";
+  {
+    std::ofstream out(path);
+    out << R"({"record":"header","schema":"packed-batch","version":1,"producer":{"system":"t","component":"t"},)"
+        << R"("dp_world_size":1,"policy":{"preset":"trl-wrapped"}})" << "\n"
+        << R"({"record":"document","doc_uid":"d0","tokens":[0],"supervised":[1]})" << "\n"
+        << R"({"record":"document","doc_uid":"d1","tokens":[1],"supervised":[1]})" << "\n"
+        << R"({"record":"document","doc_uid":"d2","tokens":[1],"supervised":[0]})" << "\n";
+    const auto mb = [&](int k, const char* row) {
+      out << R"({"record":"microbatch","step":0,"micro_step":)" << k << R"(,"rank":0,"rows":[)" << row
+          << R"(],"producer":{"loss_sum":0.0,"denominator":0,"denominator_scope":"global"}})" << "\n";
+    };
+    mb(0, R"({"input_ids":[1,0],"labels":[-100,-100],"position_ids":[0,0],"doc_ids":[0,-1]})");
+    mb(1, R"({"input_ids":[0,1],"labels":[1,-100],"position_ids":[0,1],"doc_ids":[0,1]})");
+  }
+  for (const bool oracle : {false, true}) {
+    const AuditResult r = Verify(path, oracle);
+    EXPECT_EQ(Findings(r), (std::vector<std::string>{"attention 0/1/0/0"})) << oracle;
+    EXPECT_EQ(r.ambiguous, (std::vector<Invariant>{Invariant::kTargets, Invariant::kDenominator})) << oracle;
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const AuditNote& n) {
+      return n.text.starts_with("not checked, ambiguous: targets, denominator");
+    })) << RenderAuditText(r, 20);
+  }
+}
+
+TEST(VerifyDerivedSpans, ReconcileReadingsKeepsWhatEveryReadingFinds) {
+  AuditResult chosen, other;
+  chosen.violations.push_back({.invariant = Invariant::kAttention});
+  chosen.violations.push_back({.invariant = Invariant::kPositions});
+  other.violations.push_back({.invariant = Invariant::kAttention});
+  other.not_kept[Invariant::kTargets] = 2;
+  const AuditResult r = ReconcileReadings(chosen, {other});
+  EXPECT_EQ(Findings(r), (std::vector<std::string>{"attention -1/-1/-1/-1"}));
+  EXPECT_EQ(r.ambiguous, (std::vector<Invariant>{Invariant::kPositions, Invariant::kTargets}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(ReconcileReadings(chosen, {chosen}).ambiguous.empty());
+}
+
 }  // namespace
 }  // namespace packoracle::jobs

@@ -3,6 +3,7 @@
 // micro-batches) and read them through fastcheck::MemoryRecordReader, the documents handed to the audit where
 // they are held (VerifyOptions::documents, read as the document records after the header): the same code,
 // verdicts and text as a dump file.
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <optional>
@@ -122,11 +123,14 @@ std::unique_ptr<fastcheck::RecordReader> Reader(InMemory& in, bool with_document
 
 // Each row with a violation as (step, row counted over the step's micro-batches in order): what draw's
 // --step S --row R selects.
-nb::list ViolationRows(const jobs::AuditResult& result, const std::vector<CandidateMicrobatch>* microbatches) {
-  nb::list out;
-  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+// Per violation, its row counted over its step's micro-batches (-1: no row).
+std::vector<std::int64_t> FlatRows(const jobs::AuditResult& result, const std::vector<CandidateMicrobatch>* microbatches) {
+  std::vector<std::int64_t> out;
   for (const auto& v : result.violations) {
-    if (v.row < 0 || v.step < 0) continue;
+    if (v.row < 0 || v.step < 0) {
+      out.push_back(-1);
+      continue;
+    }
     std::int64_t flat = v.row;
     if (microbatches) {
       std::int64_t before = 0;
@@ -137,7 +141,18 @@ nb::list ViolationRows(const jobs::AuditResult& result, const std::vector<Candid
       }
       flat = before + v.row;
     }
-    if (seen.insert({v.step, flat}).second) out.append(nb::make_tuple(v.step, flat));
+    out.push_back(flat);
+  }
+  return out;
+}
+
+// The rows the violations name, (step, row counted over the step), each once, in order.
+nb::list ViolationRows(const jobs::AuditResult& result, const std::vector<std::int64_t>& flat) {
+  nb::list out;
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  for (std::size_t k = 0; k < result.violations.size(); ++k) {
+    if (flat[k] < 0) continue;
+    if (seen.insert({result.violations[k].step, flat[k]}).second) out.append(nb::make_tuple(result.violations[k].step, flat[k]));
   }
   return out;
 }
@@ -167,15 +182,37 @@ struct Audit {
   jobs::AuditResult result;
   int max_violations = 20;
   nb::list violations, violation_rows;
+  std::vector<std::int64_t> flat_rows;  // per violation (FlatRows)
 };
 
-Audit MakeAudit(jobs::AuditResult result, int max_violations, const std::vector<CandidateMicrobatch>* microbatches) {
+Audit MakeAudit(jobs::AuditResult result, int max_violations, std::vector<std::int64_t> flat_rows) {
   Audit a;
   a.violations = ViolationsToPython(result);
-  a.violation_rows = ViolationRows(result, microbatches);
+  a.violation_rows = ViolationRows(result, flat_rows);
+  a.flat_rows = std::move(flat_rows);
   a.result = std::move(result);
   a.max_violations = max_violations;
   return a;
+}
+
+Audit MakeAudit(jobs::AuditResult result, int max_violations, const std::vector<CandidateMicrobatch>* microbatches) {
+  std::vector<std::int64_t> flat = FlatRows(result, microbatches);
+  return MakeAudit(std::move(result), max_violations, std::move(flat));
+}
+
+// packoracle._core.reconcile_readings: jobs::ReconcileReadings on audits of one batch's readings.
+Audit ReconcileAudits(const Audit& chosen, const std::vector<const Audit*>& others) {
+  std::vector<jobs::AuditResult> results;
+  for (const Audit* other : others) results.push_back(other->result);
+  jobs::AuditResult reconciled = jobs::ReconcileReadings(chosen.result, results);
+  // The violations kept are those of the invariants that stand, in their order: their rows as they were.
+  std::vector<std::int64_t> flat;
+  for (std::size_t k = 0; k < chosen.result.violations.size(); ++k) {
+    const Invariant i = chosen.result.violations[k].invariant;
+    if (std::find(reconciled.ambiguous.begin(), reconciled.ambiguous.end(), i) == reconciled.ambiguous.end())
+      flat.push_back(chosen.flat_rows[k]);
+  }
+  return MakeAudit(std::move(reconciled), chosen.max_violations, std::move(flat));
 }
 
 // check_batch's id scans, deferred to the audit (BatchView::ids_deferred). A clean audit whose every row the
@@ -322,6 +359,11 @@ nb::object CheckPlainBatch(nb::handle batch, nb::handle documents, nb::handle po
   nb::object view = BatchViewOf(batch, ignore, input_ids_allowed, labels_allowed, ignore_index, derivation, uids, step,
                                 micro_step, rank, producer, /*defer_ids=*/true);
   if (view.is_none()) return nb::none();
+  // Rows the documents can be read into otherwise: check_batch's Python path audits every reading.
+  if (!derivation.is_none()) {
+    const auto& d = nb::cast<const PolicySpanDerivation&>(derivation);
+    if (!d.OtherReadings(d.policy.pad_id, 1).empty()) return nb::none();
+  }
   nb::list microbatches;
   microbatches.append(view);
   nb::object audit;
@@ -346,6 +388,10 @@ void BindAudit(nb::module_& m) {
            "What `packoracle verify` prints.")
       .def("json", [](const Audit& a) { return jobs::RenderAuditJson(a.result); },
            "What `packoracle verify --format json` prints.");
+  m.def("reconcile_readings", &ReconcileAudits, nb::arg("chosen"), nb::arg("others"),
+        "The audit of rows without doc_spans under the reading chosen, held to the audits of the other readings "
+        "the documents allow (SpanDerivation.other_readings): the invariants their verdicts differ on are not "
+        "checked (the JSON's `ambiguous`, a note), their violations left out (jobs::ReconcileReadings).");
   m.def("audit_records", &AuditRecords, nb::arg("name"), nb::arg("policy"), nb::arg("documents"),
         nb::arg("microbatches"), nb::arg("dp_world_size"), nb::arg("row_length"), nb::arg("decoder"),
         nb::arg("delimiters_included"), nb::arg("window") = false,

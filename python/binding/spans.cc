@@ -1,6 +1,7 @@
 // packoracle._core.SpanDerivation: doc_spans derived from the documents for batches that carry none
 // (jobs/span_derivation.h states the reading; packoracle._batch.SpanMatcher wraps it for check_batch, check_step
 // and the guard).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,6 +30,23 @@ nb::list SpansToPython(const std::vector<jobs::DerivedSpan>& spans) {
   nb::list out;
   for (const auto& s : spans) out.append(nb::make_tuple(s.document, s.start, s.length, s.doc_offset));
   return out;
+}
+
+// Per document, its kind (SpanDerivation::Interchangeable: placing one or another document of the same tokens
+// and kind is the same reading): the derivation compares tokens itself, so the kind tells supervision apart, a
+// hash of the document's flags (0: none given, every token supervised). Empty where no document has flags.
+std::vector<std::int64_t> KindsOf(const std::vector<DocumentRef>& documents) {
+  std::vector<std::int64_t> kinds;
+  if (std::none_of(documents.begin(), documents.end(), [](const DocumentRef& d) { return d.supervised != nullptr; }))
+    return kinds;
+  kinds.reserve(documents.size());
+  for (const DocumentRef& d : documents) {
+    std::uint64_t h = d.supervised ? 1469598103934665603ULL : 0;  // FNV-1a over the flags
+    for (std::size_t k = 0; d.supervised && k < d.supervised_size; ++k)
+      h = (h ^ static_cast<std::uint64_t>(d.supervised[k])) * 1099511628211ULL;
+    kinds.push_back(static_cast<std::int64_t>(h));
+  }
+  return kinds;
 }
 
 }  // namespace
@@ -65,6 +83,7 @@ void BindSpans(nb::module_& m) {
                 views.emplace_back(d.tokens, static_cast<std::size_t>(InputTokens(p, static_cast<std::int64_t>(d.size))));
               }
               new (self) PolicySpanDerivation(std::move(views), p);
+              self->Interchangeable(KindsOf(given));
               return;
             }
             docs.reserve(given.size());
@@ -81,6 +100,7 @@ void BindSpans(nb::module_& m) {
               docs.push_back(std::move(tokens));
             }
             new (self) PolicySpanDerivation(std::move(docs), p);
+            self->Interchangeable(KindsOf(given));
           },
           nb::arg("documents"), nb::arg("policy"), nb::keep_alive<1, 2>(),
           "documents: [{doc_uid, tokens, supervised?}] as given to the packer; policy: a preset name or a dict.")
@@ -119,6 +139,20 @@ void BindSpans(nb::module_& m) {
       .def("unplaced", [](const PolicySpanDerivation& self) { return self.Unplaced(); }, "Documents never placed.")
       .def("solve", [](PolicySpanDerivation& self, Token pad_id) { return self.Solve(pad_id); }, nb::arg("pad_id"),
            "Search for a reading that places every document; True when the rows' spans were replaced.")
+      .def(
+          "other_readings",
+          [](const PolicySpanDerivation& self, std::size_t limit) {
+            nb::list out;
+            for (const auto& reading : self.OtherReadings(self.policy.pad_id, limit)) {
+              nb::list rows;
+              for (const auto& spans : reading) rows.append(SpansToPython(spans));
+              out.append(rows);
+            }
+            return out;
+          },
+          nb::arg("limit"),
+          "Up to `limit` other readings of every row matched that place every document (each a list of rows' "
+          "spans), where the derivation met a choice: what an audit must also hold the rows to.")
       .def(
           "rows",
           [](const PolicySpanDerivation& self) {

@@ -194,3 +194,32 @@ def test_the_guard_given_the_documents_checks_a_row_end_whose_target_is_in_the_n
     right = [dict(step[0], labels=[[0]]), step[1]]  # the next document's BOS
     assert packoracle.check_step(right, docs, "llmc").ok
     assert guard.check_step(right, policy="llmc", documents=docs, on_violation=lambda e: None).ok
+
+
+def test_invariants_the_readings_of_rows_without_spans_judge_differently_are_not_checked():
+    # trl-wrapped rows handed out in reverse, no doc_spans: d1 = d2 = [1], d1 supervised, d2 not. The packer put
+    # d2 in row 0 (d1's supervised token then goes untrained: targets, and a denominator of 0 for it); the
+    # greedy reading puts d1 there (nothing wrong). Both read row 1 as two documents under row-causal attention.
+    # check_step, the guard with documents and verify keep attention and say targets, denominator are not checked.
+    docs = [{"doc_uid": "d0", "tokens": [0], "supervised": [1]}, {"doc_uid": "d1", "tokens": [1], "supervised": [1]},
+            {"doc_uid": "d2", "tokens": [1], "supervised": [0]}]
+    step = [{"input_ids": [[1, 0]], "labels": [[-100, -100]], "position_ids": [[0, 0]], "doc_ids": [[0, -1]],
+             "producer": {"denominator": 0, "denominator_scope": "global"}},
+            {"input_ids": [[0, 1]], "labels": [[1, -100]], "position_ids": [[0, 1]], "doc_ids": [[0, 1]],
+             "producer": {"denominator": 0, "denominator_scope": "global"}}]
+    report = packoracle.check_step(step, docs, "trl-wrapped")
+    assert [v.invariant for v in report.violations] == ["attention"], str(report)
+    assert report.ambiguous == ("targets", "denominator"), str(report)
+    assert any(n.startswith("not checked, ambiguous: targets, denominator") for n in report.notes), str(report)
+    g = guard.check_step(step, policy="trl-wrapped", documents=docs, on_violation=lambda e: None)
+    assert [v.invariant for r in g.local for v in r.violations] == ["attention"], g.text
+    assert not any(p.startswith("rank 0") or "divides by" in p for p in g.problems), g.text  # not judged
+    # check_batch on the two rows as one batch (no producer totals): the same, by its own path
+    one = {n: [row for mb in step for row in mb[n]] for n in ("input_ids", "labels", "position_ids", "doc_ids")}
+    batch = packoracle.check_batch({n: np.array(v) for n, v in one.items()}, docs, "trl-wrapped")
+    assert [v.invariant for v in batch.violations] == ["attention"] and batch.ambiguous == ("targets",), str(batch)
+    # with the packer's spans, every finding is made
+    spans = [[[("d2", 0, 1, 0)]], [[("d0", 0, 1, 0), ("d1", 1, 1, 0)]]]
+    given = packoracle.check_step([dict(mb, doc_spans=s) for mb, s in zip(step, spans)], docs, "trl-wrapped")
+    assert {v.invariant for v in given.violations} == {"attention", "targets", "denominator"}, str(given)
+    assert given.ambiguous == ()

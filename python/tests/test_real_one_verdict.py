@@ -19,7 +19,7 @@ import tempfile
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packoracle
@@ -117,9 +117,9 @@ def test_every_entry_point_gives_verifys_verdict_on_generated_cases(preset, tmp_
     packers = _packers(preset)
     seen = Counter()
 
-    # A fixed sample (derandomized, not shrunk): shrinking walks into further corners of documents made of the
-    # pad id, where the readings of trailing pad ids still differ from verify's (issue 42's closing note).
-    @settings(max_examples=30, deadline=None, derandomize=True, phases=[Phase.generate], database=None,
+    # A fixed sample (derandomized), shrunk on failure: where the documents read into the rows in ways whose
+    # verdicts differ (documents alike in tokens, not in supervision), the entry points say so (ambiguous).
+    @settings(max_examples=30, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(strategies.requests(preset, max_row_length=12, max_dp_world_size=1, prompt_masking=True,
                                vocab=_vocab(preset)))

@@ -123,14 +123,21 @@ def training_batch(mb: dict, tensors: bool = False) -> dict[str, Any]:
 
 def verify_findings(path: str, dump: Optional[Dump] = None) -> set[Finding]:
     """verify's findings, located as `dump` hands its rows to the entry points."""
-    out = set()
-    for v in packoracle.verify(path, max_violations=10_000).violations:
+    report = packoracle.verify(path, max_violations=10_000)
+    out = ambiguous_findings(report)
+    for v in report.violations:
         if v.invariant in STEP_LEVEL or v.row < 0 or _whole(v):
             out.add(finding(v, v.micro_step))
             continue
         k, r = (v.micro_step, v.row) if dump is None else dump.unit_of[(v.micro_step, v.row)]
         out.add(finding(v, k, r))
     return out
+
+
+def ambiguous_findings(report: Any) -> set[Finding]:
+    """An entry point's invariants not checked as ambiguous (rows read from the documents in ways whose verdicts
+    differ on them), as findings ("ambiguous:<invariant>", -1, -1) that `judge` takes out."""
+    return {(f"ambiguous:{i}", -1, -1) for i in report.ambiguous}
 
 
 def _whole(v: Any) -> bool:
@@ -229,6 +236,7 @@ def guard_step(dump: Dump, tensors: bool = False, documents: Optional[list] = No
     step_problems = any(not p.startswith("rank(s)") for p in v.problems)
     if documents is not None:  # one report of the whole step, its violations placed by their micro_step
         found = {finding(x, x.micro_step) for x in v.local[0].violations if x.invariant not in STEP_LEVEL}
+        found |= ambiguous_findings(v.local[0])
         return found | ({("denominator", -1, -1)} if step_problems else set())
     found = report_findings(v.local, step_problems)
     # a micro-batch whose readings differ in their verdict (ambiguous): what verify finds there is not checked
@@ -272,7 +280,7 @@ def check_step_documents(dump: Dump) -> set[Finding]:
     mbs = [dict(training_batch(m), micro_step=m.get("micro_step", 0)) for m in dump.microbatches]
     docs = without_delimiters(dump.documents, packoracle.Policy(dump.policy).to_dict())
     report = packoracle.check_step(mbs, docs, dump.policy)
-    return {finding(v, v.micro_step) for v in report.violations}
+    return {finding(v, v.micro_step) for v in report.violations} | ambiguous_findings(report)
 
 
 def verify_without_spans(dump: Dump) -> set[Finding]:
@@ -345,6 +353,13 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
           with_documents: str, ragged: bool = False) -> tuple[str, str]:
     """('agrees' | 'not checked' | 'differs', why) for one dump and entry point."""
     unseen = []
+    # invariants the entry point says are ambiguous (readings of the rows that differ on them): not checked
+    undecided = {i.split(":", 1)[1] for i, _, _ in got if i.startswith("ambiguous:")}
+    got = {f for f in got if not f[0].startswith("ambiguous:")}
+    for inv in sorted(undecided & {i for i, _, _ in expected}):
+        unseen.append(f"{inv}: ambiguous (the documents read into the rows in ways whose verdicts differ on it)")
+    expected = {f for f in expected if f[0] not in undecided}
+    got = {f for f in got if f[0] not in undecided}
     stopped = any((i in STOPS and k >= 0) or i == "refusal" for i, k, _ in expected)
     if ragged:  # a loop could not collate the rows: their shape is not what it is handed, nor compared
         if any(i == "shape" for i, _, _ in expected):
@@ -359,7 +374,9 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
         k, r = targets_at[0]
         expected = (expected - {("targets", -1, -1)}) | {("targets", k, r)}
     if with_documents == "same":  # verify's own reading, spans derived: every finding where verify has it
-        return ("agrees", "") if got == expected else ("differs", f"verify {sorted(expected)}, got {sorted(got)}")
+        if got != expected:
+            return "differs", f"verify {sorted(expected)}, got {sorted(got)}"
+        return ("not checked", "; ".join(unseen)) if unseen else ("agrees", "")
     if with_documents == "verdict":  # holds or not, batch by batch
         return ("agrees", "") if bool(got) == bool(expected) else ("differs", f"verify {sorted(expected)}, got "
                                                                                f"{sorted(got)}")
@@ -367,7 +384,7 @@ def judge(expected: set[Finding], got: set[Finding], hidden: dict[tuple[int, int
         # the same invariants (where documents collide, the spans derived may place a finding on another row)
         names = ({i for i, _, _ in expected}, {i for i, _, _ in got})
         if names[0] == names[1] or (stopped and names[0] <= names[1]):
-            return ("agrees", "")
+            return ("not checked", "; ".join(unseen)) if unseen else ("agrees", "")
         return "differs", f"verify {sorted(expected)}, got {sorted(got)}"
     if with_documents == "window":  # a step of a run with its documents: all but coverage over the run
         hidden = {}

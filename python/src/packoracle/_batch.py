@@ -259,6 +259,16 @@ class SpanMatcher:
         when none is found or none was needed (SpanDerivation::Finish, which check_batch and verify apply too)."""
         return self._replaced(self._core.finish())
 
+    def other_readings(self, limit: int) -> list[list[list[dict]]]:
+        """Up to ``limit`` other readings of every row matched that place every document, each as the rows'
+        span lists in the order matched (SpanDerivation::OtherReadings): what an audit must also hold the rows
+        to, where the derivation met a choice. Empty where the reading is the only one."""
+        return [[self._spans(row) for row in reading] for reading in self._core.other_readings(limit)]
+
+    def returned(self) -> list[list[dict]]:
+        """The span lists match() handed out, in order (finish() updates them in place)."""
+        return self._returned
+
     def _replaced(self, solved: bool) -> bool:
         if solved:
             for spans, new in zip(self._returned, self._core.rows()):
@@ -324,6 +334,20 @@ class Microbatches:
             # as documents where they were padding, or the other way round): the core then searches for a
             # reading of every row that places every document; the greedy one stays when there is none.
             self._matcher.finish()
+        return out
+
+    def other_readings(self, records: list[dict], limit: int) -> list[list[dict]]:
+        """`records` (what read() returned) under each other reading of their derived spans (SpanMatcher.
+        other_readings), at most `limit`: copies whose rows carry that reading's spans. Empty where no span was
+        derived or the reading is the only one."""
+        if self._matcher is None:
+            return []
+        derived = {id(spans): k for k, spans in enumerate(self._matcher.returned())}
+        out = []
+        for reading in self._matcher.other_readings(limit):
+            out.append([dict(mb, rows=[dict(row, doc_spans=reading[derived[id(row["doc_spans"])]])
+                                       if id(row.get("doc_spans")) in derived else row for row in mb["rows"]])
+                        for mb in records])
         return out
 
     def microbatch(self, mb: Any, k: int) -> dict:

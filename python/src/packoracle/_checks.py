@@ -13,12 +13,14 @@ from typing import Any, Optional, Union
 
 from . import _args, _core
 from ._args import INT64_MAX, MAX_ROW_LENGTH
-from ._batch import Microbatches, SpanMatcher, _producer, read_batch
+from ._batch import Microbatches, SpanMatcher, _producer, canonical_microbatch, read_batch
 from ._documents import CoreDocuments, DocumentsLike, core_documents
 from ._policy import PolicyLike, resolve
 from .report import Report, report_from_core
 
 PathLike = Union[str, "os.PathLike[str]"]
+# Readings besides the chosen one an audit of derived spans is held to (verify's kOtherReadings).
+OTHER_READINGS = 3
 
 
 class _Records:
@@ -34,9 +36,23 @@ class _Records:
 
     def audit_deferred(self, row_length: Optional[int], decoder: bool) -> Optional[Report]:
         """The report; None where a batch read with defer_ids holds an id the policy does not allow."""
-        audit = _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
-                                    row_length or 0, decoder, self.delimiters_included, self.window)
+        audit = self.core_audit(row_length, decoder)
         return None if audit is None else report_from_core(audit, self.svg)
+
+    def core_audit(self, row_length: Optional[int], decoder: bool) -> Any:
+        return _core.audit_records(self.name, self.policy, self.documents, self.microbatches, self.dp_world_size,
+                                   row_length or 0, decoder, self.delimiters_included, self.window)
+
+    def audit_every_reading(self, others: list[list[dict]], row_length: Optional[int], decoder: bool) -> Report:
+        """The report of micro-batches whose spans were derived, held to the `others` readings of the same
+        rows (Microbatches.other_readings): an invariant the readings judge differently is not checked
+        (jobs::ReconcileReadings: the report's `ambiguous` and a note), not decided by the reading chosen."""
+        if not others:
+            return self.audit(row_length, decoder)
+        audits = [_Records(self.name, self.policy, self.documents, o, self.dp_world_size, self.delimiters_included,
+                           self.window).core_audit(row_length, decoder) for o in others]
+        chosen = self.core_audit(row_length, decoder)
+        return report_from_core(_core.reconcile_readings(chosen, audits), self.svg)
 
     def audit(self, row_length: Optional[int], decoder: bool) -> Report:
         """The report of micro-batches whose ids were all scanned when read (no defer_ids)."""
@@ -122,18 +138,31 @@ def checked_batch(batch: Mapping[str, Any], documents: DocumentsLike, resolved: 
     docs = core_documents(documents, resolved)
     spans_given = _has_spans(batch)
 
-    def records(defer_ids: bool) -> _Records:
+    def records(defer_ids: bool) -> tuple[_Records, Optional[SpanMatcher]]:
         # Spans are derived from the documents as placed (the core adds the policy's delimiters) when none are
         # given, by a SpanMatcher of the reading's own (it keeps the rows it matched).
-        view = read_batch(batch, where="batch", spans=None if spans_given else SpanMatcher(docs, resolved), step=step,
-                          micro_step=micro_step, rank=rank, producer=producer, ignore=ignore, policy=resolved,
-                          defer_ids=defer_ids)
-        return _Records("batch", resolved, docs, [view], dp_world_size, delimiters_included, window)
+        matcher = None if spans_given else SpanMatcher(docs, resolved)
+        view = read_batch(batch, where="batch", spans=matcher, step=step, micro_step=micro_step, rank=rank,
+                          producer=producer, ignore=ignore, policy=resolved, defer_ids=defer_ids)
+        return _Records("batch", resolved, docs, [view], dp_world_size, delimiters_included, window), matcher
 
     # The ids are scanned by the audit, and only where it does not prove them; a batch holding one the policy
     # does not allow is read again as before (canonical_microbatch names it).
-    report = records(True).audit_deferred(row_length, decoder)
-    return report if report is not None else records(False).audit(row_length, decoder)
+    held, matcher = records(True)
+    report = held.audit_deferred(row_length, decoder)
+    if report is None:
+        held, matcher = records(False)
+        report = held.audit(row_length, decoder)
+    others = [] if matcher is None else matcher.other_readings(OTHER_READINGS)
+    if not others:
+        return report
+    # The documents read into the rows otherwise too: the batch under each of those readings' spans.
+    return held.audit_every_reading(
+        [[canonical_microbatch(dict(batch, doc_spans=[[(s["doc_uid"], s["start"], s["length"], s["doc_offset"])
+                                                       for s in row] for row in reading]),
+                               where="batch", spans=None, step=step, micro_step=micro_step, rank=rank,
+                               producer=producer, ignore=ignore, policy=resolved)] for reading in others],
+        row_length, decoder)
 
 
 def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any]], documents: DocumentsLike,
@@ -167,7 +196,8 @@ def check_step(microbatches: Union[Sequence[Mapping[str, Any]], Mapping[str, Any
     world = dp_world_size if dp_world_size is not None else max((mb["rank"] for mb in mbs), default=0) + 1
     for k, mb in enumerate(mbs):
         _args.rank_below(mb["rank"], world, f"{at}: microbatches[{k}]", "field 'rank'")
-    return _Records("step", resolved, docs, mbs, world, delimiters_included=False).audit(row_length, decoder)
+    return _Records("step", resolved, docs, mbs, world, delimiters_included=False).audit_every_reading(
+        reader.other_readings(mbs, OTHER_READINGS), row_length, decoder)
 
 
 def _has_spans(batch: Mapping[str, Any]) -> bool:

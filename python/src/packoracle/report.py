@@ -47,6 +47,8 @@ class Report:
     - ``to_json()``: the same facts as `packoracle verify --format json`;
     - ``notes``: the checks the producer's totals did not allow (a denominator alone is checked as a count,
       the loss is not), one sentence each;
+    - ``ambiguous``: invariants not checked because rows without doc_spans can be read from the documents in
+      ways whose verdicts differ on them;
     - ``svg(row)``: the row drawn as `packoracle draw` draws it; ``html()``: the text and the drawings of the
       rows with violations, for a notebook or a browser.
     """
@@ -72,6 +74,14 @@ class Report:
         if self._audit is None:
             return ()
         return tuple(n["note"] for n in self.to_json()["notes"])
+
+    @property
+    def ambiguous(self) -> tuple[str, ...]:
+        """Invariants not checked: the rows carry no doc_spans, the documents can be read into them in more than
+        one way, and the readings' verdicts differ on these (give doc_spans to check them). Usually empty."""
+        if self._audit is None:
+            return ()
+        return tuple(self.to_json()["ambiguous"])
 
     def __bool__(self) -> bool:
         return self.ok

@@ -86,6 +86,16 @@ class SpanDerivation {
   // bears out (Contradicts: none) is taken first; where there is none, the greedy reading stays if it placed
   // every document, else the first reading that does.
   bool Solve(Token pad_id);
+  // Which documents are interchangeable: the same kind (and the same tokens) where placing one or the other gives
+  // the same verdict (tokens and supervision alike). Default: the same tokens alone. The search tries one of a
+  // kind where several match, so that documents alike in tokens but not in supervision are still told apart.
+  void Interchangeable(std::vector<std::int64_t> kinds) { kinds_ = std::move(kinds); }
+  // Up to `limit` other readings of every row seen that place every document, each differing from rows() in
+  // some piece, of the tier rows() came from (bearing out the rows' evidence where it does): the readings an
+  // audit must also hold the rows to before it calls a verdict (where theirs differ, it is ambiguous). Searched
+  // only where the derivation met a choice (two documents matching at a slot, a row ending in the pad id that
+  // a document starts with, a row starting inside a document, a search), within kSolveSteps.
+  std::vector<std::vector<std::vector<DerivedSpan>>> OtherReadings(Token pad_id, std::size_t limit) const;
   // Every row's spans so far, in the order the rows were matched (Solve may have replaced them).
   const std::vector<std::vector<DerivedSpan>>& rows() const { return spans_; }
   // Rows whose greedy reading the rows' own evidence contradicts (Contradicts), among those whose encodings were
@@ -147,6 +157,9 @@ class SpanDerivation {
   std::vector<std::vector<DerivedSpan>> spans_;
   std::int64_t misses_ = 0;
   std::int64_t contradicted_ = 0;
+  std::vector<std::int64_t> kinds_;  // Interchangeable; empty: every document one kind (the tokens decide)
+  std::int64_t choices_ = 0;         // choices met while reading (OtherReadings searches only where some was)
+  bool borne_out_ = true;            // rows() bear out the rows' evidence (the tier OtherReadings searches)
 };
 
 // The pad id a derivation reads trailing runs of as padding under `policy`: none where the policy pads nothing.

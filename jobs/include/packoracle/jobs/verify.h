@@ -144,6 +144,9 @@ struct AuditResult {
   std::map<Invariant, std::int64_t> not_kept;  // found past kMaxViolationsKept: counted by invariant, not kept
   std::vector<StepSummary> steps;
   std::vector<AuditNote> notes;  // the steps' notes, each once, in order of first appearance
+  // Invariants not checked because the rows, which carry no doc_spans, can be read from the documents in more
+  // than one way and the readings' verdicts differ on them (ReconcileReadings): their findings are left out.
+  std::vector<Invariant> ambiguous;
   AuditTotals totals;
 
   bool clean() const { return violations.empty() && not_kept.empty(); }
@@ -158,6 +161,12 @@ AuditResult VerifyFiles(const VerifyOptions& options);
 // Audits records from any readers (one per source, each starting with its header; options.files is not
 // read): the same checks, results and text as VerifyFiles.
 AuditResult VerifyReaders(std::vector<std::unique_ptr<fastcheck::RecordReader>> sources, const VerifyOptions& options);
+
+// The audit of rows without doc_spans under the reading the derivation chose, held to the audits of the
+// other readings the documents allow (jobs/span_derivation.h OtherReadings): an invariant found under some
+// readings and not under others is not checked (AuditResult::ambiguous, a note), its findings taken out of
+// `chosen`; an invariant every reading finds, or none, stands as `chosen` has it.
+AuditResult ReconcileReadings(AuditResult chosen, const std::vector<AuditResult>& others);
 
 // What `packoracle verify` prints, byte for byte: the text for people (the first `max_violations` violations
 // in full), or --format json. Both end with a newline.

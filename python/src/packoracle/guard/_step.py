@@ -22,7 +22,7 @@ from typing import Any, Optional
 from .. import _args, _core
 from .._batch import Microbatches, canonical_fields
 from .._documents import canonical_documents
-from .._checks import _Records, checked_batch
+from .._checks import OTHER_READINGS, _Records, checked_batch
 from .._documents import core_documents
 from .._policy import PolicyLike, resolve
 from ..report import Report
@@ -92,8 +92,9 @@ def verdict(step: int, policy: Mapping[str, Any], gathered: Sequence[dict], loca
     own batches broke the policy."""
     total = sum(r["valid"] for r in gathered)
     v = StepVerdict(step=step, ok=True, valid_targets=total, ranks=list(gathered), local=local, bytes_exchanged=exchanged)
+    # a rank whose counts the readings of its rows disagree on (ambiguous) has its divisions not checked
     divisions = [(r["rank"], m, counted, d)
-                 for r in gathered
+                 for r in gathered if not r.get("counts_ambiguous")
                  for m, (d, counted) in enumerate(zip(r["denominators"], r["per_microbatch_counted"]))
                  if d is not None]
     weighting = _core.denominator_weighting(dict(policy), divisions, f"step {step}")
@@ -123,9 +124,10 @@ def _denominators(microbatches: Sequence[Mapping], num_items_in_batch: Any) -> l
 
 
 def _read_with_documents(microbatches: Sequence[Mapping], documents: Any, policy: dict,
-                         notes: list[str]) -> tuple[Any, list[dict]]:
+                         notes: list[str]) -> tuple[Any, list[dict], list[list[dict]]]:
     """The step's documents (as the core holds them) and its micro-batch records, spans read across the step in
-    order, as check_step reads them. How the documents were read is said in `notes`."""
+    order, as check_step reads them, and the step's records under each other reading of their spans. How the
+    documents were read is said in `notes`."""
     held = canonical_documents(documents, policy=policy)
     docs = without_delimiters(held, policy)
     if docs is not held:
@@ -133,7 +135,9 @@ def _read_with_documents(microbatches: Sequence[Mapping], documents: Any, policy
                      "once, for the core to add as the packer does)")
     batches = [{n: x for n, x in mb.items() if n not in _not_read(mb)} for mb in microbatches]
     core_docs = core_documents(docs, policy)
-    return core_docs, Microbatches(core_docs, policy).read(batches)
+    reader = Microbatches(core_docs, policy)
+    records = reader.read(batches)
+    return core_docs, records, reader.other_readings(records, OTHER_READINGS)
 
 
 def without_delimiters(docs: list[dict], policy: Mapping[str, Any]) -> list[dict]:
@@ -170,17 +174,17 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
         reports = [_rows_report(mb, k, policy, row_length, notes) for k, mb in enumerate(microbatches)]
         checked = reports
     else:
-        docs, records = _read_with_documents(microbatches, documents, policy, notes)
+        docs, records, others = _read_with_documents(microbatches, documents, policy, notes)
         # a micro-batch's counts from its own audit, as a window of the run (its documents may have pieces in
         # the steps before and after it); the step's violations from one audit of all of them
         reports = [checked_batch(dict(_plain(mb), doc_spans=[row["doc_spans"] for row in record["rows"]]), docs,
                                  policy, ignore=_args.names(_not_read(_plain(mb)), "guard.check_step", "ignore"),
                                  window=True, row_length=row_length)
                    for mb, record in zip(microbatches, records)]
-        for record in records:
+        for record in records + [r for other in others for r in other]:
             record["step"] = 0
         checked = [_Records("step", policy, docs, records, 1, delimiters_included=False, window=True)
-                   .audit(row_length, False)]
+                   .audit_every_reading(others, row_length, False)]
     per_mb = [float(r.to_json()["steps"][0]["valid_targets"]) for r in reports]
     # what the denominator is compared with, by the core's rule
     counted = [float(r.to_json()["steps"][0]["counted"]) for r in reports]
@@ -189,6 +193,11 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
     summary = {"rank": rank, "valid": valid, "per_microbatch": per_mb, "per_microbatch_counted": counted,
                "denominators": _denominators(microbatches, num_items_in_batch),
                "violations": sum(len(r.violations) for r in checked if _counts_violation(r)), "notes": notes}
+    if any(i in ("targets", "denominator") for r in checked for i in r.ambiguous):
+        # the readings of the rows count the targets differently: which count the denominators owe is unknown
+        summary["counts_ambiguous"] = True
+        notes.append("denominators not checked: the documents read into the rows in ways whose target counts "
+                     "differ (the rows carry no doc_spans)")
     return summary, checked
 
 
