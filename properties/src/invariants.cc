@@ -16,7 +16,7 @@ struct Entry {
   const char* bundled;       // the bundled candidate that breaks it so; "" where none is bundled
 };
 
-constexpr std::array<Entry, 12> kEntries{{
+constexpr std::array<Entry, kInvariantCount> kEntries{{
     {Invariant::kShape, "shape",
      "every per-token array of a row has the row's length; rows are at most L long (exactly L when padded to the "
      "row length); cu_seqlens start at 0, never decrease, end at the row length",
@@ -72,6 +72,15 @@ constexpr std::array<Entry, 12> kEntries{{
      "a fused loss that ignores grad_output, or logging one loss and backpropagating another (Liger-Kernel #968, "
      "torchtitan PR #4194)", ""},
 }};
+
+// Each entry at its enumerator's place (Name indexes by the enum's value): a missing or misplaced one fails
+// the build.
+constexpr bool EntriesInEnumOrder() {
+  for (std::size_t k = 0; k < kEntries.size(); ++k)
+    if (kEntries[k].invariant != static_cast<Invariant>(k) || kEntries[k].name == nullptr) return false;
+  return true;
+}
+static_assert(EntriesInEnumOrder(), "kEntries: one entry per PACKORACLE_INVARIANTS enumerator, in its order");
 
 }  // namespace
 

@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest-spi.h>
+
+#include "conformance_probe.h"
 #include "packoracle/gtest.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
@@ -136,6 +139,21 @@ TEST(Efficiency, TheRunnerFindsAndShrinksASequentialPackerAndPassesTheReference)
   ASSERT_FALSE(report.passed);
   EXPECT_EQ(report.broken(), Invariant::kEfficiency) << report.text;
   EXPECT_LE(report.counterexample_documents(), 3u);
+}
+
+// The typed suite's efficiency test (packoracle/gtest.h), generated from the invariants' list: under a policy
+// that promises no_mergeable_rows it catches a packer that opens a row per document, and passes the reference.
+struct OneRowPerDocumentPromising : OneRowPerDocument {
+  static std::vector<Policy> Policies() { return {Promised()}; }
+};
+struct ReferencePromising {
+  static std::vector<Policy> Policies() { return {Promised()}; }
+  PackResult Pack(const PackRequest& r) { return ReferenceCandidate().packer->Pack(r); }
+};
+
+TEST(Efficiency, TheTypedSuitesEfficiencyTestCatchesARowPerDocumentAndPassesTheReference) {
+  EXPECT_NONFATAL_FAILURE(ConformanceProbe<OneRowPerDocumentPromising>().Check(Invariant::kEfficiency), "efficiency");
+  ConformanceProbe<ReferencePromising>().Check(Invariant::kEfficiency);
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest-spi.h>
+
+#include "conformance_probe.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
 
@@ -173,6 +176,20 @@ TEST(Gradient, AGradientOnSlotsThatAreNoTargetIsCaught) {
   EXPECT_EQ(v.slot, 2);  // a's last token predicts nothing (the boundary is excluded)
   EXPECT_EQ(v.expected, "0");
   EXPECT_NE(v.sentence.find("not a weighted target"), std::string::npos) << v.sentence;
+}
+
+// The typed suite's gradient test (packoracle/gtest.h), generated from the invariants' list: it catches a
+// reducer whose gradient is twice its weight, and passes the reducer that backpropagates what it reports.
+template <Backward kBackward>
+struct ReferenceReducer {
+  static std::vector<Policy> Policies() { return {FindPreset("reference").policy}; }
+  ReduceResult Reduce(const ReduceRequest& request) { return HandReducer{kBackward}.Reduce(request); }
+};
+
+TEST(Gradient, TheTypedSuitesGradientTestCatchesADoubledGradientAndPassesTheRightOne) {
+  EXPECT_NONFATAL_FAILURE(ConformanceProbe<ReferenceReducer<Backward::kDoubled>>().Check(Invariant::kGradient),
+                          "gradient");
+  ConformanceProbe<ReferenceReducer<Backward::kReported>>().Check(Invariant::kGradient);
 }
 
 }  // namespace

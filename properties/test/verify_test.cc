@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,34 @@ struct KitReferencePacker {
   PackResult Pack(const PackRequest& request) { return ReferenceCandidate().packer->Pack(request); }
 };
 INSTANTIATE_TYPED_TEST_SUITE_P(KitReference, PackerConformance, ::testing::Types<KitReferencePacker>);
+
+// The typed suite has one test per invariant the kit states (kEntries' names, as gtest names them in
+// CamelCase): generated from PACKORACLE_INVARIANTS, it cannot leave one out as it once left gradient and
+// efficiency out.
+TEST(Verify, TheTypedSuiteHasOneTestPerInvariant) {
+  std::vector<std::string> tests, expected;
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  for (int s = 0; s < unit->total_test_suite_count(); ++s) {
+    const auto* suite = unit->GetTestSuite(s);
+    if (std::string(suite->name()) != "KitReference/PackerConformance/0") continue;
+    for (int t = 0; t < suite->total_test_count(); ++t) tests.emplace_back(suite->GetTestInfo(t)->name());
+  }
+  for (std::size_t k = 0; k < kInvariantCount; ++k) {
+    std::string camel;
+    bool upper = true;
+    for (const char c : std::string(Name(static_cast<Invariant>(k)))) {
+      if (c == '_') {
+        upper = true;
+        continue;
+      }
+      camel += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+      upper = false;
+    }
+    expected.push_back(camel);
+  }
+  EXPECT_EQ(tests, expected);
+  EXPECT_EQ(kInvariantCount, 12u);
+}
 
 TEST(Verify, OneCallEntryPointPasses) { EXPECT_TRUE(VerifyPackerKeepsInvariants(KitReferencePacker{})); }
 

@@ -227,18 +227,18 @@ class PackerConformance : public ::testing::Test {
 };
 
 TYPED_TEST_SUITE_P(PackerConformance);
-TYPED_TEST_P(PackerConformance, Shape) { this->Check(Invariant::kShape); }
-TYPED_TEST_P(PackerConformance, Coverage) { this->Check(Invariant::kCoverage); }
-TYPED_TEST_P(PackerConformance, Segments) { this->Check(Invariant::kSegments); }
-TYPED_TEST_P(PackerConformance, Positions) { this->Check(Invariant::kPositions); }
-TYPED_TEST_P(PackerConformance, Targets) { this->Check(Invariant::kTargets); }
-TYPED_TEST_P(PackerConformance, Attention) { this->Check(Invariant::kAttention); }
-TYPED_TEST_P(PackerConformance, Denominator) { this->Check(Invariant::kDenominator); }
-TYPED_TEST_P(PackerConformance, Loss) { this->Check(Invariant::kLoss); }
-TYPED_TEST_P(PackerConformance, PackingInvariance) { this->Check(Invariant::kPackingInvariance); }
-TYPED_TEST_P(PackerConformance, Determinism) { this->Check(Invariant::kDeterminism); }
-REGISTER_TYPED_TEST_SUITE_P(PackerConformance, Shape, Coverage, Segments, Positions, Targets, Attention, Denominator,
-                            Loss, PackingInvariance, Determinism);
+// One test per invariant of PACKORACLE_INVARIANTS (properties/invariants.h), named as it names it.
+#define PACKORACLE_CONFORMANCE_TEST(enumerator, test) \
+  TYPED_TEST_P(PackerConformance, test) { this->Check(Invariant::enumerator); }
+PACKORACLE_INVARIANTS(PACKORACLE_CONFORMANCE_TEST)
+#undef PACKORACLE_CONFORMANCE_TEST
+// Registered under the same list (an indirection, so that the list is expanded before gtest's macro splits
+// its arguments).
+#define PACKORACLE_CONFORMANCE_NAME(enumerator, test) , test
+#define PACKORACLE_REGISTER_CONFORMANCE(...) REGISTER_TYPED_TEST_SUITE_P(__VA_ARGS__)
+PACKORACLE_REGISTER_CONFORMANCE(PackerConformance PACKORACLE_INVARIANTS(PACKORACLE_CONFORMANCE_NAME));
+#undef PACKORACLE_REGISTER_CONFORMANCE
+#undef PACKORACLE_CONFORMANCE_NAME
 // Including this header without instantiating the suite is fine (one test file may only call Verify…).
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PackerConformance);
 

@@ -5,6 +5,7 @@
 // is generated from it. How each is checked: properties/src/check.cc.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,20 +20,31 @@
 
 namespace packoracle {
 
-enum class Invariant {
-  kShape,
-  kCoverage,
-  kSegments,
-  kPositions,
-  kTargets,
-  kAttention,
-  kDenominator,
-  kLoss,
-  kPackingInvariance,
-  kDeterminism,
-  kEfficiency,
-  kGradient,  // last, so that the values of the others stay as they were
-};
+// The invariants, one X(enumerator, TestName) each, in the enum's order (a new one goes last, so that the
+// values of the others stay as they were): the enum below and the typed suite of packoracle/gtest.h (one test
+// per invariant) are generated from this list, and kEntries (invariants.cc, their names and statements) is
+// held to its length, so that none of them can leave an invariant out.
+#define PACKORACLE_INVARIANTS(X)                                                                               \
+  X(kShape, Shape)                                                                                              \
+  X(kCoverage, Coverage)                                                                                        \
+  X(kSegments, Segments)                                                                                        \
+  X(kPositions, Positions)                                                                                      \
+  X(kTargets, Targets)                                                                                          \
+  X(kAttention, Attention)                                                                                      \
+  X(kDenominator, Denominator)                                                                                  \
+  X(kLoss, Loss)                                                                                                \
+  X(kPackingInvariance, PackingInvariance)                                                                      \
+  X(kDeterminism, Determinism)                                                                                  \
+  X(kEfficiency, Efficiency)                                                                                    \
+  X(kGradient, Gradient)
+
+#define PACKORACLE_INVARIANT_ENUMERATOR(enumerator, test) enumerator,
+enum class Invariant { PACKORACLE_INVARIANTS(PACKORACLE_INVARIANT_ENUMERATOR) };
+#undef PACKORACLE_INVARIANT_ENUMERATOR
+
+#define PACKORACLE_INVARIANT_ONE(enumerator, test) +1
+inline constexpr std::size_t kInvariantCount = 0 PACKORACLE_INVARIANTS(PACKORACLE_INVARIANT_ONE);
+#undef PACKORACLE_INVARIANT_ONE
 
 const char* Name(Invariant invariant);
 const char* Statement(Invariant invariant);     // DESIGN §4's rule, in one sentence
