@@ -9,7 +9,9 @@
 #                             build of every function cloned for AVX2 (scripts/baseline_tests.sh, build-baseline/).
 #   ./scripts/test.sh --full  everything, what CI runs (.ci/run): the above with every ctest test; the adapters'
 #                             real libraries, their tests and the conformance matrix compared with the committed
-#                             one (scripts/python_tests.sh --full); the pictures (draw's SVG, verify --html) in
+#                             one (scripts/python_tests.sh --full); each docs/upstream/ report's script run
+#                             as released (exit 1) and --with-fix (exit 0) in that venv
+#                             (scripts/upstream_checks.sh); the pictures (draw's SVG, verify --html) in
 #                             headless Chromium (scripts/browser_checks.sh); the same C++ tests built with ASan +
 #                             UBSan, on the baseline build of the AVX2 clones (scripts/sanitize.sh, build-asan/); a
 #                             fuzz smoke run of at most 60 s (scripts/fuzz_smoke.sh, build-fuzz/).
@@ -26,6 +28,7 @@ stage "build" ./scripts/setup.sh
 if ((full)); then
   stage "tests" ctest --test-dir build --output-on-failure -j"$(nproc)"
   stage "python package and tests" ./scripts/python_tests.sh --full
+  stage "upstream reports' scripts (exit 1 as released, 0 --with-fix; 77 skipped)" ./scripts/upstream_checks.sh
   stage "browser checks" ./scripts/browser_checks.sh
   stage "sanitizer tests" ./scripts/sanitize.sh
   stage "fuzz smoke" ./scripts/fuzz_smoke.sh

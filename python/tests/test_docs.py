@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "python" / "README.md",
-         *sorted((ROOT / "docs").glob("*.md"))]
+         *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "upstream").glob("*.md"))]
 LINK = re.compile(r"\]\((?!https?://|mailto:|#)([^)\s#]+)(?:#[^)]*)?\)")
 CITATION = re.compile(r"\b(DESIGN|conventions) §(\d+(?:\.\d+)*)")
 SOURCES = ("*.md", "*.cc", "*.h", "*.py", "*.sh", "*.txt", "*.cmake")

@@ -27,12 +27,16 @@ Reducer = Callable[[dict], Any]
 class Finding:
     """A failure of a configuration, examined until explained. ``kind`` is "bug" (the library does what no
     policy of its own intent allows: ``upstream`` is the issue/PR, or "not reported") or "allowed" (a behaviour
-    of the library that its documentation states, which the declared policy cannot express)."""
+    of the library that its documentation states, which the declared policy cannot express). ``report`` is a
+    bug's upstream-ready report, ``docs/upstream/<library>-<finding>.md`` (from the repository root), beside its
+    standalone script ``<same name>.py``: the library alone, exit 1 on the pinned release, 0 with ``--with-fix``
+    (docs/upstream/README.md; python/tests/test_upstream_reports.py checks every bug has one)."""
 
     invariant: str
     kind: str
     explanation: str
     upstream: str = "not reported"
+    report: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in ("bug", "allowed"):

@@ -163,7 +163,7 @@ _NOTES = ("rows are exactly sequence_length (padding after the last document, la
           "without looking at doc_lens, so a document's EOS predicts the next document's first token (two empty "
           "documents, [EOS EOS pad pad]: labels[0] = EOS, trained), although cu_doc_lens keeps that next token out "
           "of the EOS's attention (targets, boundary_target; not reported upstream; torchtitan fixed the same in "
-          "PR #4075). With boundary_target declared included, the packed-fsl configuration passes at L = 4, 8, 16")
+          "PR #4075; report: [docs/upstream/olmo-core-eos-target.md](upstream/olmo-core-eos-target.md)). With boundary_target declared included, the packed-fsl configuration passes at L = 4, 8, 16")
 
 _POWER_OF_TWO = Finding(
     "shape", "bug",
@@ -171,7 +171,7 @@ _POWER_OF_TWO = Finding(
     "d0=[0]): pack_documents_into_instances builds InstancePacker(L), whose SegmentTree(L) asserts "
     "'N should be a power of 2'. NumpyPackedFSLDatasetConfig.validate() accepts any positive sequence_length "
     "and the docstrings state no such limit; it should pad the tree to the next power of two or reject L up "
-    "front.")
+    "front.", report="docs/upstream/olmo-core-power-of-two.md")
 
 ADAPTERS = (
     Adapter(name="olmo-core/packed-fsl", system="OLMo-core", distribution="ai2-olmo-core", written_for=WRITTEN_FOR,
@@ -190,6 +190,7 @@ ADAPTERS = (
                   "tokens, each packed (best fit) as a document of its own, its positions restarting. Behind the "
                   "power-of-two failure, as in packed-fsl, the shift inside the row trains every EOS on whatever "
                   "follows it; here that can also be a later fragment of another document (d1=[0 0 0 0] at L=4: "
-                  "[EOS(d0) EOS(d1, offset 4) pad pad], labels[0] = EOS of d1, a target no boundary policy allows)",
+                  "[EOS(d0) EOS(d1, offset 4) pad pad], labels[0] = EOS of d1, a target no boundary policy allows; report: "
+                  "[docs/upstream/olmo-core-eos-target.md](upstream/olmo-core-eos-target.md))",
             findings={"pack": _POWER_OF_TWO}),
 )

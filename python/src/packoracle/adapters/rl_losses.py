@@ -245,7 +245,8 @@ def _zero_targets(system: str, call: str) -> Finding:
         f"micro-batch, where a zero-target step should contribute 0." + (
             " The FSDP engine then skips the update as non-finite (optimizer_step: 'grad_norm is not finite'), "
             "but the step's loss metrics are NaN." if system == "verl" else
-            " DeepSpeed backpropagates the NaN (no guard in aggregate_loss or iter_grad_accum_global_norm)."))
+            " DeepSpeed backpropagates the NaN (no guard in aggregate_loss or iter_grad_accum_global_norm)."),
+        report=f"docs/upstream/{system.lower()}-zero-targets.md")
 
 
 _VERL_DILUTED = Finding(

@@ -125,7 +125,7 @@ CROSS_SAMPLE_TARGET = Finding(
     "token of the first sample, is trained to produce 5, the first token of the next, unrelated sample, although "
     "the block-causal mask and input_pos isolate the samples. Right: that label is -100, as on main since PR "
     "#2613 (labels shifted per sample in the dataset, the recipes' shift removed), which no PyPI release has",
-    "https://github.com/meta-pytorch/torchtune/pull/2613")
+    "https://github.com/meta-pytorch/torchtune/pull/2613", report="docs/upstream/torchtune-row-shift.md")
 
 _POLICY = {"preset": "torchtune-packed", "label_alignment": "aligned"}
 

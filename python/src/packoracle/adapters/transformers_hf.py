@@ -115,7 +115,7 @@ NAN_ON_EMPTY_STEP = Finding(
     "padding) has num_items_in_batch = 0, and fixed_cross_entropy returns sum / 0 = NaN, which backward() "
     "spreads into every parameter; the token mean of no target is 0 (or the step is skipped). Same bug, "
     "reported elsewhere: NVIDIA-NeMo/Automodel#3796, allenai/OLMo-core#657",
-    "not reported")
+    "not reported", report="docs/upstream/transformers-nan-zero-targets.md")
 
 
 def _adapter(config_id: str, configuration: str, kwargs: dict, policy: dict, notes: str = "") -> Adapter:

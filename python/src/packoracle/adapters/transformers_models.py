@@ -619,20 +619,22 @@ USE_CACHE_LEAK = Finding(
     "there is neither an attention_mask nor a cache, so the documents of a packed row attend to each other "
     "(plain causal attention over the row). The HF Trainer sets use_cache=False and hides it; accelerate, a "
     "custom loop or a research script trains across documents, silently. Pass use_cache=False in training",
-    "not reported")
+    "not reported", report="docs/upstream/transformers-use-cache.md")
 MASK_DISABLES_PACKING = Finding(
     "attention", "bug",
     "A 2-D attention_mask (all ones, as many collators add, or a 0/1 padding mask) turns the packed-sequence "
     "detection of masking_utils off: it runs only when attention_mask is None. The mask then says only which "
     "slots are padding, and every document attends to the documents before it in the row",
-    "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442")
+    "huggingface/transformers PR #46634 (an all-ones mask); inclusionAI/AReaL #1442",
+    report="docs/upstream/transformers-mask-disables-packing.md")
 LINEAR_ATTENTION_LEAK = Finding(
     "attention", "bug",
     "Qwen3.5's linear-attention layers (GatedDeltaNet: a causal 1-D convolution and the gated delta rule "
     "recurrence) keep documents apart only through cu_seq_lens / seq_idx, which their CPU fallbacks refuse; "
     "given position_ids alone they run the convolution and the recurrence across the documents of the row "
     "while the full-attention layers are masked",
-    "huggingface/transformers #46851, #46093, #44717; modelscope/ms-swift #9618")
+    "huggingface/transformers #46851, #46093, #44717; modelscope/ms-swift #9618",
+    report="docs/upstream/transformers-qwen3-5-linear-attention.md")
 
 
 FLASH_BATCH_OF_ONE = Finding(
@@ -645,7 +647,7 @@ FLASH_BATCH_OF_ONE = Finding(
     "dropped before (masking_utils.flash_attention_mask returns None when every slot is 1) and changes nothing. "
     "Whatever use_cache",
     "the batch-of-one rule: axolotl-ai-cloud/axolotl #1375 (bugzoo PI-01); cu_seq_lens without max_length: "
-    "huggingface/transformers PR #47170 (review)")
+    "huggingface/transformers PR #47170 (review)", report="docs/upstream/transformers-flash-batch-of-one.md")
 FLASH_MASK_UNPADS = Finding(
     "attention", "bug",
     "On the flash-attention path a 2-D attention_mask that marks padding takes precedence over everything else: "
@@ -653,7 +655,7 @@ FLASH_MASK_UNPADS = Finding(
     "row, so the documents of a packed row attend to each other, even in a batch of one row. (An all-ones mask, "
     "as many collators add, is dropped first: masking_utils.flash_attention_mask returns None when every slot is "
     "1, and such a batch leaks only where F4 says, in a batch of several rows)",
-    "inclusionAI/AReaL #1442")
+    "inclusionAI/AReaL #1442", report="docs/upstream/transformers-flash-mask-unpads.md")
 FLASH_CONTINUED_ROW = Finding(
     "attention", "bug",
     "On the flash-attention path the documents of a padding-free row are read from position_ids "
@@ -663,7 +665,7 @@ FLASH_CONTINUED_ROW = Finding(
     "them, one row a batch) leaves its first slots out of every sequence the kernel is handed: their outputs read "
     "nothing of their own document. The collator's cu_seq_lens with max_length (the fa-kwargs feed) is right",
     "related, not this case: huggingface/transformers #39814 (a row without position 0), PR #47525 (sequences "
-    "start at position_ids.min())")
+    "start at position_ids.min())", report="docs/upstream/transformers-flash-continued-row.md")
 
 
 # Every examined finding, in the order of their labels (F1, F2, ...): labels stay the same whatever cells run.

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Union, cast
 
 from .._fuzz import SMALL_CASES, Counterexample, fuzz
+from ._render import report_link
 
 if TYPE_CHECKING:
     from ..adapters._base import Finding
@@ -274,7 +275,7 @@ def consumers_section(cells: list[Cell], cases: int, seed: int, builders: Option
         k = findings.label(finding)[1:]
         explained = [c for c in cells if c.verdict == "leaks" and c.consumer.finding == finding]
         out += [f'<a id="{_anchor(f"F{k}")}"></a>', f"### F{k}: `{finding.invariant}` ({finding.kind})", "",
-                f"{finding.explanation}. Upstream: {finding.upstream}.", "",
+                f"{finding.explanation}. Upstream: {finding.upstream}.{report_link(finding)}", "",
                 f"{len(explained)} cells. The minimal counterexample of `{cell.consumer.name}`:", "",
                 f"Replay: `{cell.consumer.replay(cell.reproduce)}`", "", "```", cell.counterexample.rstrip(), "```",
                 ""]

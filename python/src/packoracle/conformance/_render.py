@@ -5,8 +5,9 @@ committed."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import adapters as _adapters
 
@@ -23,6 +24,14 @@ def anchor(adapter: _adapters.Adapter, role: str = "") -> str:
     """The id of an adapter's section (or of one role's failure in it) on the page."""
     name = adapter.name + ("-" + role if role else "")
     return name.replace("/", "-").replace(".", "").replace("_", "-").lower()
+
+
+def report_link(finding: Optional[_adapters.Finding], page: str = PAGE) -> str:
+    """" Report: [docs/upstream/….md](…)." linking a bug's upstream-ready report from `page` (both paths from the
+    repository root), or "" when the finding has none."""
+    if finding is None or not finding.report:
+        return ""
+    return f" Report: [{finding.report}]({posixpath.relpath(finding.report, posixpath.dirname(page))})."
 
 
 def _cell(text: str) -> str:
@@ -91,7 +100,7 @@ def _section(row: "Row") -> list[str]:
     for role, finding in a.findings.items():
         if row.roles.get(role) is not None and row.roles[role].verdict == "cannot run":
             out.append(f"- examined where it runs (not checked by this run), {role}: `{finding.invariant}` "
-                       f"({finding.kind}): {finding.explanation} Upstream: {finding.upstream}.")
+                       f"({finding.kind}): {finding.explanation} Upstream: {finding.upstream}.{report_link(finding)}")
     out.append("")
     for role, outcome in row.roles.items():
         out += _failure(row, role, outcome) if outcome.verdict == "fails" else []
@@ -105,7 +114,7 @@ def _failure(row: "Row", role: str, outcome: Outcome) -> list[str]:
            f" `{outcome.invariant}`", ""]
     if state == "explained" and finding:  # "explained" comes with its finding (Row.explanation)
         out.append(f"**{'A bug' if finding.kind == 'bug' else 'Allowed'}**: {finding.explanation} "
-                   f"Upstream: {finding.upstream}.")
+                   f"Upstream: {finding.upstream}.{report_link(finding)}")
     else:
         out.append("**Not examined yet.**")
     options = (", reducer=a.reducer()" if role == "loss" else "") + f", max_row_length={a.max_row_length}, max_documents={a.max_documents}" + (
@@ -122,7 +131,9 @@ def counterexamples_page(rows: Sequence["Row"], cases: int, seed: int) -> str:
            "inputs A and B on one rank and on two). Do not edit: CI regenerates this page and fails when it "
            "differs. Each failure below is the minimal counterexample the kit shrank to, with what the library "
            "returned drawn against what the declared policy wants, and the explanation of an examination of "
-           "the library's code.", "", matrix_table(rows, page=""), "## The configurations", ""]
+           "the library's code. Each bug links its upstream-ready report in [docs/upstream/](upstream/README.md): "
+           "a standalone script that imports only the library, fails on the pinned release and passes with the "
+           "fix.", "", matrix_table(rows, page=""), "## The configurations", ""]
     for row in rows:
         out += _section(row)
     return "\n".join(out).rstrip() + "\n"
@@ -142,7 +153,8 @@ def to_json(rows: Sequence["Row"]) -> list[dict]:
                 "verdict": o.verdict, "invariant": o.invariant or None, "reproduce": o.reproduce or None,
                 "explanation": state or None,
                 "finding": None if finding is None else {"kind": finding.kind, "explanation": finding.explanation,
-                                                         "upstream": finding.upstream}}
+                                                         "upstream": finding.upstream,
+                                                         "report": finding.report or None}}
         out.append(entry)
     return out
 
