@@ -42,6 +42,14 @@ OJson RowFieldsJson() {
   return fields;
 }
 
+// A `producer` object's fields (kProducerTotalsFields): each total a number, and the denominator's scope.
+OJson ProducerFieldsJson() {
+  OJson fields = OJson::array();
+  for (const auto& field : kProducerTotalsFields)
+    fields.push_back({{"name", field.name}, {"value", field.number ? "number" : "scope"}});
+  return fields;
+}
+
 }  // namespace
 
 std::string RenderSchemaJson() {
@@ -59,7 +67,8 @@ std::string RenderSchemaJson() {
                      {"row_fields", RowFieldsJson()},
                      {"key_side_fields", key_side},
                      {"derived_fields", derived},
-                     {"denominator_scopes", scopes}};
+                     {"denominator_scopes", scopes},
+                     {"producer_fields", ProducerFieldsJson()}};
   return out.dump(1) + "\n";
 }
 
