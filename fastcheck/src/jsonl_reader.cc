@@ -136,17 +136,17 @@ bool Span(od::value v, DocSpan& span) {
     std::string_view key;
     od::value x;
     if (field.unescaped_key().get(key) || field.value().get(x)) return false;
-    int k = key == "doc_uid" ? 0 : key == "start" ? 1 : key == "length" ? 2 : key == "doc_offset" ? 3 : -1;
-    if (k < 0) {
+    const auto* entry = std::find_if(kSpanFields.begin(), kSpanFields.end(),
+                                     [&](const SpanField& f) { return f.name == key; });
+    if (entry == kSpanFields.end()) {
       if (!Validate(x)) return false;
       continue;
     }
-    if (!seen.First(k)) return false;
-    const bool ok = k == 0 ? String(x, span.doc_uid) : k == 1 ? Int(x, span.start) : k == 2 ? Int(x, span.length)
-                                                                                          : Int(x, span.doc_offset);
+    if (!seen.First(static_cast<int>(entry - kSpanFields.begin()))) return false;
+    const bool ok = entry->number ? Int(x, span.*entry->number) : String(x, span.doc_uid);
     if (!ok) return false;
   }
-  return seen.bits == 0xF;
+  return seen.bits == (std::uint32_t{1} << kSpanFields.size()) - 1;  // every field given
 }
 
 // A row's spans (its kSpans field), read into the storage `out` already has.

@@ -251,7 +251,7 @@ TEST(FastBatchReader, EveryFieldOfTheRowAndProducerTablesIsWrittenAndReadBack) {
   ForEachRowField([&](auto i) {
     constexpr std::size_t I = decltype(i)::value;
     auto& member = RowMember<I>(full);
-    if constexpr (I == kRowSpansField) member = {{"a", 0, 3, 0}};
+    if constexpr (I == kRowSpansField) member = {{"a", 0, 3, 7}};
     else if constexpr (kRowFields[I].required) member = {1, 2, 3 + static_cast<Token>(I)};
     else member = typename std::remove_cvref_t<decltype(member)>::value_type{0, 1, 1};
   });

@@ -153,11 +153,18 @@ void SpansFromJson(const Json& spans, const std::string& at, std::vector<DocSpan
   if (!spans.is_array()) Bad(at, name, "must be an array");
   for (std::size_t s = 0; s < spans.size(); ++s) {
     const std::string sat = at + ": " + name + "[" + std::to_string(s) + "]";
-    const Json& uid = Required(spans[s], "doc_uid", sat);
-    if (!uid.is_string()) Bad(sat, "doc_uid", "must be a string");
-    out.push_back({uid.get<std::string>(), Int(Required(spans[s], "start", sat), "start", sat),
-                   Int(Required(spans[s], "length", sat), "length", sat),
-                   Int(Required(spans[s], "doc_offset", sat), "doc_offset", sat)});
+    DocSpan span;
+    for (const auto& field : kSpanFields) {  // kSpanFields' order: the uid first
+      const std::string key(field.name);
+      const Json& v = Required(spans[s], key, sat);
+      if (field.number) {
+        span.*field.number = Int(v, key, sat);
+      } else {
+        if (!v.is_string()) Bad(sat, key, "must be a string");
+        span.doc_uid = v.get<std::string>();
+      }
+    }
+    out.push_back(std::move(span));
   }
 }
 
@@ -168,8 +175,11 @@ nlohmann::ordered_json RowToJson(const CandidateRow& row) {
       row, [&](std::string_view name, const auto& values) { r[std::string(name)] = values; },
       [&](std::string_view name, const std::vector<DocSpan>& spans) {
         auto& out = r[std::string(name)] = nlohmann::ordered_json::array();
-        for (const auto& s : spans)
-          out.push_back({{"doc_uid", s.doc_uid}, {"start", s.start}, {"length", s.length}, {"doc_offset", s.doc_offset}});
+        for (const auto& s : spans) {
+          nlohmann::ordered_json& span = out.emplace_back(nlohmann::ordered_json::object());
+          for (const auto& field : kSpanFields)
+            span[std::string(field.name)] = field.number ? nlohmann::ordered_json(s.*field.number) : nlohmann::ordered_json(s.doc_uid);
+        }
       });
   return r;
 }

@@ -1,6 +1,7 @@
 #include "convert.h"
 #include "batch.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -474,11 +475,16 @@ namespace {
 // anything else, which the named reading below then reads (and refuses, naming the span and the field), so
 // the two agree on every value this one takes.
 bool PlainSpan(PyObject* span, DocSpan& out) {
-  static PyObject* const keys[4] = {PyUnicode_InternFromString("doc_uid"), PyUnicode_InternFromString("start"),
-                                    PyUnicode_InternFromString("length"), PyUnicode_InternFromString("doc_offset")};
+  static const std::array<PyObject*, kSpanFields.size()> keys = [] {  // kSpanFields' names, interned once
+    std::array<PyObject*, kSpanFields.size()> interned{};
+    for (std::size_t k = 0; k < kSpanFields.size(); ++k)
+      interned[k] = PyUnicode_InternFromString(kSpanFields[k].name.data());
+    return interned;
+  }();
+  static_assert(kSpanFields.size() == 4 && !kSpanFields[0].number, "the uid, then three integers");
   if (!PyDict_CheckExact(span)) return false;
   PyObject* values[4];
-  for (int k = 0; k < 4; ++k) {
+  for (std::size_t k = 0; k < 4; ++k) {
     values[k] = PyDict_GetItemWithError(span, keys[k]);  // borrowed; an exact str key hashes without Python code
     if (!values[k]) {
       PyErr_Clear();
@@ -500,9 +506,7 @@ bool PlainSpan(PyObject* span, DocSpan& out) {
     if (overflow) return false;
   }
   out.doc_uid.assign(uid, static_cast<std::size_t>(size));
-  out.start = ints[0];
-  out.length = ints[1];
-  out.doc_offset = ints[2];
+  for (std::size_t k = 1; k < kSpanFields.size(); ++k) out.*kSpanFields[k].number = ints[k - 1];
   return true;
 }
 
@@ -525,13 +529,16 @@ void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpa
     }
     out.pop_back();
     const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
-    if (nb::isinstance<nb::dict>(span)) {
-      out.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"), Int(Required(span, "start", sat), sat, "start"),
-                     Int(Required(span, "length", sat), sat, "length"),
-                     Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
-    } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
-      out.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
-                     Int(span[3], sat, "doc_offset")});
+    const bool dict = nb::isinstance<nb::dict>(span);
+    if (dict || (nb::isinstance<nb::tuple>(span) && nb::len(span) == kSpanFields.size())) {
+      DocSpan read;  // kSpanFields in order, by name from a dict, by place from a tuple
+      for (std::size_t k = 0; k < kSpanFields.size(); ++k) {
+        const std::string name(kSpanFields[k].name);
+        nb::object value = dict ? nb::borrow(Required(span, name.c_str(), sat)) : nb::object(span[k]);
+        if (kSpanFields[k].number) read.*kSpanFields[k].number = Int(value, sat, name);
+        else read.doc_uid = String(value, sat, name);
+      }
+      out.push_back(std::move(read));
     } else {
       throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
     }
@@ -648,10 +655,11 @@ nb::dict RowToPython(const CandidateRow& row) {
 
 nb::dict DocSpanToPython(const DocSpan& span) {
   nb::dict out;
-  out["doc_uid"] = span.doc_uid;
-  out["start"] = span.start;
-  out["length"] = span.length;
-  out["doc_offset"] = span.doc_offset;
+  for (const auto& field : kSpanFields) {
+    const std::string name(field.name);
+    if (field.number) out[name.c_str()] = span.*field.number;
+    else out[name.c_str()] = span.doc_uid;
+  }
   return out;
 }
 

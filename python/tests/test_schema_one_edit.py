@@ -91,3 +91,7 @@ def test_a_new_key_in_the_schema_asks_for_its_row_in_design(schema_with_a_new_ke
     assert "write the meaning of new_key" in capsys.readouterr().err
     design.write_text(design.read_text().replace("(added after version 1) |  |", "(added after version 1) | why |"))
     assert policy_keys_table.main(args) == 0
+
+
+def test_the_writers_span_has_the_tables_fields_in_its_order():
+    assert list(fmt.span("a", 1, 2, 3)) == [f["name"] for f in fmt.SCHEMA_TABLES["span_fields"]]

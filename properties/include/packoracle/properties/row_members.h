@@ -5,7 +5,9 @@
 // table says (a per-token integer field bound to a vector of doubles, an optional member for a required field).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
@@ -97,6 +99,20 @@ R VisitRowField(std::size_t index, R otherwise, F&& f) {
   }(std::make_index_sequence<kRowFields.size()>());
   return out;
 }
+
+// The fields of a span (the entries of the kSpans field), stated once, in the order the writers write them and
+// a tuple gives them, bound to DocSpan: the document's uid first (`number` null), then its three integers.
+struct SpanField {
+  std::string_view name;
+  std::int64_t DocSpan::*number;
+};
+inline constexpr std::array<SpanField, 4> kSpanFields = {{
+    {"doc_uid", nullptr},
+    {"start", &DocSpan::start},
+    {"length", &DocSpan::length},
+    {"doc_offset", &DocSpan::doc_offset},
+}};
+static_assert(!kSpanFields[0].number, "the uid comes first (a span tuple's order)");
 
 // What a writer walks: values(name, values) for each array field the row gives (a required one always, an
 // optional one when present), spans(name, doc_spans) for the spans, in the table's order (the writers' order).
