@@ -12,8 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include "packoracle/jobs/fuzz_exec.h"
+#include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/oracle.h"
 
 namespace packoracle::cli {
@@ -190,6 +193,29 @@ int RunFuzz(FuzzCommandOptions& o) {
   return r.exit_code;
 }
 
+// A flag per entry of the run's options that the command line takes (jobs::kFuzzOptions), setting its member of
+// `fuzz`: a bool as a flag, a number with its default shown and its range where the table gives one.
+void AddFuzzOptionFlags(CLI::App& command, jobs::FuzzOptions& fuzz) {
+  for (const auto& entry : jobs::kFuzzOptions) {
+    if (entry.flag.empty()) continue;
+    const std::string flag(entry.flag), help(entry.help);
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(fuzz.*member)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            command.add_flag(flag, fuzz.*member, help);
+          } else {
+            CLI::Option* option = command.add_option(flag, fuzz.*member, help);
+            if constexpr (std::is_arithmetic_v<T>) {
+              option->capture_default_str();
+              if (entry.most) option->check(CLI::Range(T{1}, static_cast<T>(entry.most)));
+            }
+          }
+        },
+        entry.member);
+  }
+}
+
 }  // namespace
 
 Runner AddFuzzCommand(CLI::App& app) {
@@ -202,39 +228,10 @@ Runner AddFuzzCommand(CLI::App& app) {
       "unusable input)");
   fuzz->footer(kFooter);
   fuzz->add_option("--exec", o->job.exec, "the command that runs the candidate (via /bin/sh -c); required");
-  fuzz->add_option("--preset", o->job.fuzz.preset, "the preset the candidate implements (see `packoracle presets`)");
-  fuzz->add_option("--policy", o->job.fuzz.policy_file,
-                   "a JSON file holding the policy the candidate implements: {\"preset\":..., key: value, ...}");
-  o->cases_option = fuzz->add_option("--cases", o->job.fuzz.cases, "cases to generate (default 1000; with --time and no --cases: "
-                                                          "as many as the time allows)");
-  fuzz->add_option("--seed", o->job.fuzz.seed, "the run's seed: the same seed gives the same cases")->capture_default_str();
-  fuzz->add_option("--time", o->job.fuzz.time, "time budget in seconds: no new case is generated after it");
-  fuzz->add_option("--max-row-length", o->job.fuzz.max_row_length,
-                   "the longest row L generated, reached as the run grows (a reproduce string depends on it)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, jobs::kMaxFuzzRowLength));
-  fuzz->add_option("--max-documents", o->job.fuzz.max_documents,
-                   "the most documents in one case, reached as the run grows (a reproduce string depends on it)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, jobs::kMaxFuzzDocuments));
+  AddFuzzOptionFlags(*fuzz, o->job.fuzz);
+  o->cases_option = fuzz->get_option("--cases");
   fuzz->add_option("--timeout", o->job.timeout, "seconds the candidate has for one answer")->capture_default_str();
-  fuzz->add_option("--profile", o->job.fuzz.profile,
-                   "one fuzzing profile for every case (packed, edges, short, long, sft, collide, large); default: drawn per case");
-  fuzz->add_option("--save-regressions", o->job.fuzz.save_regressions, "write the minimal counterexample into this directory");
-  fuzz->add_option("--reproduce", o->job.fuzz.reproduce, "replay exactly the case of a reproduce string (v1:...) and stop");
   fuzz->add_option("--format", o->format, "text (for people) or json (for machines)")->capture_default_str();
-  fuzz->add_flag("--stats", o->job.fuzz.stats,
-                 "say what was generated: documents per case and per row, row lengths, tokens, the share of cases "
-                 "in which documents share a row, refusals, zero-target steps, ranks and micro-batches (the JSON "
-                 "output always holds it, under \"generated\")");
-  fuzz->add_flag("--oracle", o->job.fuzz.oracle,
-                 "check every case with the oracle alone (CheckCase); by default the fast verifier checks each case "
-                 "and the oracle reports the failures (with the decoder on, the oracle checks every case)");
-  fuzz->add_flag("--no-decoder", o->job.fuzz.no_decoder,
-                 "skip packing_invariance (the tiny reference decoder run on every row and every document alone): "
-                 "the structural invariants stay, on the fast verifier");
-  fuzz->add_option("--shard", o->job.fuzz.shard,
-                   "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)");
   fuzz->add_option("--name", o->job.name, "the candidate's name in reports and regression files (default: from CMD)");
   return [o, fuzz] { return *fuzz ? RunFuzz(*o) : -1; };
 }

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
 #include "line_parser.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/row_members.h"
 
 namespace packoracle::fastcheck {
 namespace {
@@ -52,16 +54,6 @@ bool Numbers(od::value v, std::vector<double>& out) {
     out.push_back(x);
   }
   return true;
-}
-
-template <class T>
-bool OptionalInts(od::value v, std::optional<std::vector<T>>& out) {
-  if (IsNull(v)) {
-    out.reset();
-    return true;
-  }
-  if (!out) out.emplace();
-  return Ints(v, *out);
 }
 
 bool Int(od::value v, std::int64_t& out) { return !v.get_int64().get(out); }
@@ -124,6 +116,7 @@ bool Validate(od::value v, int depth = 0) {
 }
 
 // Fields seen once each: a repeated key goes to nlohmann (which keeps the last).
+static_assert(kRowFields.size() <= 32, "Seen holds a bit per row field");
 struct Seen {
   std::uint32_t bits = 0;
   bool First(int k) {
@@ -143,17 +136,83 @@ bool Span(od::value v, DocSpan& span) {
     std::string_view key;
     od::value x;
     if (field.unescaped_key().get(key) || field.value().get(x)) return false;
-    int k = key == "doc_uid" ? 0 : key == "start" ? 1 : key == "length" ? 2 : key == "doc_offset" ? 3 : -1;
-    if (k < 0) {
+    const auto* entry = std::find_if(kSpanFields.begin(), kSpanFields.end(),
+                                     [&](const SpanField& f) { return f.name == key; });
+    if (entry == kSpanFields.end()) {
       if (!Validate(x)) return false;
       continue;
     }
-    if (!seen.First(k)) return false;
-    const bool ok = k == 0 ? String(x, span.doc_uid) : k == 1 ? Int(x, span.start) : k == 2 ? Int(x, span.length)
-                                                                                          : Int(x, span.doc_offset);
+    if (!seen.First(static_cast<int>(entry - kSpanFields.begin()))) return false;
+    const bool ok = entry->number ? Int(x, span.*entry->number) : String(x, span.doc_uid);
     if (!ok) return false;
   }
-  return seen.bits == 0xF;
+  return seen.bits == (std::uint32_t{1} << kSpanFields.size()) - 1;  // every field given
+}
+
+// A row's spans (its kSpans field), read into the storage `out` already has.
+bool Spans(od::value x, std::vector<DocSpan>& out) {
+  // (A default od::array may not be iterated: leave before the loop when there is no array.)
+  od::array a;
+  if (x.get_array().get(a)) return false;
+  std::size_t count = 0;
+  for (auto element : a) {
+    od::value s;
+    if (element.get(s)) return false;
+    if (count == out.size()) out.emplace_back();
+    if (!Span(s, out[count++])) return false;
+  }
+  out.resize(count);
+  return true;
+}
+
+// Field I of a row read into its member by the member's type (row_members.h holds it to the table): the spans,
+// a required array, or an optional one (null: not given).
+template <std::size_t I>
+bool ReadRowField(od::value x, CandidateRow& row) {
+  auto& member = RowMember<I>(row);
+  if constexpr (I == kRowSpansField) {
+    return Spans(x, member);
+  } else if constexpr (kRowFields[I].required) {
+    if constexpr (std::is_floating_point_v<typename std::remove_cvref_t<decltype(member)>::value_type>)
+      return Numbers(x, member);
+    else
+      return Ints(x, member);
+  } else {
+    if (IsNull(x)) {
+      member.reset();
+      return true;
+    }
+    if (!member) member.emplace();
+    if constexpr (std::is_floating_point_v<typename std::remove_cvref_t<decltype(*member)>::value_type>)
+      return Numbers(x, *member);
+    else
+      return Ints(x, *member);
+  }
+}
+
+// The place of `key` in kRowFields, or -1: a linear walk of 9 short names, as the if-chain it replaced.
+int RowFieldAt(std::string_view key) {
+  for (std::size_t k = 0; k < kRowFields.size(); ++k)
+    if (kRowFields[k].name == key) return static_cast<int>(k);
+  return -1;
+}
+
+// Every per-token field as long as the first, every required field but the spans given (MicrobatchFromJson's
+// checks, which name the field; per-row lists have their own lengths).
+bool RowComplete(const CandidateRow& row, const Seen& seen) {
+  bool ok = true;
+  ForEachRowField([&](auto i) {
+    constexpr std::size_t I = decltype(i)::value;
+    constexpr RowField field = kRowFields[I];
+    if constexpr (field.required && I != kRowSpansField) ok = ok && seen.Has(I);
+    if constexpr (field.shape == RowFieldShape::kPerToken && I != kRowLengthField) {
+      const auto& member = RowMember<I>(row);
+      const std::size_t n = RowMember<kRowLengthField>(row).size();
+      if constexpr (field.required) ok = ok && member.size() == n;
+      else ok = ok && (!member || member->size() == n);
+    }
+  });
+  return ok;
 }
 
 // `has_spans`: whether the row carries doc_spans (a dump's rows may leave them out: MicrobatchFromJson).
@@ -161,58 +220,23 @@ bool Row(od::value v, CandidateRow& row, bool& has_spans) {
   od::object o;
   if (v.get_object().get(o)) return false;
   Seen seen;
-  row.loss_mask.reset();
-  row.position_ids.reset();
-  row.cu_seqlens.reset();
-  row.seq_lens.reset();
-  row.doc_ids.reset();
-  row.attention_mask.reset();
+  ForEachRowField([&](auto i) {
+    if constexpr (!kRowFields[decltype(i)::value].required) RowMember<decltype(i)::value>(row).reset();
+  });
   for (auto field : o) {
     std::string_view key;
     od::value x;
     if (field.unescaped_key().get(key) || field.value().get(x)) return false;
-    bool ok = true;
-    if (key == "input_ids") ok = seen.First(0) && Ints(x, row.input_ids);
-    else if (key == "labels") ok = seen.First(1) && Ints(x, row.labels);
-    else if (key == "loss_mask") {
-      ok = seen.First(2);
-      if (ok && !IsNull(x)) {
-        if (!row.loss_mask) row.loss_mask.emplace();
-        ok = Numbers(x, *row.loss_mask);
-      }
-    } else if (key == "position_ids") ok = seen.First(3) && OptionalInts(x, row.position_ids);
-    else if (key == "cu_seqlens") ok = seen.First(4) && OptionalInts(x, row.cu_seqlens);
-    else if (key == "seq_lens") ok = seen.First(5) && OptionalInts(x, row.seq_lens);
-    else if (key == "doc_ids") ok = seen.First(6) && OptionalInts(x, row.doc_ids);
-    else if (key == "attention_mask") ok = seen.First(7) && OptionalInts(x, row.attention_mask);
-    else if (key == "doc_spans") {
-      // (A default od::array may not be iterated: leave before the loop when there is no array.)
-      od::array a;
-      if (!seen.First(8) || x.get_array().get(a)) return false;
-      std::size_t count = 0;
-      for (auto element : a) {
-        if (!ok) break;
-        od::value s;
-        if (element.get(s)) return false;
-        if (count == row.doc_spans.size()) row.doc_spans.emplace_back();
-        ok = Span(s, row.doc_spans[count++]);
-      }
-      if (ok) row.doc_spans.resize(count);
-    } else {
-      ok = Validate(x);
-    }
+    const int k = RowFieldAt(key);
+    const bool ok = k < 0 ? Validate(x)
+                          : seen.First(k) && VisitRowField(static_cast<std::size_t>(k), false, [&](auto i) {
+                              return ReadRowField<decltype(i)::value>(x, row);
+                            });
     if (!ok) return false;
   }
-  if (!seen.Has(0) || !seen.Has(1)) return false;
-  has_spans = seen.Has(8);
-  if (!has_spans) row.doc_spans.clear();
-  const std::size_t n = row.input_ids.size();
-  // MicrobatchFromJson's length checks (cu_seqlens and seq_lens have their own lengths).
-  if (row.labels.size() != n || (row.loss_mask && row.loss_mask->size() != n) ||
-      (row.position_ids && row.position_ids->size() != n) || (row.doc_ids && row.doc_ids->size() != n) ||
-      (row.attention_mask && row.attention_mask->size() != n))
-    return false;
-  return true;
+  has_spans = seen.Has(kRowSpansField);
+  if (!has_spans) RowMember<kRowSpansField>(row).clear();
+  return RowComplete(row, seen);
 }
 
 // A producer total the producer may leave out: null is "not given", as an absent key.
@@ -243,17 +267,18 @@ bool Producer(od::value v, std::optional<ProducerTotals>& out) {
     std::string_view key;
     od::value x;
     if (field.unescaped_key().get(key) || field.value().get(x)) return false;
+    const auto* entry = std::find_if(kProducerTotalsFields.begin(), kProducerTotalsFields.end(),
+                                     [&](const ProducerTotalsField& f) { return f.name == key; });
     bool ok = true;
-    if (key == "loss_sum") ok = seen.First(0) && OptionalNumber(x, t.loss_sum);
-    else if (key == "denominator") ok = seen.First(1) && OptionalNumber(x, t.denominator);
-    else if (key == "denominator_scope") {
-      ok = seen.First(2);
-      scope_given = ok && !IsNull(x);
-      if (scope_given) ok = String(x, t.denominator_scope);
-    } else if (key == "loss") {
-      ok = seen.First(3) && OptionalNumber(x, t.loss);
-    } else {
+    if (entry == kProducerTotalsFields.end()) {
       ok = Validate(x);
+    } else if (!seen.First(static_cast<int>(entry - kProducerTotalsFields.begin()))) {
+      ok = false;
+    } else if (entry->number) {
+      ok = OptionalNumber(x, t.*entry->number);
+    } else {  // the scope
+      scope_given = !IsNull(x);
+      if (scope_given) ok = String(x, t.denominator_scope);
     }
     if (!ok) return false;
   }

@@ -19,6 +19,7 @@
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/row_members.h"
 
 namespace packoracle::fastcheck {
 namespace {
@@ -238,6 +239,51 @@ TEST(FastBatchReader, ARecordReadIntoAgainKeepsNothingOfAnEarlierLine) {
   const std::string path = TempPath("reused.jsonl");
   Write(path, lines);
   ExpectReadersAgree(path);
+  std::filesystem::remove(path);
+}
+
+// Every field of the row table (row_fields.h, row_members.h), each row giving one optional field and the
+// last all of them, and every field of the producer table (kProducerTotalsFields): written by the writer, read
+// back by both readers as it was (a field a reader or the writer skipped would come back absent or empty).
+TEST(FastBatchReader, EveryFieldOfTheRowAndProducerTablesIsWrittenAndReadBack) {
+  CandidateMicrobatch mb;
+  CandidateRow full;
+  ForEachRowField([&](auto i) {
+    constexpr std::size_t I = decltype(i)::value;
+    auto& member = RowMember<I>(full);
+    if constexpr (I == kRowSpansField) member = {{"a", 0, 3, 7}};
+    else if constexpr (kRowFields[I].required) member = {1, 2, 3 + static_cast<Token>(I)};
+    else member = typename std::remove_cvref_t<decltype(member)>::value_type{0, 1, 1};
+  });
+  ForEachRowField([&](auto i) {
+    constexpr std::size_t I = decltype(i)::value;
+    if constexpr (!kRowFields[I].required) {
+      CandidateRow one = full;
+      ForEachRowField([&](auto j) {
+        if constexpr (!kRowFields[decltype(j)::value].required && decltype(j)::value != I)
+          RowMember<decltype(j)::value>(one).reset();
+      });
+      mb.rows.push_back(one);
+    }
+  });
+  mb.rows.push_back(full);
+  mb.producer = ProducerTotals{4.0, 3.0, "global", 4.0 / 3.0, std::nullopt};
+  std::ostringstream os;
+  PackedBatchWriter writer(os);
+  writer.Header(HeaderRecord{});
+  writer.Document({"a", {1, 2, 3}, {1, 1, 1}});
+  writer.Microbatch(mb);
+  const std::string path = TempPath("every_field.jsonl");
+  {
+    std::ofstream out(path);
+    out << os.str();
+  }
+  for (const Outcome& got : {ReadAll<OracleBatchReader>(path), ReadAll<FastBatchReader>(path)}) {
+    ASSERT_EQ(got.error, "");
+    ASSERT_EQ(got.records.size(), 3u);
+    EXPECT_EQ(std::get<MicrobatchRecord>(got.records[2]).microbatch.rows, mb.rows);
+    EXPECT_EQ(std::get<MicrobatchRecord>(got.records[2]).microbatch.producer, mb.producer);
+  }
   std::filesystem::remove(path);
 }
 

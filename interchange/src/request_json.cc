@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/row_members.h"
 
 namespace packoracle {
 namespace {
@@ -59,19 +61,18 @@ std::optional<double> OptionalProducerNumber(const Json& producer, const std::st
   return ProducerNumber(*it, field, where);
 }
 
-// A micro-batch's `producer` object (DESIGN §5): any non-empty subset of loss_sum, denominator and loss, with
-// denominator_scope exactly when a denominator is given (a count means nothing without what it counts, and a
-// scope nothing without a count). Each given field is checked for what it says (producer_totals.h).
+// A micro-batch's `producer` object (DESIGN §5): its fields as kProducerTotalsFields states them, each given one
+// checked for what it says (producer_totals.h), the whole held to ProducerTotalsProblem's rule.
 ProducerTotals ProducerFromJson(const Json& p, const std::string& where) {
   if (!p.is_object()) Bad(where, "producer", std::string("must be an object, got ") + p.type_name());
   const std::string at = where + ": producer";
   ProducerTotals t;
-  t.loss_sum = OptionalProducerNumber(p, "loss_sum", at);
-  t.denominator = OptionalProducerNumber(p, "denominator", at);
-  t.loss = OptionalProducerNumber(p, "loss", at);
+  for (const auto& field : kProducerTotalsFields)  // the numbers first, then the scope (which is named first)
+    if (field.number) t.*field.number = OptionalProducerNumber(p, std::string(field.name), at);
   bool scope_given = false;
-  if (auto s = p.find("denominator_scope"); s != p.end() && !s->is_null()) {
-    if (!s->is_string()) Bad(at, "denominator_scope", "must be a string");
+  const std::string scope(kDenominatorScopeField);
+  if (auto s = p.find(scope); s != p.end() && !s->is_null()) {
+    if (!s->is_string()) Bad(at, scope, "must be a string");
     t.denominator_scope = s->get<std::string>();
     scope_given = true;
   }
@@ -80,6 +81,20 @@ ProducerTotals ProducerFromJson(const Json& p, const std::string& where) {
     Bad(at, problem->field, problem->sentence);
   }
   return t;
+}
+
+// The fields the producer gave, and only those (any non-empty subset: DESIGN §5), in kProducerTotalsFields' order.
+nlohmann::ordered_json ProducerToJson(const ProducerTotals& t) {
+  nlohmann::ordered_json p = nlohmann::ordered_json::object();
+  for (const auto& field : kProducerTotalsFields) {
+    const std::string name(field.name);
+    if (field.number) {
+      if (t.*field.number) p[name] = ProducerNumberJson(*(t.*field.number));
+    } else if (!t.denominator_scope.empty()) {
+      p[name] = t.denominator_scope;
+    }
+  }
+  return p;
 }
 
 template <class T>
@@ -97,16 +112,76 @@ std::vector<double> Numbers(const Json& v, const std::string& field, const std::
   return out;
 }
 
-template <class T>
-std::optional<std::vector<T>> OptionalInts(const Json& row, const std::string& field, const std::string& where,
-                                           std::size_t length) {
-  auto it = row.find(field);
-  if (it == row.end() || it->is_null()) return std::nullopt;
-  auto out = Ints<T>(*it, field, where);
-  if (length != static_cast<std::size_t>(-1) && out.size() != length) {
-    Bad(where, field, "has " + std::to_string(out.size()) + " entries, input_ids has " + std::to_string(length));
+// A row field's values as its member holds them (row_members.h holds the member to the table's shape and
+// value): real numbers for a real field, integers for the others.
+template <class Vector>
+Vector Values(const Json& v, const std::string& field, const std::string& where) {
+  if constexpr (std::is_floating_point_v<typename Vector::value_type>) return Numbers(v, field, where);
+  else return Ints<typename Vector::value_type>(v, field, where);
+}
+
+// Every field of a row but its spans, in kRowFields' order: a required one must be there, an optional one absent
+// or null is not given, and a per-token one has as many entries as input_ids (the first).
+void RowFieldsFromJson(const Json& json, const std::string& at, CandidateRow& row) {
+  std::size_t n = 0;
+  ForEachRowField([&](auto i) {
+    constexpr std::size_t I = decltype(i)::value;
+    constexpr RowField field = kRowFields[I];
+    if constexpr (I != kRowSpansField) {
+      const std::string name(field.name);
+      auto& member = RowMember<I>(row);
+      std::size_t size = 0;
+      if constexpr (field.required) {
+        member = Values<std::remove_cvref_t<decltype(member)>>(Required(json, name, at), name, at);
+        size = member.size();
+      } else {
+        auto it = json.find(name);
+        if (it == json.end() || it->is_null()) return;
+        member = Values<typename std::remove_cvref_t<decltype(member)>::value_type>(*it, name, at);
+        size = member->size();
+      }
+      if (I == kRowLengthField) n = size;
+      else if (field.shape == RowFieldShape::kPerToken && size != n)
+        Bad(at, name, "has " + std::to_string(size) + " entries, input_ids has " + std::to_string(n));
+    }
+  });
+}
+
+// The span objects of a row (its kSpans field).
+void SpansFromJson(const Json& spans, const std::string& at, std::vector<DocSpan>& out) {
+  const std::string name(kRowFields[kRowSpansField].name);
+  if (!spans.is_array()) Bad(at, name, "must be an array");
+  for (std::size_t s = 0; s < spans.size(); ++s) {
+    const std::string sat = at + ": " + name + "[" + std::to_string(s) + "]";
+    DocSpan span;
+    for (const auto& field : kSpanFields) {  // kSpanFields' order: the uid first
+      const std::string key(field.name);
+      const Json& v = Required(spans[s], key, sat);
+      if (field.number) {
+        span.*field.number = Int(v, key, sat);
+      } else {
+        if (!v.is_string()) Bad(sat, key, "must be a string");
+        span.doc_uid = v.get<std::string>();
+      }
+    }
+    out.push_back(std::move(span));
   }
-  return out;
+}
+
+// A row as written: its fields in kRowFields' order, an optional one only when given.
+nlohmann::ordered_json RowToJson(const CandidateRow& row) {
+  nlohmann::ordered_json r;
+  ForEachGivenRowField(
+      row, [&](std::string_view name, const auto& values) { r[std::string(name)] = values; },
+      [&](std::string_view name, const std::vector<DocSpan>& spans) {
+        auto& out = r[std::string(name)] = nlohmann::ordered_json::array();
+        for (const auto& s : spans) {
+          nlohmann::ordered_json& span = out.emplace_back(nlohmann::ordered_json::object());
+          for (const auto& field : kSpanFields)
+            span[std::string(field.name)] = field.number ? nlohmann::ordered_json(s.*field.number) : nlohmann::ordered_json(s.doc_uid);
+        }
+      });
+  return r;
 }
 
 }  // namespace
@@ -181,31 +256,8 @@ nlohmann::ordered_json MicrobatchToJson(const CandidateMicrobatch& mb) {
   j["micro_step"] = mb.micro_step;
   j["rank"] = mb.rank;
   j["rows"] = nlohmann::ordered_json::array();
-  for (const auto& row : mb.rows) {
-    nlohmann::ordered_json r;
-    r["input_ids"] = row.input_ids;
-    r["labels"] = row.labels;
-    if (row.loss_mask) r["loss_mask"] = *row.loss_mask;
-    if (row.position_ids) r["position_ids"] = *row.position_ids;
-    if (row.cu_seqlens) r["cu_seqlens"] = *row.cu_seqlens;
-    if (row.seq_lens) r["seq_lens"] = *row.seq_lens;
-    if (row.doc_ids) r["doc_ids"] = *row.doc_ids;
-    if (row.attention_mask) r["attention_mask"] = *row.attention_mask;
-    r["doc_spans"] = nlohmann::ordered_json::array();
-    for (const auto& s : row.doc_spans) {
-      r["doc_spans"].push_back({{"doc_uid", s.doc_uid}, {"start", s.start}, {"length", s.length}, {"doc_offset", s.doc_offset}});
-    }
-    j["rows"].push_back(r);
-  }
-  if (mb.producer) {
-    // The fields the producer gave, and only those (any non-empty subset: DESIGN §5).
-    nlohmann::ordered_json p = nlohmann::ordered_json::object();
-    if (mb.producer->loss_sum) p["loss_sum"] = ProducerNumberJson(*mb.producer->loss_sum);
-    if (mb.producer->denominator) p["denominator"] = ProducerNumberJson(*mb.producer->denominator);
-    if (!mb.producer->denominator_scope.empty()) p["denominator_scope"] = mb.producer->denominator_scope;
-    if (mb.producer->loss) p["loss"] = ProducerNumberJson(*mb.producer->loss);
-    j["producer"] = p;
-  }
+  for (const auto& row : mb.rows) j["rows"].push_back(RowToJson(row));
+  if (mb.producer) j["producer"] = ProducerToJson(*mb.producer);
   return j;
 }
 
@@ -219,39 +271,15 @@ CandidateMicrobatch MicrobatchFromJson(const Json& j, const std::string& where, 
   for (std::size_t k = 0; k < rows.size(); ++k) {
     const std::string at = where + ": rows[" + std::to_string(k) + "]";
     CandidateRow row;
-    row.input_ids = Ints<Token>(Required(rows[k], "input_ids", at), "input_ids", at);
-    const std::size_t n = row.input_ids.size();
-    row.labels = Ints<Token>(Required(rows[k], "labels", at), "labels", at);
-    if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
-    if (auto m = rows[k].find("loss_mask"); m != rows[k].end() && !m->is_null()) {
-      row.loss_mask = Numbers(*m, "loss_mask", at);
-      if (row.loss_mask->size() != n) Bad(at, "loss_mask", "has " + std::to_string(row.loss_mask->size()) + " entries, input_ids has " + std::to_string(n));
-    }
-    row.position_ids = OptionalInts<std::int64_t>(rows[k], "position_ids", at, n);
-    row.cu_seqlens = OptionalInts<std::int64_t>(rows[k], "cu_seqlens", at, static_cast<std::size_t>(-1));
-    row.seq_lens = OptionalInts<std::int64_t>(rows[k], "seq_lens", at, static_cast<std::size_t>(-1));
-    row.doc_ids = OptionalInts<std::int64_t>(rows[k], "doc_ids", at, n);
-    row.attention_mask = OptionalInts<std::int64_t>(rows[k], "attention_mask", at, n);
-    const auto given = rows[k].find("doc_spans");
+    RowFieldsFromJson(rows[k], at, row);
+    const std::string spans_name(kRowFields[kRowSpansField].name);
+    const auto given = rows[k].find(spans_name);
     if (spans_absent && k == 0) *spans_absent = given == rows[k].end();
     if (spans_absent && *spans_absent != (given == rows[k].end())) {
-      Bad(at, "doc_spans", *spans_absent ? "is given, but rows[0] has none (every row of a micro-batch or none)"
-                                         : "is missing, but rows[0] has them (every row of a micro-batch or none)");
+      Bad(at, spans_name, *spans_absent ? "is given, but rows[0] has none (every row of a micro-batch or none)"
+                                        : "is missing, but rows[0] has them (every row of a micro-batch or none)");
     }
-    if (spans_absent && *spans_absent) {
-      mb.rows.push_back(std::move(row));
-      continue;
-    }
-    const Json& spans = Required(rows[k], "doc_spans", at);
-    if (!spans.is_array()) Bad(at, "doc_spans", "must be an array");
-    for (std::size_t s = 0; s < spans.size(); ++s) {
-      const std::string sat = at + ": doc_spans[" + std::to_string(s) + "]";
-      const Json& uid = Required(spans[s], "doc_uid", sat);
-      if (!uid.is_string()) Bad(sat, "doc_uid", "must be a string");
-      row.doc_spans.push_back({uid.get<std::string>(), Int(Required(spans[s], "start", sat), "start", sat),
-                               Int(Required(spans[s], "length", sat), "length", sat),
-                               Int(Required(spans[s], "doc_offset", sat), "doc_offset", sat)});
-    }
+    if (!spans_absent || !*spans_absent) SpansFromJson(Required(rows[k], spans_name, at), at, RowMember<kRowSpansField>(row));
     mb.rows.push_back(std::move(row));
   }
   if (auto p = j.find("producer"); p != j.end() && !p->is_null()) mb.producer = ProducerFromJson(*p, where);

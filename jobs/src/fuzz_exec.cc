@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <type_traits>
+#include <variant>
 #include <utility>
 #include <vector>
 
+#include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/oracle.h"
 
 namespace packoracle::jobs {
@@ -87,13 +91,27 @@ std::string NameFromCommand(const std::string& command) {
   return "exec:" + pick;
 }
 
+std::string ReplayedFlags(const FuzzOptions& o) {
+  std::string flags;
+  for (const auto& entry : kFuzzOptions) {
+    if (!entry.replayed || entry.flag.empty()) continue;
+    std::visit(
+        [&](auto member) {
+          const auto& value = o.*member;
+          if (value == FuzzOptions{}.*member) return;
+          flags += " " + std::string(entry.flag);
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, std::string>) flags += " " + ShellQuote(value);
+          else if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(value)>, bool>) flags += " " + std::to_string(value);
+        },
+        entry.member);
+  }
+  return flags;
+}
+
 // The same candidate and policies (they decide what is generated), the reproduce string.
 std::string ExecReplayCommand(const ExecFuzzOptions& o, const std::string& reproduce) {
   std::string line = "packoracle fuzz --exec " + ShellQuote(o.exec, true) + " --reproduce " + ShellQuote(reproduce, true);
-  if (!o.fuzz.preset.empty()) line += " --preset " + ShellQuote(o.fuzz.preset);
-  if (!o.fuzz.policy_file.empty()) line += " --policy " + ShellQuote(o.fuzz.policy_file);
-  if (o.fuzz.max_row_length != kDefaultFuzzMaxRowLength) line += " --max-row-length " + std::to_string(o.fuzz.max_row_length);
-  if (o.fuzz.max_documents != kDefaultFuzzMaxDocuments) line += " --max-documents " + std::to_string(o.fuzz.max_documents);
+  line += ReplayedFlags(o.fuzz);
   if (o.timeout != kDefaultExecTimeout) line += " --timeout " + ShellQuote(Fixed3(o.timeout));
   if (!o.name.empty()) line += " --name " + ShellQuote(o.name);
   return line;

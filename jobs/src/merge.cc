@@ -97,7 +97,7 @@ MergeStep CheckStep(std::int64_t step, const std::map<std::int64_t, Located>& ra
   if (complete) line.valid_targets = total;
   for (const auto& [rank, located] : ranks) {
     for (const auto& m : located.entry->microbatches) {
-      if (!m.denominator_scope || ScopeNamed(*m.denominator_scope) != DenominatorScope::kGlobal || !m.denominator) continue;
+      if (m.Scope() != DenominatorScope::kGlobal || !m.denominator) continue;
       line.global_denominators.push_back(*m.denominator);
       if (!complete || !run.checkable) continue;
       line.checked = true;

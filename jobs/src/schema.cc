@@ -9,6 +9,7 @@
 #include "packoracle/oracle.h"
 #include "packoracle/properties/candidate.h"
 #include "packoracle/properties/row_fields.h"
+#include "packoracle/properties/row_members.h"
 
 namespace packoracle::jobs {
 namespace {
@@ -42,6 +43,22 @@ OJson RowFieldsJson() {
   return fields;
 }
 
+// A span's fields (kSpanFields): the uid, then integers.
+OJson SpanFieldsJson() {
+  OJson fields = OJson::array();
+  for (const auto& field : kSpanFields)
+    fields.push_back({{"name", field.name}, {"value", field.number ? "integer" : "string"}});
+  return fields;
+}
+
+// A `producer` object's fields (kProducerTotalsFields): each total a number, and the denominator's scope.
+OJson ProducerFieldsJson() {
+  OJson fields = OJson::array();
+  for (const auto& field : kProducerTotalsFields)
+    fields.push_back({{"name", field.name}, {"value", field.number ? "number" : "scope"}});
+  return fields;
+}
+
 }  // namespace
 
 std::string RenderSchemaJson() {
@@ -57,9 +74,11 @@ std::string RenderSchemaJson() {
                      {"policy_keys", PolicyKeysJson()},
                      {"presets", presets},
                      {"row_fields", RowFieldsJson()},
+                     {"span_fields", SpanFieldsJson()},
                      {"key_side_fields", key_side},
                      {"derived_fields", derived},
-                     {"denominator_scopes", scopes}};
+                     {"denominator_scopes", scopes},
+                     {"producer_fields", ProducerFieldsJson()}};
   return out.dump(1) + "\n";
 }
 

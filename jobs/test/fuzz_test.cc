@@ -1,10 +1,16 @@
 // jobs::RunFuzz drives an in-process candidate (as the Python binding's callables are) with the same batches,
-// seeds, shrinking and report as the exec path, and shows the caller's replay line.
+// seeds, shrinking and report as the exec path, and shows the caller's replay line; the table of the run's
+// options (fuzz_options.h) gives the replay line its flags.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 
 #include "packoracle/jobs/fuzz.h"
+#include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
 #include "test_candidates.h"
@@ -78,6 +84,45 @@ TEST(CheckFuzzOptions, RefusesWhatNoRunCanUse) {
   options.profile.clear();
   options.policy = FindPreset("reference").policy;
   EXPECT_THROW(CheckFuzzOptions(options), InputError);  // a preset and a policy object
+}
+
+
+// The replay line repeats, from the table of the run's options (fuzz_options.h), each option marked replayed
+// that the command line has a flag for, once set away from its default, and nothing at its default.
+TEST(FuzzOptionsTable, TheReplayLineRepeatsEveryReplayedFlagAwayFromItsDefault) {
+  EXPECT_EQ(ReplayedFlags(FuzzOptions{}), "");
+  FuzzOptions changed;
+  changed.cases = 7;  // not replayed: the reproduce string is the case
+  changed.profile = "short";
+  for (const auto& entry : kFuzzOptions) {
+    if (!entry.replayed || entry.flag.empty()) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(changed.*member)>;
+          if constexpr (std::is_same_v<T, bool>) changed.*member = !(FuzzOptions{}.*member);
+          else if constexpr (std::is_same_v<T, std::string>) changed.*member = "x y";  // quoted for the shell
+          else changed.*member = 3;
+        },
+        entry.member);
+  }
+  changed.policy_file.clear();  // a preset or a policy file: one of them
+  EXPECT_EQ(ReplayedFlags(changed), " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder");
+}
+
+// Every keyword and every flag names one entry (a front end reads an option by either).
+TEST(FuzzOptionsTable, NamesEachOptionOnce) {
+  std::set<std::string_view> keywords, flags;
+  for (const auto& entry : kFuzzOptions) {
+    EXPECT_FALSE(entry.keyword.empty() && entry.flag.empty());
+    if (!entry.keyword.empty()) {
+      EXPECT_TRUE(keywords.insert(entry.keyword).second) << entry.keyword;
+      EXPECT_EQ(FuzzOptionOfKeyword(entry.keyword), &entry);
+    }
+    if (!entry.flag.empty()) {
+      EXPECT_TRUE(flags.insert(entry.flag).second) << entry.flag;
+    }
+  }
+  EXPECT_EQ(FuzzOptionOfKeyword("max_rows"), nullptr);
 }
 
 }  // namespace

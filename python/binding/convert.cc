@@ -1,6 +1,7 @@
 #include "convert.h"
 #include "batch.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle/error.h"
+#include "packoracle/properties/row_members.h"
 
 namespace packoracle::python {
 namespace {
@@ -452,11 +454,13 @@ ProducerTotals ProducerFromPython(nb::handle p, const std::string& at) {
   // Any non-empty subset of loss_sum, denominator, loss (None = not given), with denominator_scope exactly
   // when a denominator is given: MicrobatchFromJson's rule (DESIGN §5).
   ProducerTotals t;
-  if (nb::handle v = Get(p, "loss_sum")) t.loss_sum = Number(v, at, "loss_sum");
-  if (nb::handle v = Get(p, "denominator")) t.denominator = Number(v, at, "denominator");
-  if (nb::handle v = Get(p, "loss")) t.loss = Number(v, at, "loss");
-  nb::handle scope = Get(p, "denominator_scope");
-  if (scope) t.denominator_scope = String(scope, at, "denominator_scope");
+  for (const auto& field : kProducerTotalsFields) {  // the numbers first, then the scope (named first)
+    const std::string name(field.name);
+    if (nb::handle v = field.number ? Get(p, name.c_str()) : nb::handle()) t.*field.number = Number(v, at, name);
+  }
+  const std::string scope_name(kDenominatorScopeField);
+  nb::handle scope = Get(p, scope_name.c_str());
+  if (scope) t.denominator_scope = String(scope, at, scope_name);
   if (const auto problem = ProducerTotalsProblem(t, static_cast<bool>(scope))) {
     if (problem->field == "producer") throw InputError(at + ": " + problem->sentence);
     Bad(at, problem->field, problem->sentence);
@@ -471,11 +475,16 @@ namespace {
 // anything else, which the named reading below then reads (and refuses, naming the span and the field), so
 // the two agree on every value this one takes.
 bool PlainSpan(PyObject* span, DocSpan& out) {
-  static PyObject* const keys[4] = {PyUnicode_InternFromString("doc_uid"), PyUnicode_InternFromString("start"),
-                                    PyUnicode_InternFromString("length"), PyUnicode_InternFromString("doc_offset")};
+  static const std::array<PyObject*, kSpanFields.size()> keys = [] {  // kSpanFields' names, interned once
+    std::array<PyObject*, kSpanFields.size()> interned{};
+    for (std::size_t k = 0; k < kSpanFields.size(); ++k)
+      interned[k] = PyUnicode_InternFromString(kSpanFields[k].name.data());
+    return interned;
+  }();
+  static_assert(kSpanFields.size() == 4 && !kSpanFields[0].number, "the uid, then three integers");
   if (!PyDict_CheckExact(span)) return false;
   PyObject* values[4];
-  for (int k = 0; k < 4; ++k) {
+  for (std::size_t k = 0; k < 4; ++k) {
     values[k] = PyDict_GetItemWithError(span, keys[k]);  // borrowed; an exact str key hashes without Python code
     if (!values[k]) {
       PyErr_Clear();
@@ -497,9 +506,7 @@ bool PlainSpan(PyObject* span, DocSpan& out) {
     if (overflow) return false;
   }
   out.doc_uid.assign(uid, static_cast<std::size_t>(size));
-  out.start = ints[0];
-  out.length = ints[1];
-  out.doc_offset = ints[2];
+  for (std::size_t k = 1; k < kSpanFields.size(); ++k) out.*kSpanFields[k].number = ints[k - 1];
   return true;
 }
 
@@ -522,33 +529,55 @@ void SpansFromPython(nb::handle spans, const std::string& at, std::vector<DocSpa
     }
     out.pop_back();
     const std::string sat = at + ": doc_spans[" + std::to_string(s++) + "]";
-    if (nb::isinstance<nb::dict>(span)) {
-      out.push_back({String(Required(span, "doc_uid", sat), sat, "doc_uid"), Int(Required(span, "start", sat), sat, "start"),
-                     Int(Required(span, "length", sat), sat, "length"),
-                     Int(Required(span, "doc_offset", sat), sat, "doc_offset")});
-    } else if (nb::isinstance<nb::tuple>(span) && nb::len(span) == 4) {
-      out.push_back({String(span[0], sat, "doc_uid"), Int(span[1], sat, "start"), Int(span[2], sat, "length"),
-                     Int(span[3], sat, "doc_offset")});
+    const bool dict = nb::isinstance<nb::dict>(span);
+    if (dict || (nb::isinstance<nb::tuple>(span) && nb::len(span) == kSpanFields.size())) {
+      DocSpan read;  // kSpanFields in order, by name from a dict, by place from a tuple
+      for (std::size_t k = 0; k < kSpanFields.size(); ++k) {
+        const std::string name(kSpanFields[k].name);
+        nb::object value = dict ? nb::borrow(Required(span, name.c_str(), sat)) : nb::object(span[k]);
+        if (kSpanFields[k].number) read.*kSpanFields[k].number = Int(value, sat, name);
+        else read.doc_uid = String(value, sat, name);
+      }
+      out.push_back(std::move(read));
     } else {
       throw InputError(sat + ": a span is a dict {doc_uid, start, length, doc_offset}, got " + TypeName(span));
     }
   }
 }
 
+// Every field of a row but its spans, in kRowFields' order (row_members.h): a required one must be there, an
+// optional one absent (or None) is not given, a per-token one has as many entries as input_ids (the first), and
+// a real field takes floats (loss_mask) where the others take integers or bools.
+void RowFieldsFromPython(nb::handle r, const std::string& at, CandidateRow& row, CandidateRow& reuse) {
+  std::size_t n = static_cast<std::size_t>(-1);
+  ForEachRowField([&](auto i) {
+    constexpr std::size_t I = decltype(i)::value;
+    constexpr RowField field = kRowFields[I];
+    if constexpr (I != kRowSpansField) {
+      const std::string name(field.name);
+      const std::size_t length = field.shape == RowFieldShape::kPerToken ? n : static_cast<std::size_t>(-1);
+      auto& member = RowMember<I>(row);
+      if constexpr (field.required) {
+        using T = typename std::remove_cvref_t<decltype(member)>::value_type;
+        member = ReadArray<T>(Required(r, name.c_str(), at), at, name, std::is_floating_point_v<T>,
+                              std::move(RowMember<I>(reuse)));
+        if (length != static_cast<std::size_t>(-1) && member.size() != length)
+          Bad(at, name, "has " + std::to_string(member.size()) + " entries, input_ids has " + std::to_string(n));
+      } else {
+        using T = typename std::remove_cvref_t<decltype(*member)>::value_type;
+        member = Optional<T>(r, name.c_str(), at, length, std::is_floating_point_v<T>, std::move(RowMember<I>(reuse)));
+      }
+      if constexpr (I == kRowLengthField) n = member.size();
+    }
+  });
+}
+
 CandidateRow RowFromPython(nb::handle r, const std::string& at, bool spans_required, CandidateRow reuse) {
   CandidateRow row;  // every field read afresh; only `reuse`'s storage is kept
-  row.input_ids = ReadArray<Token>(Required(r, "input_ids", at), at, "input_ids", false, std::move(reuse.input_ids));
-  const std::size_t n = row.input_ids.size();
-  row.labels = ReadArray<Token>(Required(r, "labels", at), at, "labels", false, std::move(reuse.labels));
-  if (row.labels.size() != n) Bad(at, "labels", "has " + std::to_string(row.labels.size()) + " entries, input_ids has " + std::to_string(n));
-  row.loss_mask = Optional<double>(r, "loss_mask", at, n, /*numbers=*/true, std::move(reuse.loss_mask));
-  row.position_ids = Optional<std::int64_t>(r, "position_ids", at, n, false, std::move(reuse.position_ids));
-  row.cu_seqlens = Optional<std::int64_t>(r, "cu_seqlens", at, static_cast<std::size_t>(-1), false, std::move(reuse.cu_seqlens));
-  row.seq_lens = Optional<std::int64_t>(r, "seq_lens", at, static_cast<std::size_t>(-1), false, std::move(reuse.seq_lens));
-  row.doc_ids = Optional<std::int64_t>(r, "doc_ids", at, n, false, std::move(reuse.doc_ids));
-  row.attention_mask = Optional<std::int64_t>(r, "attention_mask", at, n, false, std::move(reuse.attention_mask));
-  if (!spans_required && !Get(r, "doc_spans")) return row;
-  SpansFromPython(Required(r, "doc_spans", at), at, row.doc_spans);
+  RowFieldsFromPython(r, at, row, reuse);
+  const char* spans = kRowFields[kRowSpansField].name.data();  // a literal's view: NUL-terminated
+  if (!spans_required && !Get(r, spans)) return row;
+  SpansFromPython(Required(r, spans, at), at, RowMember<kRowSpansField>(row));
   return row;
 }
 
@@ -611,28 +640,26 @@ nb::dict DocumentToPython(const EffectiveDocument& d) {
   return out;
 }
 
+// A row as a dict: its fields in kRowFields' order, an optional one only when given.
 nb::dict RowToPython(const CandidateRow& row) {
   nb::dict out;
-  out["input_ids"] = Array(row.input_ids);
-  out["labels"] = Array(row.labels);
-  if (row.loss_mask) out["loss_mask"] = Array(*row.loss_mask);
-  if (row.position_ids) out["position_ids"] = Array(*row.position_ids);
-  if (row.cu_seqlens) out["cu_seqlens"] = Array(*row.cu_seqlens);
-  if (row.seq_lens) out["seq_lens"] = Array(*row.seq_lens);
-  if (row.doc_ids) out["doc_ids"] = Array(*row.doc_ids);
-  if (row.attention_mask) out["attention_mask"] = Array(*row.attention_mask);
-  nb::list spans;
-  for (const auto& s : row.doc_spans) spans.append(DocSpanToPython(s));
-  out["doc_spans"] = spans;
+  ForEachGivenRowField(
+      row, [&](std::string_view name, const auto& values) { out[std::string(name).c_str()] = Array(values); },
+      [&](std::string_view name, const std::vector<DocSpan>& spans) {
+        nb::list list;
+        for (const auto& s : spans) list.append(DocSpanToPython(s));
+        out[std::string(name).c_str()] = list;
+      });
   return out;
 }
 
 nb::dict DocSpanToPython(const DocSpan& span) {
   nb::dict out;
-  out["doc_uid"] = span.doc_uid;
-  out["start"] = span.start;
-  out["length"] = span.length;
-  out["doc_offset"] = span.doc_offset;
+  for (const auto& field : kSpanFields) {
+    const std::string name(field.name);
+    if (field.number) out[name.c_str()] = span.*field.number;
+    else out[name.c_str()] = span.doc_uid;
+  }
   return out;
 }
 
@@ -640,10 +667,12 @@ nb::dict ProducerToPython(const ProducerTotals& t) {
   nb::dict out;
   // Every key present, None where the producer gave nothing (its totals are any non-empty subset).
   auto given = [](const std::optional<double>& v) { return v ? nb::object(nb::float_(*v)) : nb::none(); };
-  out["loss_sum"] = given(t.loss_sum);
-  out["denominator"] = given(t.denominator);
-  out["denominator_scope"] = t.denominator_scope.empty() ? nb::none() : nb::object(nb::str(t.denominator_scope.c_str()));
-  out["loss"] = given(t.loss);
+  for (const auto& field : kProducerTotalsFields) {
+    const std::string name(field.name);
+    out[name.c_str()] = field.number                  ? given(t.*field.number)
+                        : t.denominator_scope.empty() ? nb::none()
+                                                      : nb::object(nb::str(t.denominator_scope.c_str()));
+  }
   return out;
 }
 

@@ -1,20 +1,23 @@
 // packoracle._core.fuzz: jobs::RunFuzz, the run of `packoracle fuzz` (batches of cases with seeds derived from
 // the run's, a profile per batch, the time budget, shrinking, the report, the regression file), against
 // Python callables in-process instead of an exec candidate.
-#include <algorithm>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 
 #include "bindings.h"
 #include "callables.h"
 #include "convert.h"
 #include "packoracle/jobs/fuzz.h"
+#include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/jobs/generation_json.h"
 #include "packoracle/jobs/report_json.h"
 #include "packoracle/oracle/error.h"
@@ -28,71 +31,68 @@ nb::list Names(const std::set<Invariant>& invariants) {
   return out;
 }
 
-// packoracle.fuzz's keywords as they set jobs::FuzzOptions, each once: the Python name (the public signature's;
-// `decoder` is FuzzOptions::no_decoder turned round) and how a value sets its field. packoracle._fuzz validates
-// each value at the door and hands them over as one dict; CheckFuzzOptions checks the ranges again, as for the
-// command line. A new option is its FuzzOptions field, its entry here and its keyword in packoracle.fuzz
-// (python/tests/test_fuzz_options.py holds the keywords and this table the same).
-struct FuzzKeyword {
-  const char* name;
-  void (*set)(jobs::FuzzOptions&, nb::handle);
-};
-
 std::string TypeOf(nb::handle value) { return nb::cast<std::string>(nb::type_name(value.type())); }
 
 // The value as T, without Python's conversions (packoracle._fuzz hands over values of the right kind).
 template <class T>
-T As(nb::handle value, const char* name) {
+T As(nb::handle value, std::string_view name) {
   T out{};
   if (!nb::try_cast<T>(value, out, /*convert=*/false))
-    throw InputError(std::string("fuzz: option '") + name + "' cannot take " + TypeOf(value));
+    throw InputError("fuzz: option '" + std::string(name) + "' cannot take " + TypeOf(value));
   return out;
 }
 
-constexpr FuzzKeyword kFuzzKeywords[] = {
-    {"cases",
-     [](jobs::FuzzOptions& o, nb::handle v) {  // None: kDefaultFuzzCases, or as many as `time` allows
-       o.cases_given = !v.is_none();
-       o.cases = v.is_none() ? jobs::kDefaultFuzzCases : As<int>(v, "cases");
-     }},
-    {"seed", [](jobs::FuzzOptions& o, nb::handle v) { o.seed = As<std::uint64_t>(v, "seed"); }},
-    {"time", [](jobs::FuzzOptions& o, nb::handle v) { o.time = v.is_none() ? 0.0 : As<double>(v, "time"); }},
-    {"reproduce",
-     [](jobs::FuzzOptions& o, nb::handle v) { o.reproduce = v.is_none() ? "" : As<std::string>(v, "reproduce"); }},
-    {"max_row_length",
-     [](jobs::FuzzOptions& o, nb::handle v) { o.max_row_length = As<std::int64_t>(v, "max_row_length"); }},
-    {"max_documents",
-     [](jobs::FuzzOptions& o, nb::handle v) { o.max_documents = As<std::size_t>(v, "max_documents"); }},
-    {"decoder", [](jobs::FuzzOptions& o, nb::handle v) { o.no_decoder = !As<bool>(v, "decoder"); }},
-    {"save_regressions",
-     [](jobs::FuzzOptions& o, nb::handle v) {
-       o.save_regressions = v.is_none() ? "" : As<std::string>(v, "save_regressions");
-     }},
-    {"sft_masks", [](jobs::FuzzOptions& o, nb::handle v) { o.sft_masks = As<bool>(v, "sft_masks"); }},
-    {"stats", [](jobs::FuzzOptions& o, nb::handle v) { o.stats = As<bool>(v, "stats"); }},
-    {"headline", [](jobs::FuzzOptions& o, nb::handle v) { o.headline = As<std::string>(v, "headline"); }},
-};
-
-// The options a dict of packoracle.fuzz's keywords gives (each absent one at FuzzOptions' default); InputError
-// for a key the table does not hold.
+// The options a dict of packoracle.fuzz's keywords gives, read by the table of the run's options
+// (jobs::kFuzzOptions): None is an option's default (cases: as many as `time` allows when it is given), a
+// keyword that negates its member (decoder) is turned round. InputError for a key the table does not hold.
+// packoracle._fuzz validates each value at the door; CheckFuzzOptions checks the ranges again, as for the
+// command line.
 jobs::FuzzOptions FuzzOptionsFromPython(nb::handle keywords) {
   jobs::FuzzOptions options;
   if (!nb::isinstance<nb::dict>(keywords)) throw InputError("fuzz: options must be a dict, got " + TypeOf(keywords));
   for (const auto& [key, value] : nb::borrow<nb::dict>(keywords)) {
     const std::string name = As<std::string>(key, "(a key)");
-    const auto* entry = std::find_if(std::begin(kFuzzKeywords), std::end(kFuzzKeywords),
-                                     [&](const FuzzKeyword& k) { return name == k.name; });
-    if (entry == std::end(kFuzzKeywords)) throw InputError("fuzz: unknown option '" + name + "'");
-    entry->set(options, value);
+    const jobs::FuzzOption* entry = jobs::FuzzOptionOfKeyword(name);
+    if (!entry) throw InputError("fuzz: unknown option '" + name + "'");
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(options.*member)>;
+          T given = value.is_none() ? jobs::FuzzOptions{}.*member : As<T>(value, entry->keyword);
+          if constexpr (std::is_same_v<T, bool>) given = given != (entry->keyword_negates && !value.is_none());
+          options.*member = given;
+        },
+        entry->member);
+    if (entry->member == jobs::FuzzMember(&jobs::FuzzOptions::cases)) options.cases_given = !value.is_none();
   }
   return options;
+}
+
+// The table as packoracle._fuzz reads it: each entry's keyword ("" where Python has none) and flag, whether the
+// replay line repeats it, and its default in the keyword's sense.
+nb::list FuzzOptionsTable() {
+  nb::list out;
+  for (const auto& entry : jobs::kFuzzOptions) {
+    nb::dict d;
+    d["keyword"] = std::string(entry.keyword);
+    d["flag"] = std::string(entry.flag);
+    d["replayed"] = entry.replayed;
+    std::visit(
+        [&](auto member) {
+          const auto value = jobs::FuzzOptions{}.*member;
+          if constexpr (std::is_same_v<decltype(value), const bool>) d["default"] = value != entry.keyword_negates;
+          else d["default"] = value;
+        },
+        entry.member);
+    out.append(d);
+  }
+  return out;
 }
 
 struct FuzzArgs {
   std::string name;
   nb::object packer, reducer, consumer;
   nb::object policy;
-  nb::object options;  // packoracle.fuzz's keywords (kFuzzKeywords)
+  nb::object options;  // packoracle.fuzz's keywords (jobs::kFuzzOptions)
   bool microbatch_consumer = false;
 };
 
@@ -154,15 +154,10 @@ void BindFuzz(nb::module_& m) {
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("options"), nb::arg("microbatch_consumer") = false,
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function); `options`: its "
-      "keywords (fuzz_keywords()).");
-  m.def(
-      "fuzz_keywords",
-      [] {
-        nb::list out;
-        for (const auto& k : kFuzzKeywords) out.append(k.name);
-        return out;
-      },
-      "The names fuzz's `options` dict takes: packoracle.fuzz's keywords that set the run's options.");
+      "keywords (fuzz_options()).");
+  m.def("fuzz_options", &FuzzOptionsTable,
+        "The run's options (jobs::kFuzzOptions), each as {keyword, flag, replayed, default}: fuzz's `options` "
+        "dict takes the keywords (\"\": none); `replayed`, a replay line repeats it away from its default.");
 }
 
 }  // namespace packoracle::python

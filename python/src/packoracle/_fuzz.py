@@ -463,9 +463,6 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     resolved = resolve(policy)
     roles = (packer, reducer, consumer, microbatch_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
-    call = _the_call(packer, reducer, consumer, policy, resolved, (max_row_length, max_documents), decoder,
-                     sft_masks, microbatch_consumer, gradient)
-    replay = _replay_line(call)
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
     deadline = _Deadline(timeout)
@@ -475,8 +472,10 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     options = {"cases": cases, "seed": DEFAULT_SEED if seed is None else seed, "time": time, "reproduce": reproduce,
                "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
-               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
-               "headline": call.headline}
+               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats}
+    call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient)
+    replay = _replay_line(call)
+    options["headline"] = call.headline
     result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None)
     if not result["passed"]:
         raise _counterexample(result, replay.replace("{}", result["reproduce"]))
@@ -530,10 +529,10 @@ class _Call:
 
 
 def _the_call(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[..., Any]],
-              consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, bounds: tuple[int, int],
-              decoder: bool, sft_masks: bool = True, microbatch_consumer: Optional[Callable[..., Any]] = None,
-              gradient: bool = False) -> _Call:
-    """The call with the same roles, policy and the options a reproduce string depends on."""
+              consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, options: Mapping[str, Any],
+              microbatch_consumer: Optional[Callable[..., Any]] = None, gradient: bool = False) -> _Call:
+    """The call with the same roles, policy and the options a reproduce string depends on (`options`: the run's,
+    as _core.fuzz takes them; those the table marks replayed are repeated where not at their defaults)."""
     roles = [("", packer), ("reducer=", reducer), ("consumer=", consumer), ("microbatch_consumer=", microbatch_consumer)]
     paths = {key: _import_path(role) for key, role in roles if role is not None}
     unreachable = tuple(_name_of(role) for key, role in roles if role is not None and paths[key] is None)
@@ -550,15 +549,10 @@ def _the_call(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[.
         if role is not None:
             path = paths[key]
             args.append(f"{key}{path[1] if path else _name_of(role)}")
-    max_row_length, max_documents = bounds
-    if max_row_length != DEFAULT_MAX_ROW_LENGTH:
-        args.append(f"max_row_length={max_row_length}")
-    if max_documents != DEFAULT_MAX_DOCUMENTS:
-        args.append(f"max_documents={max_documents}")
-    if not decoder:
-        args.append("decoder=False")
-    if not sft_masks:
-        args.append("sft_masks=False")
+    for entry in _core.fuzz_options():  # jobs::kFuzzOptions
+        keyword = entry["keyword"]
+        if entry["replayed"] and keyword and options[keyword] != entry["default"]:
+            args.append(f"{keyword}={options[keyword]!r}")
     if gradient:
         args.append("gradient=True")
     return _Call(tuple(args), imports, unreachable)

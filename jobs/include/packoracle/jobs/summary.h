@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "packoracle/interchange/packed_batch.h"
+#include "packoracle/properties/candidate.h"
 #include "packoracle/properties/invariants.h"
 
 namespace packoracle::jobs {
@@ -40,7 +41,12 @@ struct SummaryMicrobatch {
   std::optional<double> valid_targets;
   std::optional<double> counted;
   std::optional<double> loss_sum, denominator;
+  // As the producer gave it: a name that is none of DESIGN §5's is the producer's `denominator` violation, and
+  // the summary (a version-1 format) keeps what was said, as ProducerTotals does. Scope() is what it counts.
   std::optional<std::string> denominator_scope;
+  std::optional<DenominatorScope> Scope() const {
+    return denominator_scope ? ScopeNamed(*denominator_scope) : std::nullopt;
+  }
 };
 
 struct SummaryEntry {  // one step of one rank

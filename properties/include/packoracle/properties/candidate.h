@@ -162,26 +162,57 @@ struct ProducerTotals {
   }
 };
 
+// The fields of a `producer` object (DESIGN §5), stated once, in the order the writers write them: the three
+// totals, each a number the producer may leave out, and the denominator's scope (`number` null). Every reader
+// and writer of the object (interchange/request_json.cc, fastcheck/jsonl_reader.cc, the binding's convert.cc,
+// `packoracle schema` for packoracle.dump.format) walks this table.
+struct ProducerTotalsField {
+  std::string_view name;
+  std::optional<double> ProducerTotals::*number;
+};
+inline constexpr std::array<ProducerTotalsField, 4> kProducerTotalsFields = {{
+    {"loss_sum", &ProducerTotals::loss_sum},
+    {"denominator", &ProducerTotals::denominator},
+    {"denominator_scope", nullptr},
+    {"loss", &ProducerTotals::loss},
+}};
+// The scope's entry: the one without a number.
+inline constexpr std::string_view kDenominatorScopeField = [] {
+  for (const auto& field : kProducerTotalsFields)
+    if (!field.number) return field.name;
+  return std::string_view();
+}();
+static_assert(!kDenominatorScopeField.empty(), "kProducerTotalsFields names the scope");
+
 // The rule of a micro-batch's totals' shape (DESIGN §5), stated once for every reader (the JSON Lines readers,
 // the exec protocol, the Python binding) and for a candidate's answer (TotalsShapeProblem): any non-empty
-// subset of loss_sum, denominator and loss, with a non-empty denominator_scope exactly when a denominator is
-// given (a count means nothing without what it counts, and a scope nothing without a count). The problem is
-// the field to name and what is wrong with it; `scope_given`: the producer gave a denominator_scope (not null).
+// subset of the totals, with a non-empty denominator_scope exactly when a denominator is given (a count means
+// nothing without what it counts, and a scope nothing without a count). The problem is the field to name and
+// what is wrong with it ("producer": the object as a whole); `scope_given`: the producer gave a scope (not null).
 struct TotalsProblem {
   std::string field;
   std::string sentence;
 };
 inline std::optional<TotalsProblem> ProducerTotalsProblem(const ProducerTotals& t, bool scope_given) {
-  const std::string scopes = "(microbatch, step or global)";
-  if (scope_given && t.denominator_scope.empty()) return TotalsProblem{"denominator_scope", "is empty " + scopes};
-  if (!t.loss_sum && !t.denominator && !t.loss)
-    return TotalsProblem{"producer", "gives none of loss_sum, denominator, loss: give those the producer has, or no "
-                                     "producer object at all"};
-  if (t.denominator && !scope_given)
-    return TotalsProblem{"denominator_scope", "is missing: a denominator needs its scope " + scopes};
+  std::string scopes = "(";  // "(microbatch, step or global)"
+  for (std::size_t k = 0; k < kDenominatorScopes.size(); ++k)
+    scopes += std::string(k == 0 ? "" : k + 1 == kDenominatorScopes.size() ? " or " : ", ") + ToString(kDenominatorScopes[k]);
+  scopes += ")";
+  std::string totals;  // "loss_sum, denominator, loss"
+  bool any = false;
+  for (const auto& field : kProducerTotalsFields) {
+    if (!field.number) continue;
+    totals += (totals.empty() ? "" : ", ") + std::string(field.name);
+    any = any || (t.*field.number).has_value();
+  }
+  const std::string scope(kDenominatorScopeField);
+  if (scope_given && t.denominator_scope.empty()) return TotalsProblem{scope, "is empty " + scopes};
+  if (!any)
+    return TotalsProblem{"producer", "gives none of " + totals + ": give those the producer has, or no producer "
+                                     "object at all"};
+  if (t.denominator && !scope_given) return TotalsProblem{scope, "is missing: a denominator needs its scope " + scopes};
   if (!t.denominator && scope_given)
-    return TotalsProblem{"denominator_scope",
-                         "is given without a denominator (the scope says what a denominator counts)"};
+    return TotalsProblem{scope, "is given without a denominator (the scope says what a denominator counts)"};
   return std::nullopt;
 }
 

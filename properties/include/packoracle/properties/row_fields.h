@@ -1,11 +1,12 @@
 // The fields of a row (CandidateRow, DESIGN §5's `microbatch` rows), stated once: their JSON names in the order
 // the writers write them, what each holds, and the other names producers give them. Read off this table:
-// check_batch's core reader (python/binding/batch.cc FieldOf), the generated schema
-// (python/src/packoracle/dump/schema.json, `packoracle schema`) that packoracle._batch (the producers' names)
-// and packoracle.dump.format (the dump writer, which runs without the extension) read.
+// check_batch's core reader (python/binding/batch.cc FieldOf); the row readers and writers (JSON Lines, the fast
+// reader, the binding's dicts), through its binding to CandidateRow's members (row_members.h); the generated
+// schema (python/src/packoracle/dump/schema.json, `packoracle schema`) that packoracle._batch (the producers'
+// names) and packoracle.dump.format (the dump writer, which runs without the extension) read.
 //
-// A new row field is one entry here, its member in CandidateRow and RowView, and its rules (the readers' parsers,
-// the checks); ctest `schema.committed_copy_is_current` then asks for the generated schema to be written again.
+// A new row field is one entry here, its member in CandidateRow, RowView and row_members.h's kRowMembers, and
+// its checks; ctest `schema.committed_copy_is_current` then asks for the generated schema to be written again.
 #pragma once
 
 #include <array>

@@ -165,9 +165,12 @@ PRESETS: dict[str, dict[str, Any]] = SCHEMA_TABLES["presets"]
 
 # What a producer's denominator counts (DenominatorScope, properties/candidate.h).
 DENOMINATOR_SCOPES = tuple(SCHEMA_TABLES["denominator_scopes"])
+# A `producer` object's totals, each a number, and the field of the denominator's scope (kProducerTotalsFields,
+# properties/candidate.h).
+PRODUCER_TOTALS = tuple(f["name"] for f in SCHEMA_TABLES["producer_fields"] if f["value"] == "number")
+_SCOPE_FIELD: str = next(f["name"] for f in SCHEMA_TABLES["producer_fields"] if f["value"] == "scope")
 # A row's fields in the order the writers write them (DESIGN §5), and the optional integer ones among them.
 ROW_FIELDS: tuple[dict[str, Any], ...] = tuple(SCHEMA_TABLES["row_fields"])
-_ROW_FIELD = {f["name"]: f for f in ROW_FIELDS}
 ROW_INT_FIELDS = tuple(f["name"] for f in ROW_FIELDS if not f["required"] and f["value"] in ("integer", "zero_one"))
 
 
@@ -372,6 +375,23 @@ def span(doc_uid: str, start: int, length: int, doc_offset: int) -> Span:
     return {"doc_uid": doc_uid, "start": start, "length": length, "doc_offset": doc_offset}
 
 
+def _row_values(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A row's fields as written, in the table's order (ROW_FIELDS): lists of ints (bools as 0/1 for a 0/1
+    field), of numbers for a real one, the spans as dicts; an optional field that is None is left out."""
+    out: dict[str, Any] = {}
+    for field in ROW_FIELDS:
+        name, value = field["name"], row.get(field["name"])
+        if field["shape"] == "spans":
+            out[name] = [dict(s) for s in row.get(name, [])]
+        elif value is None and not field["required"]:
+            continue
+        elif field["value"] == "real":
+            out[name] = _real_list(value, where, name)
+        else:
+            out[name] = int_list(value, where, name, allow_bool=field["value"] == "zero_one")
+    return out
+
+
 def microbatch_record(rows: Iterable[Mapping[str, Any]], *, step: int = 0, micro_step: int = 0, rank: int = 0,
                       producer: Optional[Mapping[str, Any]] = None,
                       flattened: Optional[bool] = None) -> MicrobatchRecord:
@@ -382,14 +402,7 @@ def microbatch_record(rows: Iterable[Mapping[str, Any]], *, step: int = 0, micro
     out_rows: list[Row] = []
     for r, row in enumerate(rows):
         where = f"microbatch (step {step}, micro_step {micro_step}, rank {rank}) rows[{r}]"
-        out: dict[str, Any] = {"input_ids": int_list(row.get("input_ids"), where, "input_ids"),
-                               "labels": int_list(row.get("labels"), where, "labels")}
-        if row.get("loss_mask") is not None:
-            out["loss_mask"] = _loss_mask(row["loss_mask"], where)
-        for field in ROW_INT_FIELDS:
-            if row.get(field) is not None:
-                out[field] = int_list(row[field], where, field, allow_bool=_ROW_FIELD[field]["value"] == "zero_one")
-        out["doc_spans"] = [dict(s) for s in row.get("doc_spans", [])]
+        out = _row_values(row, where)
         out_rows.append(cast(Row, out))  # the Row's fields are checked by validate_record below
     record: MicrobatchRecord = {"record": "microbatch", "step": step, "micro_step": micro_step, "rank": rank,
                                 "rows": out_rows}
@@ -411,16 +424,16 @@ def step_record(step: int, *, rank: Optional[int] = None, **totals: Any) -> Step
     return validate_record(record)
 
 
-def _loss_mask(values: object, where: str) -> list[float]:
+def _real_list(values: object, where: str, name: str) -> list[float]:
     values = tolist(values)
     if not isinstance(values, list):
-        raise ValueError(f"{where}: field 'loss_mask' must be a list of numbers")
+        raise ValueError(f"{where}: field '{name}' must be a list of numbers")
     out: list[float] = []
     for i, v in enumerate(values):
         if isinstance(v, bool):
             v = int(v)
         if not is_number(v):
-            raise ValueError(f"{where}: field 'loss_mask[{i}]' must be a number, got {v!r}")
+            raise ValueError(f"{where}: field '{name}[{i}]' must be a number, got {v!r}")
         out.append(int(v) if float(v).is_integer() else float(v))
     return out
 
@@ -518,45 +531,43 @@ def _validate_microbatch(m: Mapping[str, Any], where: str) -> None:
 def _validate_row(row: object, where: str) -> None:
     if not isinstance(row, dict):
         raise ValueError(f"{where}: a row must be an object")
-    ids = _require(row, "input_ids", where)
-    if not isinstance(ids, list):
-        raise ValueError(f"{where}: field 'input_ids' must be a JSON array")
-    int_list(ids, where, "input_ids")
-    n = len(ids)
-    labels = _require(row, "labels", where)
-    if not isinstance(labels, list):
-        raise ValueError(f"{where}: field 'labels' must be a JSON array")
-    int_list(labels, where, "labels")
-    if len(labels) != n:
-        raise ValueError(f"{where}: field 'labels' has {len(labels)} entries, input_ids has {n}")
-    if row.get("loss_mask") is not None:
-        lm = row["loss_mask"]
-        if not isinstance(lm, list):
-            raise ValueError(f"{where}: field 'loss_mask' must be a JSON array")
-        for i, v in enumerate(lm):
+    n = 0
+    for field in ROW_FIELDS:
+        name = field["name"]
+        if field["shape"] == "spans":
+            _validate_spans(_require(row, name, where), where, name, n)
+        elif field["required"] or row.get(name) is not None:
+            values = _require(row, name, where)
+            _validate_row_values(values, field, where)
+            if field is ROW_FIELDS[0]:
+                n = len(values)
+            elif field["shape"] == "per_token" and len(values) != n:
+                raise ValueError(f"{where}: field '{name}' has {len(values)} entries, {ROW_FIELDS[0]['name']} has {n}")
+
+
+def _validate_row_values(values: object, field: Mapping[str, Any], where: str) -> None:
+    """One array field of a row, by its value in the table: integers, 0 or 1, real numbers."""
+    name = field["name"]
+    if not isinstance(values, list):
+        raise ValueError(f"{where}: field '{name}' must be a JSON array")
+    if field["value"] == "real":
+        for i, v in enumerate(values):
             if not is_number(v):
-                raise ValueError(f"{where}: field 'loss_mask[{i}]' must be a number, got {v!r}")
-        if len(lm) != n:
-            raise ValueError(f"{where}: field 'loss_mask' has {len(lm)} entries, input_ids has {n}")
-    for field in ROW_INT_FIELDS:
-        if row.get(field) is None:
-            continue
-        values = row[field]
-        if not isinstance(values, list):
-            raise ValueError(f"{where}: field '{field}' must be a JSON array")
-        int_list(values, where, field)
-        if _ROW_FIELD[field]["shape"] == "per_token" and len(values) != n:
-            raise ValueError(f"{where}: field '{field}' has {len(values)} entries, input_ids has {n}")
-        if _ROW_FIELD[field]["value"] == "zero_one":
-            for i, v in enumerate(values):
-                if v not in (0, 1):
-                    raise ValueError(f"{where}: field 'attention_mask[{i}]' must be 0 or 1, got {v!r}")
-    spans = _require(row, "doc_spans", where)
+                raise ValueError(f"{where}: field '{name}[{i}]' must be a number, got {v!r}")
+        return
+    int_list(values, where, name)
+    if field["value"] == "zero_one":
+        for i, v in enumerate(values):
+            if v not in (0, 1):
+                raise ValueError(f"{where}: field '{name}[{i}]' must be 0 or 1, got {v!r}")
+
+
+def _validate_spans(spans: object, where: str, name: str, n: int) -> None:
     if not isinstance(spans, list):
-        raise ValueError(f"{where}: field 'doc_spans' must be an array")
+        raise ValueError(f"{where}: field '{name}' must be an array")
     covered = [False] * n
     for s, sp in enumerate(spans):
-        at = f"{where} doc_spans[{s}]"
+        at = f"{where} {name}[{s}]"
         if not isinstance(sp, dict):
             raise ValueError(f"{at}: a span must be an object")
         _check_str(sp.get("doc_uid"), at, "doc_uid")
@@ -574,21 +585,23 @@ def _validate_row(row: object, where: str) -> None:
 def _validate_producer(p: object, where: str) -> None:
     if not isinstance(p, dict):
         raise ValueError(f"{where}: must be an object")
-    for field in ("loss_sum", "denominator", "loss", "grad_scale"):
+    # grad_scale: a number a writer may add (torchtune's world_size/num_tokens); the core reads no such field.
+    for field in PRODUCER_TOTALS + ("grad_scale",):
         if p.get(field) is not None and not is_number(p[field]):
             raise ValueError(f"{where}: field '{field}' must be a number, got {p[field]!r}")
-    scope = p.get("denominator_scope")
+    scope = p.get(_SCOPE_FIELD)
     if scope is not None and scope not in DENOMINATOR_SCOPES:
-        raise ValueError(f"{where}: field 'denominator_scope' must be one of {', '.join(DENOMINATOR_SCOPES)}, "
+        raise ValueError(f"{where}: field '{_SCOPE_FIELD}' must be one of {', '.join(DENOMINATOR_SCOPES)}, "
                          f"got {scope!r}")
+    # Any non-empty subset of the totals, the scope exactly with the denominator (ProducerTotalsProblem's rule,
+    # properties/candidate.h; its messages are the core's own, these the writer's).
     if p.get("denominator") is not None and scope is None:
-        raise ValueError(f"{where}: field 'denominator_scope' is missing (a denominator needs its scope)")
-    # Any non-empty subset of the totals (the C++ readers' rule, interchange/src/request_json.cc).
+        raise ValueError(f"{where}: field '{_SCOPE_FIELD}' is missing (a denominator needs its scope)")
     if p.get("denominator") is None and scope is not None:
-        raise ValueError(f"{where}: field 'denominator_scope' is given without a denominator (the scope says what "
+        raise ValueError(f"{where}: field '{_SCOPE_FIELD}' is given without a denominator (the scope says what "
                          "a denominator counts)")
-    if all(p.get(field) is None for field in ("loss_sum", "denominator", "loss")):
-        raise ValueError(f"{where}: gives none of loss_sum, denominator, loss: give those the producer has, or no "
+    if all(p.get(field) is None for field in PRODUCER_TOTALS):
+        raise ValueError(f"{where}: gives none of {', '.join(PRODUCER_TOTALS)}: give those the producer has, or no "
                          "producer at all")
 
 

@@ -1,0 +1,86 @@
+// The options of a fuzz run (FuzzOptions) that its front ends set, stated once: `packoracle fuzz`'s flag,
+// packoracle.fuzz's keyword, the member each sets, and whether a failure's replay line repeats it. Read by the
+// command line (cli/fuzz_command.cc adds a flag per entry), the binding (python/binding/fuzz.cc reads its
+// `options` dict by keyword; `_core.fuzz_options()` hands the table to packoracle._fuzz, whose replay line
+// repeats the entries marked `replayed`) and the exec replay line (ExecReplayCommand).
+//
+// A new option is its FuzzOptions member, its entry here, and its keyword in packoracle.fuzz's signature
+// (python/tests/test_fuzz_options.py holds the signature and the table the same).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+#include "packoracle/jobs/fuzz.h"
+
+namespace packoracle::jobs {
+
+static_assert(std::is_same_v<std::size_t, std::uint64_t>, "FuzzMember holds max_documents as a std::uint64_t");
+using FuzzMember = std::variant<int FuzzOptions::*, std::int64_t FuzzOptions::*, std::uint64_t FuzzOptions::*,
+                                double FuzzOptions::*, bool FuzzOptions::*, std::string FuzzOptions::*>;
+
+struct FuzzOption {
+  std::string_view flag;     // `packoracle fuzz`'s, "" where the command line has none
+  std::string_view keyword;  // packoracle.fuzz's, "" where Python has none (it names the policy itself)
+  FuzzMember member;
+  // The keyword says the member's negation (packoracle.fuzz's decoder=False is --no-decoder).
+  bool keyword_negates = false;
+  // A failure's replay line repeats it where it is not at its default: the case drawn, or what is checked of
+  // it, depends on it.
+  bool replayed = false;
+  std::uint64_t most = 0;  // the command line refuses a value outside 1..most (0: no range)
+  std::string_view help = {};
+};
+
+inline constexpr std::array<FuzzOption, 16> kFuzzOptions = {{
+    {"--preset", "", &FuzzOptions::preset, false, true, 0,
+     "the preset the candidate implements (see `packoracle presets`)"},
+    {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
+     "a JSON file holding the policy the candidate implements: {\"preset\":..., key: value, ...}"},
+    {"--cases", "cases", &FuzzOptions::cases, false, false, 0,
+     "cases to generate (default 1000; with --time and no --cases: as many as the time allows)"},
+    {"--seed", "seed", &FuzzOptions::seed, false, false, 0, "the run's seed: the same seed gives the same cases"},
+    {"--time", "time", &FuzzOptions::time, false, false, 0, "time budget in seconds: no new case is generated after it"},
+    {"--max-row-length", "max_row_length", &FuzzOptions::max_row_length, false, true, kMaxFuzzRowLength,
+     "the longest row L generated, reached as the run grows (a reproduce string depends on it)"},
+    {"--max-documents", "max_documents", &FuzzOptions::max_documents, false, true, kMaxFuzzDocuments,
+     "the most documents in one case, reached as the run grows (a reproduce string depends on it)"},
+    {"--profile", "", &FuzzOptions::profile, false, false, 0,
+     "one fuzzing profile for every case (packed, edges, short, long, sft, collide, large); default: drawn per case"},
+    {"--save-regressions", "save_regressions", &FuzzOptions::save_regressions, false, false, 0,
+     "write the minimal counterexample into this directory"},
+    {"--reproduce", "reproduce", &FuzzOptions::reproduce, false, false, 0,
+     "replay exactly the case of a reproduce string (v1:...) and stop"},
+    {"--stats", "stats", &FuzzOptions::stats, false, false, 0,
+     "say what was generated: documents per case and per row, row lengths, tokens, the share of cases in which "
+     "documents share a row, refusals, zero-target steps, ranks and micro-batches (the JSON output always holds "
+     "it, under \"generated\")"},
+    {"--oracle", "", &FuzzOptions::oracle, false, false, 0,
+     "check every case with the oracle alone (CheckCase); by default the fast verifier checks each case and the "
+     "oracle reports the failures (with the decoder on, the oracle checks every case)"},
+    {"--no-decoder", "decoder", &FuzzOptions::no_decoder, true, true, 0,
+     "skip packing_invariance (the tiny reference decoder run on every row and every document alone): the "
+     "structural invariants stay, on the fast verifier"},
+    {"--shard", "", &FuzzOptions::shard, false, false, 0,
+     "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)"},
+    {"", "sft_masks", &FuzzOptions::sft_masks, false, true},  // the command line's candidates take supervision
+    {"", "headline", &FuzzOptions::headline},                 // the Python call, as the user made it
+}};
+
+// The entry whose keyword is `keyword`, or nullptr.
+inline const FuzzOption* FuzzOptionOfKeyword(std::string_view keyword) {
+  for (const auto& option : kFuzzOptions)
+    if (!option.keyword.empty() && option.keyword == keyword) return &option;
+  return nullptr;
+}
+
+// The flags that repeat the options marked `replayed` that `o` holds away from their defaults (" --preset P
+// --max-row-length 16 ..."), each value quoted for a POSIX shell: what a replay command line adds.
+std::string ReplayedFlags(const FuzzOptions& o);
+
+}  // namespace packoracle::jobs
