@@ -11,7 +11,8 @@
 # A failing stage does not stop the later ones that do not need it. Everything it prints, and the tables, land
 # in $OUT (the device machine copies $OUT back). Exit status: 1 when any stage failed.
 # Knobs (environment): PYTHON (python3), JOBS (build parallelism, nproc), DEVICE (cuda when torch sees one, else
-# cpu), CONSUMER_CASES (20), LANE_BUDGET_S (300: the whole lane's seconds; the kernel and consumer stages are cut
+# cpu), CONSUMER_FAMILIES (llama: one model family, as the whole column does not fit a device lease; a
+# space-separated list of packoracle.adapters.transformers_models.FAMILIES), CONSUMER_CASES (10), LANE_BUDGET_S (300: the whole lane's seconds; the kernel and consumer stages are cut
 # off where they would run past it, so that the summary and $OUT's files are written inside the `run` call's
 # timeout_s, which should be a little larger).
 set -uo pipefail
@@ -127,8 +128,10 @@ kernels() {
 }
 
 consumers() {
-  PYTHONPATH=$site timeout "$(left)" "$python" bench/gpu/consumers.py --device cuda \
-    --cases "${CONSUMER_CASES:-20}" --out "$out/consumers_gpu.md" 2>"$out/consumers.log"
+  local family only=()
+  for family in ${CONSUMER_FAMILIES:-llama}; do only+=(--only "$family"); done
+  PYTHONPATH=$site timeout "$(left)" "$python" bench/gpu/consumers.py --device cuda "${only[@]}" \
+    --cases "${CONSUMER_CASES:-10}" --out "$out/consumers_gpu.md" 2>"$out/consumers.log"
   local rc=$?
   [ $rc != 124 ] || echo "consumer column cut off at the lane's budget: the cells run so far are in consumers.log"
   tail -5 "$out/consumers.log"
