@@ -69,9 +69,11 @@ unpack() {
     if command -v dpkg-deb >/dev/null; then
       dpkg-deb -x "$deb" "$prefix"
     else
+      # Written to a file first: tar detects the compression (xz here) from a file, not from a pipe.
       member=$(ar t "$deb" | grep '^data\.tar')
-      ar p "$deb" "$member" | tar -x -a -f - -C "$prefix" 2>/dev/null ||
-        ar p "$deb" "$member" | tar -x -J -f - -C "$prefix"
+      ar p "$deb" "$member" >"$work/$member"
+      tar -x -f "$work/$member" -C "$prefix"
+      rm "$work/$member"
     fi
   done
   ls "$prefix/usr/lib/x86_64-linux-gnu/cmake" "$prefix/usr/share/cmake" | tr '\n' ' '
