@@ -2,7 +2,7 @@
 the kernels this repository's CI cannot run (SDPA and FlexAttention on a GPU, flash-attention 2/3 varlen where
 installed), every feed × use_cache setting, at the forward level (FlexAttention has a backward on CUDA).
 
-    python bench/gpu/consumers.py --device cuda --out consumers_gpu.md   # bench/gpu/consumers.sh runs this
+    python bench/gpu/consumers.py --device cuda --out consumers_gpu.md   # bench/gpu/device_lane.sh runs this
     python bench/gpu/consumers.py --device cpu --only llama                # a dry run of the code path
 
 Writes the same table as docs/conformance.md's consumer column, with each cell's time, and exits 1 when a leak

@@ -6,7 +6,7 @@ loaded. The double computes what flash-attn documents: ``flash_attn_varlen_func`
 sequence its ``cu_seqlens`` name, ``flash_attn_func`` causally over each batch row (sdpa on each).
 
 So the cells say which boundaries transformers hands the varlen kernel, and which path it picks, under every
-feed; the kernels themselves (numerics, their own masking) are the device lane's (bench/gpu/consumers.sh).
+feed; the kernels themselves (numerics, their own masking) are the device lane's (bench/gpu/device_lane.sh).
 Installing the double is `use()`; it changes no decision of the library: only the kernel functions and their
 loaded-implementation marker are set, as `lazy_import_flash_attention` sets them after importing flash-attn.
 """

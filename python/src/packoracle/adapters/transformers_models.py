@@ -40,7 +40,7 @@ WRITTEN_FOR = "5.24.0"
 FAMILIES = ("llama", "qwen3", "mistral", "llama4", "qwen3_5")
 # "flash_double": transformers' flash-attention 2 path with a CPU kernel double (adapters/flash_double.py).
 ATTENTION = ("eager", "sdpa", "flex_attention", "flash_double")
-# Kernels that run only on a GPU (bench/gpu/consumers.sh runs them there, with device="cuda").
+# Kernels that run only on a GPU (bench/gpu/device_lane.sh runs them there, with device="cuda").
 CUDA_ATTENTION = ("flash_attention_2", "flash_attention_3")
 FEEDS = ("position_ids", "cu_seq_lens", "seq_idx", "ones_mask", "padding_mask", "cu_seq_lens_alone")
 # use_cache as a plain loop gets it (None: the model's default, config.use_cache = True) and as the Trainer

@@ -7,7 +7,7 @@ weights): a kernel numerically off on its own is "kernel off", never a leak. The
 (the minimal counterexample; explained by the cell's examined finding or reported as unexplained), "refuses"
 (the model raised on packed input: loud, which is what a user needs), "cannot run"
 (the model has no such attention implementation, or the library is missing) or "needs CUDA" (kernels this
-machine cannot run: bench/gpu/consumers.sh runs them).
+machine cannot run: bench/gpu/device_lane.sh runs them).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def consumer_table(cells: list[Cell], page: str = "docs/conformance.md", finding
                "Trainer sets it (`False`). \"One row a batch\": each row fed as a batch of its own, as "
                "DataCollatorWithFlattening hands rows to a model, under `hf-flatten` with `overflow: split` (a row may "
                "start in the middle of a document, its positions going on). " + ", ".join(CUDA_ONLY) +
-               ": **needs CUDA** (`bench/gpu/consumers.sh`), not run here.")
+               ": **needs CUDA** (`bench/gpu/device_lane.sh`), not run here.")
     return "\n".join(out) + "\n"
 
 
