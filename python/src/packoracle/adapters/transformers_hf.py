@@ -112,8 +112,9 @@ def trainer_loss() -> Reducer:
 NAN_ON_EMPTY_STEP = Finding(
     "denominator", "bug",
     "a step in which no label counts (every label -100: one-token documents, prompt-only samples, a step of "
-    "padding) has num_items_in_batch = 0, and fixed_cross_entropy returns sum / 0 = NaN, which backward() "
-    "spreads into every parameter; the token mean of no target is 0 (or the step is skipped). Same bug, "
+    "padding) has num_items_in_batch = 0, and fixed_cross_entropy returns sum / 0 = NaN: the step's loss is "
+    "NaN, what a trainer logs and its NaN guards act on (the gradients stay 0, as cross_entropy's backward "
+    "zeroes ignored targets); the token mean of no target is 0 (or the step is skipped). Same bug, "
     "reported elsewhere: NVIDIA-NeMo/Automodel#3796, allenai/OLMo-core#657",
     "not reported", report="docs/upstream/transformers-nan-zero-targets.md")
 
