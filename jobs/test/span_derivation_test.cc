@@ -233,13 +233,5 @@ TEST(SpanDerivation, OtherReadingsAreTheCompleteReadingsOfDocumentsAlikeInTokens
   EXPECT_TRUE(alike.OtherReadings(0, 3).empty());
 }
 
-TEST(SpanDerivation, ARowReadOneWayHasNoOtherReading) {
-  // Documents of distinct first tokens: no choice was met, nothing is searched.
-  SpanDerivation d(std::vector<std::vector<Token>>{{1, 2}, {3}}, Overflow::kError, 0);
-  d.Match(std::vector<Token>{1, 2, 3, 0}, std::vector<std::uint8_t>{});
-  d.Finish(0);
-  EXPECT_TRUE(d.OtherReadings(0, 3).empty());
-}
-
 }  // namespace
 }  // namespace packoracle::jobs

@@ -21,9 +21,8 @@ from typing import Any, Optional
 
 from .. import _args, _core
 from .._batch import Microbatches, canonical_fields
-from .._documents import canonical_documents
 from .._checks import OTHER_READINGS, _Records, checked_batch
-from .._documents import core_documents
+from .._documents import canonical_documents, core_documents
 from .._policy import PolicyLike, resolve
 from ..report import Report
 from ._batches import BatchGuard, GuardViolation, OnViolation, _not_read
@@ -177,9 +176,7 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
         docs, records, others = _read_with_documents(microbatches, documents, policy, notes)
         # a micro-batch's counts from its own audit, as a window of the run (its documents may have pieces in
         # the steps before and after it); the step's violations from one audit of all of them
-        reports = [checked_batch(dict(_plain(mb), doc_spans=[row["doc_spans"] for row in record["rows"]]), docs,
-                                 policy, ignore=_args.names(_not_read(_plain(mb)), "guard.check_step", "ignore"),
-                                 window=True, row_length=row_length)
+        reports = [_counts_report(_plain(mb), record, docs, policy, row_length)
                    for mb, record in zip(microbatches, records)]
         for record in records + [r for other in others for r in other]:
             record["step"] = 0
@@ -204,6 +201,13 @@ def local_summary(microbatches: Sequence[Mapping], policy: dict, documents: Opti
 def _plain(mb: Mapping) -> dict:
     """A micro-batch's batch fields, without the keys that say where it sits in the step."""
     return {n: x for n, x in mb.items() if n not in ("producer", "micro_step", "rank", "step", "record")}
+
+
+def _counts_report(batch: dict, record: dict, docs: Any, policy: dict, row_length: Optional[int]) -> Report:
+    """A micro-batch audited alone with its spans, as a window of the run: what its own counts are read from."""
+    spans = [row["doc_spans"] for row in record["rows"]]
+    ignore = _args.names(_not_read(batch), "guard.check_step", "ignore")
+    return checked_batch(dict(batch, doc_spans=spans), docs, policy, ignore=ignore, window=True, row_length=row_length)
 
 
 def _rows_report(mb: Mapping, k: int, policy: dict, row_length: Optional[int], notes: list[str]) -> Report:
