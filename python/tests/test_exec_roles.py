@@ -2,8 +2,10 @@
 by packoracle.fuzz(exec_reducer=..., exec_consumer=...) over the exec protocol (DESIGN §6, "Other roles"): right
 ones pass, buggy ones are caught under their invariant with a replay line that reproduces, and crashing or hanging
 ones fail their case there while the kit goes on."""
+import json
 import os
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -66,3 +68,17 @@ def test_an_exception_in_the_served_callable_is_quoted_in_the_report():
         small_fuzz(None, "reference", cases=100, exec_reducer=served("reducer", "reduce_raises_on_two"))
     assert info.value.invariant == "loss"
     assert "ValueError: two micro-batches are one too many" in str(info.value)
+
+
+def test_the_command_lines_replay_of_an_external_consumer_reproduces():
+    packoracle_bin = os.environ.get("PACKORACLE_BIN", "packoracle")
+    command = served("microbatch-consumer", "consume_joined")
+    run = subprocess.run([packoracle_bin, "fuzz", "--exec-consumer", command, "--preset", "reference", "--cases",
+                          "100", "--max-row-length", "16", "--max-documents", "8", "--format", "json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    replay = json.loads(run.stdout)["failure"]["replay"]
+    assert f"--exec-consumer {shlex.quote(command)}" in replay, replay
+    again = subprocess.run(replay.replace("packoracle ", shlex.quote(packoracle_bin) + " ", 1), shell=True,
+                           capture_output=True, text=True)
+    assert again.returncode == 1 and "failed: attention" in again.stdout, again.stdout + again.stderr
