@@ -82,3 +82,11 @@ def test_the_command_lines_replay_of_an_external_consumer_reproduces():
     again = subprocess.run(replay.replace("packoracle ", shlex.quote(packoracle_bin) + " ", 1), shell=True,
                            capture_output=True, text=True)
     assert again.returncode == 1 and "failed: attention" in again.stdout, again.stdout + again.stderr
+
+
+def test_the_server_needs_no_compiled_core():
+    """The other interpreter may have packoracle's Python sources and numpy, not a core built for it."""
+    code = ("import sys; sys.modules['packoracle._core'] = None; import packoracle.exec_server; "
+            "print('served without the core')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=SRC))
+    assert run.returncode == 0 and "served without the core" in run.stdout, run.stderr
