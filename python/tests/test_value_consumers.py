@@ -9,8 +9,8 @@ import packoracle
 
 torch = pytest.importorskip("torch")
 
-from .value_consumers import (DocumentNorm, DocumentScan, NanPastLastSeqlen, RowNormLeak, ShardEdgeReset,  # noqa: E402
-                              ZeroPastLastSeqlen)
+from .value_consumers import (CpShardEdgeReset, DocumentNorm, DocumentScan, NanPastLastSeqlen,  # noqa: E402
+                              RowNormLeak, ShardEdgeReset, ZeroPastLastSeqlen)
 
 SMALL = dict(max_row_length=16, max_documents=6, cases=150, seed=7)
 
@@ -40,6 +40,11 @@ def test_centring_per_document_passes():
 def test_a_state_reset_at_a_shard_edge_is_caught():
     found = _caught(ShardEdgeReset(), "packing_invariance")
     assert "output" in str(found)
+
+
+def test_a_state_reset_at_the_edges_of_the_cp_shards_the_step_deals_is_caught():
+    found = _caught(CpShardEdgeReset(), "packing_invariance", step_view=True)
+    assert "step_view=True" in found.headline
 
 
 def test_a_state_carried_across_shard_edges_passes():

@@ -118,3 +118,19 @@ class ZeroPastLastSeqlen(NanPastLastSeqlen):
     """The fixed twin: the kernel's backward zeroes the rows past cu_seqlens[-1]."""
 
     fill = 0.0
+
+
+class CpShardEdgeReset(_Tiny):
+    """The shard-edge reset where the step puts the edges (fuzz(step_view=True)): each context-parallel rank runs
+    the scan over the chunks it holds (``step["layout"]["cp_shards"]``) and starts from a zero state at each,
+    instead of receiving the state of the rank before it."""
+
+    def forward(self, microbatch: dict, policy: dict, step: dict) -> list:  # type: ignore[override]
+        out = []
+        for row, shards in zip(microbatch["rows"], step["layout"]["cp_shards"]):
+            ids = torch.as_tensor(row["input_ids"], dtype=torch.long) % VOCAB
+            s = _segments(row).tolist()
+            edges = {start for chunks in shards for start, _ in chunks}
+            restart = [t == 0 or s[t] != s[t - 1] or t in edges for t in range(len(s))]
+            out.append(self.head(_scan(self.embed(ids), restart)))
+        return out

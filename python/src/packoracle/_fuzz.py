@@ -487,7 +487,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     parameters: list = []
     if gradient:
         if reducer is None and value_consumer is None:
-            raise TypeError("fuzz: gradient=True checks a reducer's or a value consumer's gradients: give one")
+            raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
         try:
             import torch  # noqa: F401
         except ImportError:
