@@ -407,7 +407,6 @@ struct Candidate {
   std::shared_ptr<PackerRole> packer;
   std::shared_ptr<LossReducerRole> reducer;
   std::shared_ptr<AttentionConsumerRole> consumer;
-  std::shared_ptr<ValueConsumerRole> values;  // a value consumer (DESIGN §12): per-position outputs, gradients
   // Policies the candidate implements; empty = it claims every policy it is handed.
   std::vector<Policy> policies;
   // How C++ constructs this candidate afresh, for the failure report's regression draft: an expression of type
@@ -420,6 +419,9 @@ struct Candidate {
     std::string header;
   };
   Source source;
+  // A value consumer (DESIGN §12): per-position outputs and parameter gradients. Last, so that a candidate
+  // written as an aggregate ({name, packer, reducer, consumer, policies, source}) stays one.
+  std::shared_ptr<ValueConsumerRole> values;
 };
 
 // ---- Concepts: what a plain C++ type needs to fill a role ---------------------------------------------
