@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "packing_invariance.h"
+#include "value_invariance.h"
 #include "packoracle/oracle.h"
 #include "packoracle/oracle/tiling.h"
 #include "packoracle/properties/encoding_notes.h"
@@ -128,6 +129,7 @@ class Checker {
   void CheckConsumer();
   void CompareConsumerMask(std::size_t r);
   void CheckInvariance();
+  void CheckValues();
 
   Candidate& candidate_;
   const PackRequest& request_;
@@ -174,8 +176,6 @@ void Checker::Run() {
     result_.not_applicable.insert(Invariant::kDenominator);
     result_.not_applicable.insert(Invariant::kLoss);
   }
-  // Only a reducer backpropagates, and only one that handed back gradients had them checked.
-  if (!result_.checked.count(Invariant::kGradient)) result_.not_applicable.insert(Invariant::kGradient);
   if (candidate_.consumer) {
     CheckConsumer();
   } else if (!candidate_.packer) {
@@ -187,6 +187,10 @@ void Checker::Run() {
   } else {
     result_.not_applicable.insert(Invariant::kPackingInvariance);
   }
+  if (candidate_.values) CheckValues();
+  // Only a reducer or a value consumer backpropagates, and only one that handed back gradients had them checked.
+  if (!result_.checked.count(Invariant::kGradient)) result_.not_applicable.insert(Invariant::kGradient);
+  if (result_.checked.count(Invariant::kPackingInvariance)) result_.not_applicable.erase(Invariant::kPackingInvariance);
   std::stable_sort(result_.violations.begin(), result_.violations.end(),
                    [](const Violation& a, const Violation& b) { return a.invariant < b.invariant; });
   for (const auto& v : result_.violations) result_.not_applicable.erase(v.invariant);
@@ -1160,7 +1164,8 @@ void Checker::CheckConsumer() {
     std::vector<MaskRuns> masks;
     std::string failure;
     try {
-      masks = candidate_.consumer->ConsumeMicrobatchRuns(microbatches_[m], policy_);
+      masks = candidate_.consumer->ConsumeMicrobatchInStep(
+          microbatches_[m], policy_, StepLayoutOf(microbatches_, m, request_.dp_world_size, static_cast<std::uint64_t>(request_.id)));
       if (masks.size() != microbatches_[m].rows.size()) {
         failure = "the attention consumer returned " + std::to_string(masks.size()) + " masks for a micro-batch of " +
                   std::to_string(microbatches_[m].rows.size()) + " rows";
@@ -1237,6 +1242,16 @@ void Checker::CheckInvariance() {
     rows.push_back({rows_[r].row, At(r), consumed ? &*consumer_masks_[r] : nullptr});
   }
   internal::CheckPackingInvariance(rows, *result_.oracle, policy_, result_);
+}
+
+// The value consumer on every micro-batch and on each document piece alone (value_invariance.h), on rows the
+// decoder would run on too: it is called once per piece, so its cases stay as small as the decoder's.
+void Checker::CheckValues() {
+  if (!result_.oracle || !options_.packing_invariance || request_.row_length > options_.decoder_max_row_length) return;
+  std::vector<std::string> where;
+  for (std::size_t r = 0; r < rows_.size(); ++r) where.push_back(At(r));
+  internal::CheckValueInvariance(*candidate_.values, microbatches_, where, *result_.oracle, policy_,
+                                 {request_.dp_world_size, static_cast<std::uint64_t>(request_.id)}, result_);
 }
 
 }  // namespace

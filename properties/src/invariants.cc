@@ -56,7 +56,8 @@ constexpr std::array<Entry, kInvariantCount> kEntries{{
      "with the tiny reference decoder run on each row as a backend is fed it (the candidate's ids, its positions "
      "or the slot index, its consumer's mask or the mask its declared encoding gives), each document's losses in "
      "the packed batch equal its losses alone in a row of its own (strict under doc_causal + doc_reset; elsewhere "
-     "the change is measured as contamination)",
+     "the change is measured as contamination); and a value consumer's per-position outputs for each document "
+     "piece packed equal its outputs alone in a row of its own, within the consumer's declared tolerance",
      "segment ids clamped to [0, 1] and handed to the model as its document ids (open-instruct)", "PI-03"},
     {Invariant::kDeterminism, "determinism", "the same input gives the same output, whatever was packed before",
      "a packer that keeps state between calls, such as a buffer carried over from the last batch", ""},
@@ -68,7 +69,9 @@ constexpr std::array<Entry, kInvariantCount> kEntries{{
      "a row, as TRL #3887's segment tree sized to a non-power of two)", ""},
     {Invariant::kGradient, "gradient",
      "given per-target losses supplied by the kit as leaf tensors, the gradient of what a reducer backpropagates "
-     "with respect to each per-target loss equals its weight over the step's declared count, m / Σm",
+     "with respect to each per-target loss equals its weight over the step's declared count, m / Σm; and a value "
+     "consumer's parameter gradient of the kit's probe loss over a packed micro-batch equals the sum over its "
+     "document pieces alone",
      "a fused loss that ignores grad_output, or logging one loss and backpropagating another (Liger-Kernel #968, "
      "torchtitan PR #4194)", ""},
 }};

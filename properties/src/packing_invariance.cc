@@ -21,13 +21,7 @@ std::string Num(double v) {
   return os.str();
 }
 
-// One piece of a row: slots [start, start + length) hold tokens of document `doc` from `offset` on.
-struct PieceSlots {
-  std::int64_t doc = kPad;
-  std::int64_t offset = 0;
-  std::size_t start = 0;
-  std::size_t length = 0;
-};
+}  // namespace
 
 std::vector<PieceSlots> PiecesOf(const OracleRow& row) {
   std::vector<PieceSlots> out;
@@ -43,14 +37,27 @@ std::vector<PieceSlots> PiecesOf(const OracleRow& row) {
   return out;
 }
 
-}  // namespace
+bool PromisesIsolation(const Policy& policy) {
+  return policy.attention == Attention::kDocCausal && policy.positions == Positions::kDocReset;
+}
+
+std::vector<std::int64_t> AlonePositions(const OracleRow& truth, const PieceSlots& piece, const Policy& policy) {
+  std::vector<std::int64_t> out(piece.length);
+  for (std::size_t k = 0; k < piece.length; ++k) {
+    const std::size_t i = piece.start + k;
+    const auto& want = truth.position_ids[i];
+    out[k] = policy.positions == Positions::kRowContinuous ? policy.position_base + static_cast<std::int64_t>(k)
+                                                           : (want ? *want : policy.position_base + truth.slots[i].offset);
+  }
+  return out;
+}
 
 void CheckPackingInvariance(const std::vector<InvarianceRow>& rows, const OracleBatch& oracle, const Policy& policy,
                             CaseResult& result) {
   result.checked.insert(Invariant::kPackingInvariance);
   // Strict only where the policy promises isolation: doc_causal attention and per-document positions. Elsewhere
   // a document's losses legitimately depend on what was packed before it; the change is measured, not failed.
-  const bool strict = policy.attention == Attention::kDocCausal && policy.positions == Positions::kDocReset;
+  const bool strict = PromisesIsolation(policy);
   const TinyDecoder& model = DefaultDecoder();
   Contamination measured;
   double relative_sum = 0;
@@ -90,15 +97,10 @@ void CheckPackingInvariance(const std::vector<InvarianceRow>& rows, const Oracle
       // policy's base: the oracle's positions under doc_reset (offset + base; a piece continued from an earlier
       // row counts on, wraps or restarts as split_positions says), base + k under row_continuous.
       std::vector<Token> ids(piece.length), alone_targets(piece.length);
-      std::vector<std::int64_t> alone_positions(piece.length);
+      const std::vector<std::int64_t> alone_positions = AlonePositions(truth, piece, policy);
       for (std::size_t k = 0; k < piece.length; ++k) {
-        const std::size_t i = piece.start + k;
-        ids[k] = truth.slots[i].token;
-        alone_targets[k] = targets[i];
-        const auto& want = truth.position_ids[i];
-        alone_positions[k] = policy.positions == Positions::kRowContinuous
-                                 ? policy.position_base + static_cast<std::int64_t>(k)
-                                 : (want ? *want : policy.position_base + truth.slots[i].offset);
+        ids[k] = truth.slots[piece.start + k].token;
+        alone_targets[k] = targets[piece.start + k];
       }
       const auto alone = model.Losses(ids, alone_positions, CausalMaskWithin(std::vector<std::int64_t>(piece.length, 0)),
                                       alone_targets);

@@ -66,17 +66,39 @@ std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world
   out.push_back({"as packed, every row cut into 2 contiguous context-parallel shards", packed, dp_world_size, 2,
                  CpScheme::kContiguous});
 
-  // The drawn context-parallel split: a splitmix64 step of the draw picks the CP size and the scheme.
+  // The drawn context-parallel split.
+  const auto [cp, scheme] = DrawnCp(draw);
+  out.push_back({"as packed, every row dealt to " + std::to_string(cp) + " context-parallel ranks (" + Name(scheme) +
+                     (scheme == CpScheme::kLoadBalanced ? ": chunks k and 2cp-1-k of every document" : "") + ")",
+                 packed, dp_world_size, cp, scheme});
+  return out;
+}
+
+CpDraw DrawnCp(std::uint64_t draw) {
+  // a splitmix64 step of the draw picks the CP size and the scheme
   std::uint64_t z = draw + 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   z ^= z >> 31;
   constexpr std::array<std::int64_t, 3> kSizes = {2, 4, 8};
-  const std::int64_t cp = kSizes[z % kSizes.size()];
-  const CpScheme scheme = (z / kSizes.size()) % 2 == 0 ? CpScheme::kLoadBalanced : CpScheme::kContiguous;
-  out.push_back({"as packed, every row dealt to " + std::to_string(cp) + " context-parallel ranks (" + Name(scheme) +
-                     (scheme == CpScheme::kLoadBalanced ? ": chunks k and 2cp-1-k of every document" : "") + ")",
-                 packed, dp_world_size, cp, scheme});
+  return {kSizes[z % kSizes.size()],
+          (z / kSizes.size()) % 2 == 0 ? CpScheme::kLoadBalanced : CpScheme::kContiguous};
+}
+
+StepLayout StepLayoutOf(const std::vector<CandidateMicrobatch>& microbatches, std::size_t m, std::int64_t dp_world_size,
+                        std::uint64_t draw) {
+  const CandidateMicrobatch& mb = microbatches.at(m);
+  const CpDraw cp = DrawnCp(draw);
+  StepLayout out;
+  out.microbatch = static_cast<std::int64_t>(m);
+  out.dp_rank = mb.rank;
+  out.dp_world_size = dp_world_size;
+  out.micro_step = mb.micro_step;
+  out.micro_steps = std::count_if(microbatches.begin(), microbatches.end(),
+                                  [&](const CandidateMicrobatch& other) { return other.rank == mb.rank; });
+  out.context_parallel_size = cp.size;
+  out.context_parallel_scheme = cp.scheme;
+  for (const auto& row : mb.rows) out.cp_shards.push_back(CpShards(row, cp.size, cp.scheme));
   return out;
 }
 

@@ -20,10 +20,12 @@ struct Answer {
   nb::object value;
 };
 
-Answer Call(CallState& state, nb::handle driver, nb::handle argument, nb::handle argument2 = nb::handle()) {
+Answer Call(CallState& state, nb::handle driver, nb::handle argument, nb::handle argument2 = nb::handle(),
+            nb::handle argument3 = nb::handle()) {
   if (state.interrupt) return {"fault", nb::str("interrupted")};
   try {
-    nb::object out = argument2 ? driver(argument, argument2) : driver(argument);
+    nb::object out = argument3 ? driver(argument, argument2, argument3)
+                     : argument2 ? driver(argument, argument2) : driver(argument);
     nb::tuple pair = nb::cast<nb::tuple>(out);
     return {nb::cast<std::string>(pair[0]), nb::borrow(pair[1])};
   } catch (nb::python_error& e) {  // KeyboardInterrupt, SystemExit: the driver lets only these through
@@ -33,6 +35,21 @@ Answer Call(CallState& state, nb::handle driver, nb::handle argument, nb::handle
 }
 
 std::string Text(nb::handle value) { return nb::cast<std::string>(nb::str(value)); }
+
+// One micro-batch's CP shards, [row][cp rank]: lists of (start, end) (context_parallel.h).
+nb::list ShardsToPython(const std::vector<std::vector<std::vector<CpChunk>>>& shards) {
+  nb::list rows;
+  for (const auto& row : shards) {
+    nb::list ranks;
+    for (const auto& chunks : row) {
+      nb::list held;
+      for (const CpChunk& c : chunks) held.append(nb::make_tuple(c.start, c.end));
+      ranks.append(held);
+    }
+    rows.append(ranks);
+  }
+  return rows;
+}
 
 // What every role holds: its driver and the run's shared state.
 struct Driven {
@@ -77,19 +94,7 @@ class PythonReducer final : public LossReducerRole, Driven {
     in["context_parallel_size"] = request.context_parallel_size;
     in["context_parallel_scheme"] = Name(request.context_parallel_scheme);
     nb::list cp_shards;  // [microbatch][row][cp rank]: [(start, end), ...] (context_parallel.h)
-    for (const auto& mb : request.cp_shards) {
-      nb::list rows;
-      for (const auto& row : mb) {
-        nb::list ranks;
-        for (const auto& chunks : row) {
-          nb::list held;
-          for (const CpChunk& c : chunks) held.append(nb::make_tuple(c.start, c.end));
-          ranks.append(held);
-        }
-        rows.append(ranks);
-      }
-      cp_shards.append(rows);
-    }
+    for (const auto& mb : request.cp_shards) cp_shards.append(ShardsToPython(mb));
     in["cp_shards"] = cp_shards;
     nb::list mbs, losses;
     for (std::size_t m = 0; m < request.microbatches.size(); ++m) {
@@ -128,6 +133,21 @@ class PythonReducer final : public LossReducerRole, Driven {
   }
 
 };
+
+// A micro-batch's place in its step (StepLayout) as the consumers' drivers get it: a dict of the same names,
+// cp_shards [row][cp rank] lists of (start, end), the scheme by its name (context_parallel.h).
+nb::dict LayoutToPython(const StepLayout& layout) {
+  nb::dict out;
+  out["microbatch"] = layout.microbatch;
+  out["dp_rank"] = layout.dp_rank;
+  out["dp_world_size"] = layout.dp_world_size;
+  out["micro_step"] = layout.micro_step;
+  out["micro_steps"] = layout.micro_steps;
+  out["context_parallel_size"] = layout.context_parallel_size;
+  out["context_parallel_scheme"] = Name(layout.context_parallel_scheme);
+  out["cp_shards"] = ShardsToPython(layout.cp_shards);
+  return out;
+}
 
 // The driver returns per row the runs of visible keys it read from whatever the consumer gave (_masks.py
 // `runs`): a tuple (row_offsets, run_begin, run_end, source) of C-contiguous int64 arrays (n + 1, runs, runs)
@@ -171,6 +191,12 @@ class PythonConsumer final : public AttentionConsumerRole, Driven {
   }
 
   std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& microbatch, const Policy& policy) override {
+    return ConsumeMicrobatchInStep(microbatch, policy, WholeRowsLayout(microbatch));
+  }
+
+  // The micro-batch driver gets the layout too (it hands the consumer the step when fuzz(step_view=True)).
+  std::vector<MaskRuns> ConsumeMicrobatchInStep(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                                const StepLayout& layout) override {
     nb::gil_scoped_acquire gil;
     std::vector<MaskRuns> out;
     if (!whole_microbatch_) {
@@ -181,7 +207,7 @@ class PythonConsumer final : public AttentionConsumerRole, Driven {
       }
       return out;
     }
-    Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy));
+    Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy), LayoutToPython(layout));
     if (a.kind != "ok") throw std::runtime_error(Text(a.value));
     for (nb::handle mask : nb::borrow<nb::list>(a.value)) out.push_back(MaskFromDriver(mask));
     return out;
@@ -191,15 +217,64 @@ class PythonConsumer final : public AttentionConsumerRole, Driven {
   bool whole_microbatch_;
 };
 
+// A value consumer (`value_consumer=h`, DESIGN §12 "Values and gradients"): one call per micro-batch (the packed
+// one, then each document piece alone as a micro-batch of one row). The driver (_fuzz.py) answers a pair
+// (rows, gradient): per row a C-contiguous float64 n × features array, and, when the request asks for it, the
+// flattened float64 parameter gradient of the probe loss (else None).
+class PythonValueConsumer final : public ValueConsumerRole, Driven {
+ public:
+  PythonValueConsumer(nb::object driver, std::shared_ptr<CallState> state, ValueTolerance tolerance, bool gradients)
+      : Driven(std::move(driver), std::move(state)), tolerance_(tolerance), gradients_(gradients) {}
+
+  ValueAnswer ConsumeValues(const CandidateMicrobatch& microbatch, const Policy& policy,
+                            const ValueRequest& request) override {
+    using Matrix = nb::ndarray<const double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+    using Vector = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    nb::gil_scoped_acquire gil;
+    nb::dict ask;
+    ask["gradient"] = request.gradient;
+    nb::list weights;
+    for (const auto& row : request.slot_weights) {
+      nb::list slots;
+      for (double u : row) slots.append(u);
+      weights.append(slots);
+    }
+    ask["slot_weights"] = weights;
+    ask["layout"] = LayoutToPython(request.layout);
+    Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy), ask);
+    if (a.kind != "ok") throw std::runtime_error(Text(a.value));
+    auto pair = nb::borrow<nb::tuple>(a.value);
+    ValueAnswer out;
+    for (nb::handle row : nb::borrow<nb::list>(pair[0])) {
+      auto m = nb::cast<Matrix>(row);
+      out.rows.push_back({static_cast<std::int64_t>(m.shape(1)),
+                          std::vector<double>(m.data(), m.data() + m.shape(0) * m.shape(1))});
+    }
+    if (!pair[1].is_none()) {
+      auto g = nb::cast<Vector>(pair[1]);
+      out.parameter_gradient.emplace(g.data(), g.data() + g.shape(0));
+    }
+    return out;
+  }
+  ValueTolerance Tolerance() const override { return tolerance_; }
+  bool AnswersGradients() const override { return gradients_; }
+
+ private:
+  ValueTolerance tolerance_;
+  bool gradients_;
+};
+
 }  // namespace
 
 Candidate CallableCandidate(const std::string& name, nb::object packer, nb::object reducer, nb::object consumer,
-                            bool microbatch_consumer, std::shared_ptr<CallState> state) {
+                            bool microbatch_consumer, std::shared_ptr<CallState> state, const ValueDriver& values) {
   Candidate c;
   c.name = name;
   if (!packer.is_none()) c.packer = std::make_shared<PythonPacker>(std::move(packer), state);
   if (!reducer.is_none()) c.reducer = std::make_shared<PythonReducer>(std::move(reducer), state);
   if (!consumer.is_none()) c.consumer = std::make_shared<PythonConsumer>(std::move(consumer), state, microbatch_consumer);
+  if (!values.driver.is_none())
+    c.values = std::make_shared<PythonValueConsumer>(values.driver, state, values.tolerance, values.gradients);
   return c;
 }
 

@@ -29,9 +29,17 @@ struct CallState {
   std::optional<nb::python_error> interrupt;
 };
 
+// A value consumer's driver (None: none given), its declared tolerance, and whether it answers gradients.
+struct ValueDriver {
+  nb::object driver = nb::none();
+  ValueTolerance tolerance;
+  bool gradients = false;
+};
+
 // Builds a candidate from the drivers (None for a role not given); `state` must outlive the candidate's use.
 // `microbatch_consumer`: the consumer's driver takes a whole micro-batch and answers one mask per row.
 Candidate CallableCandidate(const std::string& name, nb::object packer, nb::object reducer, nb::object consumer,
-                            bool microbatch_consumer, std::shared_ptr<CallState> state);
+                            bool microbatch_consumer, std::shared_ptr<CallState> state,
+                            const ValueDriver& values = {});
 
 }  // namespace packoracle::python

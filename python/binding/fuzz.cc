@@ -3,6 +3,7 @@
 // Python callables in-process instead of an exec candidate.
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -10,6 +11,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
@@ -94,11 +96,12 @@ struct FuzzArgs {
   nb::object policy;
   nb::object options;  // packoracle.fuzz's keywords (jobs::kFuzzOptions)
   bool microbatch_consumer = false;
+  ValueDriver values;  // value_consumer=, its tolerance, gradient=True
 };
 
 nb::dict RunFuzz(const FuzzArgs& a) {
   auto state = std::make_shared<CallState>();
-  Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, a.microbatch_consumer, state);
+  Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, a.microbatch_consumer, state, a.values);
   jobs::FuzzOptions options = FuzzOptionsFromPython(a.options);
   options.policy = PolicyFromPython(a.policy, "policy");
   options.regression_draft = false;  // a Python user replays the case; the C++ draft is for C++ users
@@ -147,12 +150,16 @@ void BindFuzz(nb::module_& m) {
   m.def(
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
-         nb::dict options, bool microbatch_consumer) {
+         nb::dict options, bool microbatch_consumer, nb::object values, std::optional<std::pair<double, double>> tolerance,
+         bool value_gradients) {
+        ValueDriver driver{std::move(values), {}, value_gradients};
+        if (tolerance) driver.tolerance = {tolerance->first, tolerance->second};
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
-                        std::move(options), microbatch_consumer});
+                        std::move(options), microbatch_consumer, std::move(driver)});
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
-      nb::arg("options"), nb::arg("microbatch_consumer") = false,
+      nb::arg("options"), nb::arg("microbatch_consumer") = false, nb::arg("values").none() = nb::none(),
+      nb::arg("value_tolerance").none() = nb::none(), nb::arg("value_gradients") = false,
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function); `options`: its "
       "keywords (fuzz_options()).");
   m.def("fuzz_options", &FuzzOptionsTable,

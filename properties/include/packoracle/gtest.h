@@ -180,7 +180,7 @@ std::vector<Policy> ClaimedPolicies() {
 }
 
 template <int&... ExplicitBarrier, class T>
-  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T> || ValueConsumer<T>)
 ::testing::AssertionResult VerifyPackerKeepsInvariants(T candidate_object, VerifyOptions options = OptionsFromEnvironment()) {
   Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
   candidate.source = TypeSource<T>();
@@ -195,14 +195,16 @@ inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackR
 }
 
 template <class T>
-  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T> || ValueConsumer<T>)
 ::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request) {
   Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
   return CheckOneCase(candidate, request);
 }
 
 // ---- The abstract typed suite: one test per invariant -----------------------------------------------------
-// T must be default-constructible and model Packer, LossReducer and/or AttentionConsumer. Optionally it has
+// T must be default-constructible and model Packer, LossReducer, AttentionConsumer (any of its forms, the step
+// form ConsumeMicrobatchInStep among them) and/or ValueConsumer (checked under packing_invariance and, when it
+// answers gradients, gradient). Optionally it has
 // `static std::vector<packoracle::Policy> Policies()` naming the policies it implements (default: all).
 
 template <class T>

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below resol
     from ._documents import canonical_documents
     from ._fuzz import Counterexample, FuzzResult, Refuse, fuzz
     from ._policy import Policy, presets
+    from ._values import StepView
     from ._which import PolicyFit, which_policy, which_policy_of_batch
     from .dump.spans import Document
     from .report import Report, Violation
@@ -38,6 +39,7 @@ _PUBLIC = {
     "canonical_documents": "_documents",
     "Counterexample": "_fuzz", "FuzzResult": "_fuzz", "Refuse": "_fuzz", "fuzz": "_fuzz",
     "Policy": "_policy", "presets": "_policy",
+    "StepView": "_values",
     "PolicyFit": "_which", "which_policy": "_which", "which_policy_of_batch": "_which",
     "Document": "dump.spans",
     "Report": "report", "Violation": "report",
@@ -114,7 +116,7 @@ def _rename_classes() -> None:
 
 
 __all__ = [
-    "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "Violation", "__version__",
-    "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify", "which_policy",
+    "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "StepView", "Violation",
+    "__version__", "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify", "which_policy",
     "which_policy_of_batch",
 ]

@@ -240,3 +240,14 @@ def sequence_of_mappings(value: Any, where: str, name: str) -> Sequence[Any]:
         raise TypeError(f"{where}: {name} must be a list of micro-batches (dicts) or one micro-batch, got "
                         f"{type(value).__name__}")
     return list(value)
+
+
+def optional_tolerance(value: Any, where: str, name: str) -> Optional[tuple[float, float]]:
+    """None, or (absolute, relative): two finite numbers ≥ 0 (a comparison of values, ValueTolerance)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, abc.Sequence) or len(value) != 2 or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and math.isfinite(float(v))
+            and float(v) >= 0 for v in value):
+        raise TypeError(f"{where}: {name} must be (absolute, relative), two finite numbers ≥ 0, got {value!r}")
+    return float(value[0]), float(value[1])

@@ -111,12 +111,16 @@ def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, d
     return drive
 
 
-def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
-    """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order."""
-    def drive(microbatch: dict, policy: dict) -> tuple:
+def _microbatch_consumer_driver(consumer: Callable[..., Any],
+                                step_of: Optional[Callable[[dict], Any]] = None) -> Callable[..., tuple]:
+    """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order;
+    with `step_of` (fuzz(step_view=True): _values.step_viewer) ``consumer(microbatch, policy, step)``, the step
+    view of the layout the core hands. The exec server calls it without a layout (no step view there)."""
+    def drive(microbatch: dict, policy: dict, layout: Optional[dict] = None) -> tuple:
         rows = microbatch["rows"]
         try:
-            answer = consumer(microbatch, policy)
+            answer = (consumer(microbatch, policy) if step_of is None or layout is None
+                      else consumer(microbatch, policy, step_of(layout)))
         except _PASS_THROUGH:
             raise
         except BaseException:

@@ -20,6 +20,7 @@ from ._batch import Microbatches
 from ._drivers import (_PASS_THROUGH, _Hung, _consumer_driver, _microbatch_consumer_driver,  # noqa: F401
                        _reducer_driver)
 from ._policy import PolicyLike, as_written, resolve
+from ._values import parameters_of, step_viewer, value_consumer_driver
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
 # The bounds the cases grow to, as `packoracle fuzz` has them (rows of 8,192 slots, 512 documents a case).
@@ -208,10 +209,14 @@ def _stack_outside_the_kit(tb: Any) -> str:
     return "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
 
 
-def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
+def _packer_driver(packer: Callable[[dict], Any], emitted: Optional[list] = None) -> Callable[[dict], tuple]:
+    """Drives ``packer(request)``; `emitted` (fuzz(step_view=True)) keeps its latest answer as it returned it,
+    for the consumers' step view: CheckCase hands the consumer the micro-batches of the packer's latest answer."""
     def drive(request: dict) -> tuple:
         try:
             answer = packer(request)
+            if emitted is not None:
+                emitted[:] = [answer]
         except Refuse as e:
             return ("refuse", str(e) or "refused")
         except _PASS_THROUGH:
@@ -241,7 +246,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          name: Optional[str] = None, sft_masks: bool = True,
          microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None,
          timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False, stats: bool = False,
-         exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None) -> FuzzResult:
+         exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None,
+         value_consumer: Optional[Callable[[dict, dict], Any]] = None,
+         value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -273,6 +280,27 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     may be returned alone). ``consumer(row, policy)`` is the per-row shorthand. Without a packer the kit's
     reference packer produces the rows. A consumer that raises, or answers with a wrong shape or a NaN, fails
     that case, named in the report.
+
+    ``value_consumer(microbatch, policy)`` answers what a model computes, not what it attends with: per-position
+    output values (logits, hidden states) for every row, a rows × n × features tensor or array (or rows × n, or
+    one per row). The kit runs each document piece alone (a micro-batch of one row holding only that piece, in
+    the same encodings: ``cu_seqlens`` [0, n], its own positions) through the same callable and compares each
+    piece's values, packed against alone, within ``value_tolerance`` = (absolute, relative) (default (1e-5,
+    1e-4): |a − b| ≤ absolute + relative·max(|a|, |b|)): ``packing_invariance`` at the value level, for any
+    model (policies that promise isolation: doc_causal attention, doc_reset positions; rows of at most 256
+    slots). With ``gradient=True`` the consumer must have ``parameters()`` (a torch Module): the kit
+    backpropagates a probe loss Σ u_i Σ_f c_f out[i, f] (u_i fixed per document token, 0 on padding; c_f = 1 +
+    f mod 4) over the packed micro-batch and over each piece alone, and the packed parameter gradient must equal
+    the sum of the pieces' (``gradient``): a NaN gradient row past cu_seqlens[-1] is caught there.
+
+    ``step_view=True``: ``microbatch_consumer`` and ``value_consumer`` get a third argument, the step around the
+    micro-batch (packoracle.StepView): ``step["emitted"]``, the micro-batch exactly as the packer returned it
+    (its own field names and nesting; None where the kit's reference packer made the rows, or for a piece
+    alone), and ``step["layout"]``: ``microbatch`` (its index; -1 for a piece alone), ``dp_rank``,
+    ``dp_world_size``, ``micro_step``, ``micro_steps`` (its rank's micro-batches in the step),
+    ``context_parallel_size`` (2, 4 or 8, drawn per case as for reducers), ``context_parallel_scheme``
+    (``contiguous`` or ``load_balanced``) and ``cp_shards[row][cp rank]``, the (start, end) slot ranges each CP
+    rank holds (docs/python.md, "Context parallelism").
 
     Runs ``cases`` cases (default 1000), or as many as fit in ``time`` seconds, in batches of 32 exactly as
     ``packoracle fuzz --cases N --seed S`` does (each batch with its own derived seed and fuzzing profile);
@@ -309,12 +337,12 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     exec_reducer = _args.optional_text(exec_reducer, at, "exec_reducer")
     exec_consumer = _args.optional_text(exec_consumer, at, "exec_consumer")
     if (packer is None and reducer is None and consumer is None and microbatch_consumer is None
-            and exec_reducer is None and exec_consumer is None):
+            and value_consumer is None and exec_reducer is None and exec_consumer is None):
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     if consumer is not None and microbatch_consumer is not None:
         raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
     for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer),
-                     ("microbatch_consumer", microbatch_consumer)):
+                     ("microbatch_consumer", microbatch_consumer), ("value_consumer", value_consumer)):
         if f is not None and not callable(f):
             raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
     cases = _args.optional_integer(cases, at, "cases", 1, _args.INT32_MAX)
@@ -330,21 +358,30 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     timeout = None if timeout is None else _args.seconds(timeout, at, "timeout", hi=MAX_TIMEOUT)
     name = _args.optional_text(name, at, "name")
     gradient = _args.flag(gradient, at, "gradient")
+    value_tolerance = _args.optional_tolerance(value_tolerance, at, "value_tolerance")
+    parameters: list = []
     if gradient:
-        if reducer is None:
-            raise TypeError("fuzz: gradient=True checks a reducer's gradients: give a reducer")
+        if reducer is None and value_consumer is None:
+            raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
         try:
             import torch  # noqa: F401
         except ImportError:
             raise ValueError("fuzz: gradient=True needs torch (the per-target losses are torch leaf tensors), "
                              "which is not installed") from None
+        if value_consumer is not None:
+            parameters = parameters_of(value_consumer, at)
     resolved = resolve(policy)
-    roles = (packer, reducer, consumer, microbatch_consumer)
+    roles = (packer, reducer, consumer, microbatch_consumer, value_consumer)
     label = name or "+".join(_name_of(f) for f in roles if f is not None)
-    consumer_driver = (_microbatch_consumer_driver(microbatch_consumer) if microbatch_consumer is not None
+    step_view = _args.flag(step_view, at, "step_view")
+    if step_view and microbatch_consumer is None and value_consumer is None:
+        raise TypeError("fuzz: step_view=True hands the step to microbatch_consumer= or value_consumer=: give one")
+    emitted: Optional[list] = [] if step_view else None
+    step_of = step_viewer(emitted) if emitted is not None else None
+    consumer_driver = (_microbatch_consumer_driver(microbatch_consumer, step_of) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
     deadline = _Deadline(timeout)
-    drivers = (_timed(_packer_driver(packer), "packer", deadline) if packer is not None else None,
+    drivers = (_timed(_packer_driver(packer, emitted), "packer", deadline) if packer is not None else None,
                _timed(_reducer_driver(reducer, gradient), "loss reducer", deadline) if reducer is not None else None,
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
@@ -352,10 +389,15 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
                "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
                "exec_reducer": exec_reducer or "", "exec_consumer": exec_consumer or ""}
-    call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient)
+    call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient,
+                     value_consumer, value_tolerance, step_view)
     replay = _replay_line(call)
     options["headline"] = call.headline
-    result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None)
+    values: dict[str, Any] = {} if value_consumer is None else {  # the value consumer's driver (_values.py)
+        "values": _timed(value_consumer_driver(value_consumer, parameters, step_of), "value consumer", deadline),
+        "value_tolerance": value_tolerance, "value_gradients": bool(parameters)}
+    result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None,
+                        **values)
     if not result["passed"]:
         raise _counterexample(result, replay.replace("{}", result["reproduce"]))
     checked = tuple(result["checked"])
@@ -409,10 +451,13 @@ class _Call:
 
 def _the_call(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[..., Any]],
               consumer: Optional[Callable[..., Any]], policy: PolicyLike, resolved: dict, options: Mapping[str, Any],
-              microbatch_consumer: Optional[Callable[..., Any]] = None, gradient: bool = False) -> _Call:
+              microbatch_consumer: Optional[Callable[..., Any]] = None, gradient: bool = False,
+              value_consumer: Optional[Callable[..., Any]] = None,
+              value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False) -> _Call:
     """The call with the same roles, policy and the options a reproduce string depends on (`options`: the run's,
     as _core.fuzz takes them; those the table marks replayed are repeated where not at their defaults)."""
-    roles = [("", packer), ("reducer=", reducer), ("consumer=", consumer), ("microbatch_consumer=", microbatch_consumer)]
+    roles = [("", packer), ("reducer=", reducer), ("consumer=", consumer), ("microbatch_consumer=", microbatch_consumer),
+             ("value_consumer=", value_consumer)]
     paths = {key: _import_path(role) for key, role in roles if role is not None}
     unreachable = tuple(_name_of(role) for key, role in roles if role is not None and paths[key] is None)
     imports: dict[str, list[str]] = {}
@@ -434,6 +479,10 @@ def _the_call(packer: Optional[Callable[..., Any]], reducer: Optional[Callable[.
             args.append(f"{keyword}={options[keyword]!r}")
     if gradient:
         args.append("gradient=True")
+    if value_tolerance is not None:
+        args.append(f"value_tolerance={value_tolerance!r}")
+    if step_view:
+        args.append("step_view=True")
     return _Call(tuple(args), imports, unreachable)
 
 

@@ -1,10 +1,12 @@
 // The candidate interface: what a packer, a loss reducer or an attention consumer under test must provide.
 //
-// A candidate fills any subset of three roles:
+// A candidate fills any subset of four roles:
 //   packer              documents → micro-batches of rows with their encodings (and doc_spans, the truth)
 //   loss reducer        rows + per-slot losses → loss_sum, denominator, loss per micro-batch
 //   attention consumer  one row (or one whole micro-batch) → the mask a backend really uses (dense, or as
 //                       runs of visible keys per query: mask_runs.h, for rows of real length)
+//   value consumer      one micro-batch → per-position output values (and parameter gradients), compared
+//                       with each document piece run alone (ValueConsumerRole)
 // Properties needing a role the candidate lacks are reported as not applicable, never as passed.
 //
 // The types mirror the exec protocol of DESIGN §6 (a request, `microbatch` records, `producer` totals), so
@@ -16,6 +18,7 @@
 //   auto candidate = packoracle::MakeCandidate("my-packer", MyPacker{});
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -248,6 +251,33 @@ struct CpChunk {
   bool operator==(const CpChunk&) const = default;
 };
 
+// Where a micro-batch sits in its step's parallel layout, as a consumer may ask for it (DESIGN §12, "The step a
+// consumer sees"): what a real model's data path knows beside the batch tensors (its DP rank, its
+// context-parallel shard of each row and the load-balancing scheme that dealt it, its place among the pipeline
+// / accumulation micro-batches), so that a consumer's per-rank arithmetic (cu_seqlens // cp_size, a zigzag
+// partition) can be checked against the layout the kit states. The kit draws the CP size and scheme of a case
+// as it does for the reducer's CP split (DrawnCp, splits.h) and deals each row with CpShards.
+struct StepLayout {
+  std::int64_t microbatch = 0;        // index of the micro-batch in the step's order; -1: a piece alone
+  std::int64_t dp_rank = 0;
+  std::int64_t dp_world_size = 1;
+  std::int64_t micro_step = 0;        // its pipeline / accumulation micro-batch on its rank
+  std::int64_t micro_steps = 1;       // how many its rank has in the step
+  std::int64_t context_parallel_size = 1;
+  CpScheme context_parallel_scheme = CpScheme::kContiguous;
+  std::vector<std::vector<std::vector<CpChunk>>> cp_shards;  // [row][cp rank]: the chunks each CP rank holds
+};
+// The layout of a micro-batch seen outside a step (a probe, a caller of the runs form): micro-batch 0 of one
+// rank, no context parallelism (one CP rank holding every row whole).
+inline StepLayout WholeRowsLayout(const CandidateMicrobatch& microbatch) {
+  StepLayout out;
+  out.micro_step = microbatch.micro_step;
+  out.dp_rank = microbatch.rank;
+  for (const auto& row : microbatch.rows)
+    out.cp_shards.push_back({{CpChunk{0, static_cast<std::int64_t>(row.input_ids.size())}}});
+  return out;
+}
+
 // The input of a loss reducer: the step's micro-batches and, per row and slot, the loss the model gives the
 // prediction at that slot against the labels' target (0 where there is none, as cross-entropy with an ignore
 // index gives). The reducer must weight, count and normalise them as its policy declares.
@@ -304,6 +334,72 @@ class AttentionConsumerRole {
     for (const auto& mask : ConsumeMicrobatch(microbatch, policy)) out.push_back(RunsFromDense(mask));
     return out;
   }
+  // The form that sees the whole step: the micro-batch with its place in the step's parallel layout (StepLayout).
+  // What CheckCase calls; by default the runs above, the layout unread.
+  virtual std::vector<MaskRuns> ConsumeMicrobatchInStep(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                                        const StepLayout& layout) {
+    (void)layout;
+    return ConsumeMicrobatchRuns(microbatch, policy);
+  }
+};
+
+// ---- The value consumer (DESIGN §12, "Values and gradients") -----------------------------------------
+//
+// A consumer that answers what it computes, not only what it attends with: per-position output values
+// (logits, hidden states) for every row of a micro-batch. The kit runs each document piece alone, as a
+// micro-batch of one row holding just that piece (ValueInvariance, properties/src/value_invariance.cc), through
+// the same consumer and compares each piece's values packed and alone within the consumer's declared
+// tolerance (`packing_invariance` at the value level: for any model, not only the tiny decoder). Asked for a
+// gradient, the consumer also answers the gradient of the kit's probe loss with respect to its parameters; the
+// packed micro-batch's must equal the sum of its pieces' alone (`gradient`).
+
+// One row's output values: `features` numbers per slot, row-major (values[i * features + f]).
+struct SlotValues {
+  std::int64_t features = 0;
+  std::vector<double> values;
+  double At(std::int64_t slot, std::int64_t feature) const {
+    return values[static_cast<std::size_t>(slot * features + feature)];
+  }
+};
+
+// What the kit asks of a value consumer for one micro-batch.
+struct ValueRequest {
+  // True: answer ValueAnswer::parameter_gradient as well.
+  bool gradient = false;
+  // [row][slot] u_i: the probe loss is  Σ_row Σ_i u_i · Σ_f c_f · out[row][i][f]  with c_f = ProbeFeatureWeight(f).
+  // u is 0 on padding and a fixed number per (document, token) elsewhere (the same number packed and alone), so
+  // the packed loss is the sum of the pieces' losses alone and so must its gradient be.
+  std::vector<std::vector<double>> slot_weights;
+  // The micro-batch's place in the step (a piece alone: microbatch -1, one row, the same CP size and scheme).
+  StepLayout layout;
+};
+// c_f of the probe loss: not constant in f, so that a softmax's outputs (which sum to 1) still have a gradient.
+inline double ProbeFeatureWeight(std::int64_t feature) { return 1.0 + static_cast<double>(feature % 4); }
+
+struct ValueAnswer {
+  std::vector<SlotValues> rows;  // one per row of the micro-batch, in order
+  // d(probe loss)/dθ over the consumer's parameters, flattened in one fixed order; given when asked for.
+  std::optional<std::vector<double>> parameter_gradient;
+};
+
+// How close packed and alone values must be: |a − b| ≤ absolute + relative·max(|a|, |b|); a NaN is never
+// close. The defaults suit float32 models (a packed row sums in another order than the piece alone).
+struct ValueTolerance {
+  double absolute = 1e-5;
+  double relative = 1e-4;
+  bool Close(double a, double b) const {
+    return std::fabs(a - b) <= absolute + relative * std::max(std::fabs(a), std::fabs(b));
+  }
+};
+
+class ValueConsumerRole {
+ public:
+  virtual ~ValueConsumerRole() = default;
+  virtual ValueAnswer ConsumeValues(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                    const ValueRequest& request) = 0;
+  virtual ValueTolerance Tolerance() const { return {}; }
+  // Whether the consumer can answer gradients (the kit then asks for them and checks `gradient`).
+  virtual bool AnswersGradients() const { return false; }
 };
 
 // A candidate under test: a name and any subset of the roles.
@@ -324,6 +420,9 @@ struct Candidate {
     std::string header;
   };
   Source source;
+  // A value consumer (DESIGN §12): per-position outputs and parameter gradients. Last, so that a candidate
+  // written as an aggregate ({name, packer, reducer, consumer, policies, source}) stays one.
+  std::shared_ptr<ValueConsumerRole> values;
 };
 
 // ---- Concepts: what a plain C++ type needs to fill a role ---------------------------------------------
@@ -355,8 +454,22 @@ concept RunsAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, co
   { t.ConsumeMicrobatchRuns(mb, p) } -> std::convertible_to<std::vector<MaskRuns>>;
 };
 
+// The form that sees the step: the runs of each row, given the micro-batch's place in the step (StepLayout).
 template <class T>
-concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T> || RunsAttentionConsumer<T>;
+concept StepAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, const Policy& p, const StepLayout& l) {
+  { t.ConsumeMicrobatchInStep(mb, p, l) } -> std::convertible_to<std::vector<MaskRuns>>;
+};
+
+template <class T>
+concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T> || RunsAttentionConsumer<T> ||
+                            StepAttentionConsumer<T>;
+
+// A value consumer: per-position outputs of a micro-batch (ValueConsumerRole). It may also declare a tolerance
+// (`ValueTolerance Tolerance() const`) and answer gradients (`bool AnswersGradients() const`).
+template <class T>
+concept ValueConsumer = requires(T& t, const CandidateMicrobatch& mb, const Policy& p, const ValueRequest& r) {
+  { t.ConsumeValues(mb, p, r) } -> std::convertible_to<ValueAnswer>;
+};
 
 namespace internal {
 template <class T>
@@ -376,10 +489,10 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
   DenseMask Consume(const CandidateRow& row, const Policy& p) override {
     if constexpr (RowAttentionConsumer<T>) {
       return this->object->Consume(row, p);
-    } else if constexpr (!MicrobatchAttentionConsumer<T>) {  // only the runs form
+    } else if constexpr (!MicrobatchAttentionConsumer<T>) {  // only the runs form (or the step form)
       CandidateMicrobatch one;
       one.rows.push_back(row);
-      auto runs = this->object->ConsumeMicrobatchRuns(one, p);
+      auto runs = ConsumeMicrobatchRuns(one, p);
       return runs.empty() ? DenseMask{} : ToDense(runs.front());
     } else {  // only the micro-batch form: the row alone is a micro-batch of one row
       CandidateMicrobatch one;
@@ -398,8 +511,38 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
   std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& mb, const Policy& p) override {
     if constexpr (RunsAttentionConsumer<T>) {
       return this->object->ConsumeMicrobatchRuns(mb, p);
+    } else if constexpr (StepAttentionConsumer<T> && !MicrobatchAttentionConsumer<T> && !RowAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatchInStep(mb, p, WholeRowsLayout(mb));  // only the step form
     } else {
       return AttentionConsumerRole::ConsumeMicrobatchRuns(mb, p);
+    }
+  }
+  std::vector<MaskRuns> ConsumeMicrobatchInStep(const CandidateMicrobatch& mb, const Policy& p,
+                                                const StepLayout& layout) override {
+    if constexpr (StepAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatchInStep(mb, p, layout);
+    } else {
+      return ConsumeMicrobatchRuns(mb, p);
+    }
+  }
+};
+template <class T>
+struct ValueConsumerAdapter final : ValueConsumerRole, SharedImpl<T> {
+  ValueAnswer ConsumeValues(const CandidateMicrobatch& mb, const Policy& p, const ValueRequest& r) override {
+    return this->object->ConsumeValues(mb, p, r);
+  }
+  ValueTolerance Tolerance() const override {
+    if constexpr (requires(const T& t) { { t.Tolerance() } -> std::convertible_to<ValueTolerance>; }) {
+      return this->object->Tolerance();
+    } else {
+      return {};
+    }
+  }
+  bool AnswersGradients() const override {
+    if constexpr (requires(const T& t) { { t.AnswersGradients() } -> std::convertible_to<bool>; }) {
+      return this->object->AnswersGradients();
+    } else {
+      return false;
     }
   }
 };
@@ -408,7 +551,7 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
 // Wraps any object that models at least one of the concepts; each role it models is filled, sharing the one
 // object (so a packer that also reduces sees its own state).
 template <class T>
-  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T>)
+  requires(Packer<T> || LossReducer<T> || AttentionConsumer<T> || ValueConsumer<T>)
 Candidate MakeCandidate(std::string name, T object, std::vector<Policy> policies = {}) {
   auto shared = std::make_shared<T>(std::move(object));
   Candidate c;
@@ -428,6 +571,11 @@ Candidate MakeCandidate(std::string name, T object, std::vector<Policy> policies
     auto a = std::make_shared<internal::ConsumerAdapter<T>>();
     a->object = shared;
     c.consumer = a;
+  }
+  if constexpr (ValueConsumer<T>) {
+    auto a = std::make_shared<internal::ValueConsumerAdapter<T>>();
+    a->object = shared;
+    c.values = a;
   }
   return c;
 }

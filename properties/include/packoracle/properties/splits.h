@@ -33,6 +33,19 @@ struct StepSplit {
 //   - as packed, each row dealt to cp ∈ {2, 4, 8} context-parallel ranks, contiguous or load-balanced per
 //     document, drawn from `draw` (the case's id: every case of a run sees another, a replay the same).
 // An all-padding row is `row_length` slots with no document: no input a loss could see, no target.
+// The context-parallel size (2, 4 or 8) and scheme a case is drawn, from `draw` (the case's id): the reducer's
+// drawn CP split and the layout handed to consumers (StepLayoutOf) are the same.
+struct CpDraw {
+  std::int64_t size = 1;
+  CpScheme scheme = CpScheme::kContiguous;
+};
+CpDraw DrawnCp(std::uint64_t draw);
+
+// Micro-batch m's place in the step (StepLayout, candidate.h): its DP rank and micro-step, how many micro-batches
+// its rank has, and each row dealt to the case's drawn CP size and scheme (CpShards).
+StepLayout StepLayoutOf(const std::vector<CandidateMicrobatch>& microbatches, std::size_t m, std::int64_t dp_world_size,
+                        std::uint64_t draw);
+
 std::vector<StepSplit> ReducerSplits(const Layout& packed, std::int64_t dp_world_size, std::uint64_t draw);
 
 }  // namespace packoracle

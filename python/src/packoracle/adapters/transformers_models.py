@@ -600,6 +600,33 @@ def model_consumer(model: Any, feed: Any, use_cache: Optional[bool], level: str 
     return consume
 
 
+def model_value_consumer(model: Any, feed: Any, use_cache: Optional[bool] = None,
+                         device: str = "cpu") -> Callable[[dict, dict], list]:
+    """A value consumer (``packoracle.fuzz(value_consumer=...)``): `model`'s logits for each row of a micro-batch
+    fed as `feed` says (build_feed). The comparison packed against each piece alone is the core's
+    (properties/src/value_invariance.cc), as for any value consumer; the consumer's ``parameters`` are the
+    model's, for ``gradient=True``. A micro-batch whose rows lack what the feed needs raises FeedNotBuilt: that
+    case fails, naming the feed (a value consumer has no rule to answer instead, as model_consumer has)."""
+    feed = _as_feed(feed)
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+
+    def values(microbatch: dict, policy: dict) -> list:
+        batches = [{"rows": [row]} for row in microbatch["rows"]] if feed.one_row else [microbatch]
+        out = []
+        for b in batches:
+            kwargs = build_feed(b, feed, device, policy)
+            if vocab:
+                kwargs["input_ids"] = kwargs["input_ids"] % vocab  # the kit's token ids, inside the vocabulary
+            if use_cache is not None:
+                kwargs["use_cache"] = use_cache
+            logits = model(**kwargs).logits.float()
+            out += [logits[k, :n] for k, n in enumerate(row_lengths(b))]
+        return out
+
+    values.parameters = model.parameters  # type: ignore[attr-defined]
+    return values
+
+
 def mask_consumer(model: Any, feed: Any, use_cache: Optional[bool],
                   device: str = "cpu") -> Callable[[dict, dict], list]:
     """The mask level of any transformers causal LM (a tiny one, or the user's own: packoracle.guard): a
@@ -753,6 +780,14 @@ class ModelConsumer:
             mine = tiny_model(self.family, self.attention, self.device)(**feed, use_cache=False).logits
             eager = tiny_model(self.family, "eager", self.device)(**feed, use_cache=False).logits
         return float((mine.float() - eager.float()).abs().max())
+
+    def value_consumer(self) -> Callable[[dict, dict], list]:
+        """This cell's model as a value consumer (model_value_consumer): its logits packed against each document
+        piece alone, compared by the core."""
+        model = tiny_model(self.family, self.attention, self.device)
+        values = model_value_consumer(model, self.feed_options, self.use_cache, self.device)
+        values.__qualname__ = f"{self._call()}.value_consumer()"
+        return values
 
     def consumer(self) -> Callable[[dict, dict], list]:
         if self.level not in ("forward", "mask"):
