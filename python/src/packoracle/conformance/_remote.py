@@ -98,6 +98,8 @@ class FamilyPacker:
             self._start()
         try:
             return self._exchange(request)
+        except Refuse:  # a whole answer: the worker waits for the next request
+            raise
         except BaseException:
             if self._process is not None:  # stopped half-way: the worker's next line would be this answer's
                 self.close()
