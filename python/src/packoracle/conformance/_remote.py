@@ -11,10 +11,13 @@ Anything that stops an exchange half-way (the fuzz deadline's interrupt) kills t
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from typing import IO, Any, Optional
 
 import numpy as np
@@ -44,11 +47,14 @@ class FamilyPacker:
     ``ready()`` starts the worker and returns its first line: {"version", "unavailable"} as the family venv sees
     the library. ``close()`` ends the worker (the conformance runner calls it after the adapter's row)."""
 
-    def __init__(self, python: str, name: str) -> None:
-        self.python, self.name = python, name
+    def __init__(self, python: str, name: str, path: Sequence[str] = ()) -> None:
+        """``name``: the adapter (or "module:factory", see _worker); ``path``: more folders for the worker's
+        sys.path, after packoracle's (where a "module:factory" packer lives)."""
+        self.python, self.name, self.path = python, name, tuple(path)
         self._process: Optional[subprocess.Popen] = None
         self._stderr: Optional[IO[str]] = None
         self._shim = tempfile.mkdtemp(prefix="packoracle-family-")
+        atexit.register(shutil.rmtree, self._shim, ignore_errors=True)
         # Only packoracle itself on the worker's path (the main venv's libraries must not leak into the family's).
         # The folder is called site-packages so that a traceback's paths are cut as every installed package's are.
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,7 +69,8 @@ class FamilyPacker:
         return self._ready
 
     def _start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.path.join(self._shim, "site-packages"), PYTHONNOUSERSITE="1")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join((os.path.join(self._shim, "site-packages"),) + self.path),
+                   PYTHONNOUSERSITE="1")
         env.pop("VIRTUAL_ENV", None)
         self._stderr = tempfile.TemporaryFile("w+")
         self._process = subprocess.Popen([self.python, "-m", "packoracle.conformance._worker", self.name],
@@ -109,7 +116,7 @@ class FamilyPacker:
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.write(json.dumps(dict(jsonable(request), record="request")) + "\n")
         self._process.stdin.flush()
-        answer = []
+        answer: list[dict] = []
         while True:
             record = json.loads(self._read_line())
             kind = record.pop("record", None)
@@ -118,6 +125,11 @@ class FamilyPacker:
             if kind == "error":
                 raise Refuse(record.get("message", "refused"))
             answer.append(dict(record, record=kind) if kind is not None else record)
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The worker's process id (None before it starts and after it ends)."""
+        return None if self._process is None else self._process.pid
 
     def close(self) -> None:
         if self._process is not None:

@@ -1,15 +1,17 @@
 """The family side of ``_remote.FamilyPacker``: ``python -m packoracle.conformance._worker ADAPTER``, run by a
-family venv's interpreter. It first writes ``{"record": "ready", "version", "unavailable"}`` (the library as this
+family venv's interpreter (ADAPTER: an adapter's name, or "module:factory" for a packer outside
+packoracle.adapters, importable from the worker's path). It first writes ``{"record": "ready", "version", "unavailable"}`` (the library as this
 venv sees it), then answers each ``request`` line with the adapter's real packer: its micro-batches as
 ``microbatch`` lines (the library's rows, as lists) and an ``end`` line, or an ``error`` line when the packer
 refuses. When the library raises, the traceback goes to stderr and the worker exits 1: a crash (DESIGN §6)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import traceback
-from typing import Any, TextIO
+from typing import Any, Callable, Optional, TextIO, cast
 
 from .. import adapters
 from .._fuzz import Refuse
@@ -30,15 +32,28 @@ def _answer_records(answer: Any, request_id: Any) -> list[dict]:
     return lines + [{"record": "end", "id": request_id}]
 
 
-def serve(name: str, stdin: TextIO, stdout: TextIO) -> int:
+def _packer(name: str, stdout: TextIO) -> Optional[Callable[[dict], Any]]:
+    """The packer to serve, after the ready line: an adapter's (None when its library cannot run here), or, for
+    "module:factory", what that factory returns (a packer outside packoracle.adapters: the tests' own)."""
+    if ":" in name:
+        module, factory = name.split(":", 1)
+        _write(stdout, {"record": "ready", "version": None, "unavailable": None})
+        return cast("Callable[[], Callable[[dict], Any]]", getattr(importlib.import_module(module), factory))()
     adapter = adapters.get(name)
     unavailable = adapter.unavailable()
     _write(stdout, {"record": "ready", "version": adapter.installed_version(), "unavailable": unavailable})
     if unavailable is not None:
-        return 0
+        return None
     packer = adapter.packer()
     if packer is None:
         raise SystemExit(f"_worker: adapter {name!r} has no packer")
+    return packer
+
+
+def serve(name: str, stdin: TextIO, stdout: TextIO) -> int:
+    packer = _packer(name, stdout)
+    if packer is None:
+        return 0
     for line in stdin:
         request = json.loads(line)
         try:
