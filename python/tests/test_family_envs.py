@@ -151,9 +151,11 @@ def empty_family(tmp_path, monkeypatch):
     return locks / "empty.lock"
 
 
-def test_the_venv_is_keyed_by_its_lock(empty_family):
+def test_the_venv_is_keyed_by_its_lock_s_requirements(empty_family):
     before = _envs.venv_dir(_envs.FAMILIES["empty"])
-    empty_family.write_text("# nothing to install, said otherwise\n")
+    empty_family.write_text("# nothing to install, said otherwise\n\n")
+    assert _envs.venv_dir(_envs.FAMILIES["empty"]) == before  # a comment is no pin
+    empty_family.write_text("numpy==2.4.6  # a pin\n")
     after = _envs.venv_dir(_envs.FAMILIES["empty"])
     assert before != after and os.path.dirname(before) == os.path.dirname(after) == _envs.cache_root()
 
@@ -166,6 +168,9 @@ def test_a_venv_is_built_once_and_an_interrupted_build_again(empty_family):
     os.remove(os.path.join(venv, "complete"))  # as a build stopped half-way leaves it
     _envs.ensure("empty", log=built.append)
     assert len(built) == 4 and os.path.isfile(os.path.join(venv, "complete"))
+    empty_family.write_text("# nothing to install\n--no-index\n")  # another lock: a new venv, the old one pruned
+    newer = _envs.ensure("empty")
+    assert newer != venv and os.path.isdir(newer) and not os.path.exists(venv)
 
 
 def test_a_missing_lock_or_family_says_why(empty_family):

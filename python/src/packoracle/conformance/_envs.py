@@ -4,8 +4,8 @@ or torch 2.13.0, or its plain install fails on CPU) runs in a venv of its own, b
 
     venv = ensure("verl")     # ~/.cache/packoracle/envs/verl-<hash of the lock and the recipe>/ (built once)
 
-The cache key is the lock's text, the family's recipe and the interpreter's version, so editing a lock builds a
-new venv and never patches an old one. Building takes a file lock (two runs on one machine build once) and
+The cache key is the lock's requirement lines, the family's recipe and the interpreter's version, so editing a
+pin builds a new venv (and removes the family's older ones) and never patches an old one. Building takes a file lock (two runs on one machine build once) and
 writes ``complete`` last: a venv without it (a build that was interrupted) is removed and built again. pip's
 own cache (``~/.cache/pip``) keeps the downloads, so a rebuilt venv costs the unpacking only.
 
@@ -82,12 +82,25 @@ def lock_path(family: Family) -> str:
 
 
 def venv_dir(family: Family) -> str:
-    """The cached venv's folder: <cache root>/<name>-<16 hex digits of the key>."""
-    with open(lock_path(family), "rb") as f:
-        lock = f.read()
-    key = hashlib.sha256(b"\0".join([lock, repr(family).encode(), RECIPE.encode(),
-                                     sys.version.split()[0].encode()])).hexdigest()[:16]
+    """The cached venv's folder: <cache root>/<name>-<16 hex digits of the key>. The key reads the lock's
+    requirement lines only (its comments can change without a rebuild)."""
+    with open(lock_path(family)) as f:
+        lines = [line.split("#")[0].strip() for line in f]
+    lock = "\n".join(line for line in lines if line)
+    key = hashlib.sha256("\0".join([lock, repr(family), RECIPE, sys.version.split()[0]]).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), f"{family.name}-{key}")
+
+
+def _prune(venv: str) -> None:
+    """Removes the family's other venvs (built from earlier locks), so that the cache holds one per family."""
+    folder, name = os.path.split(venv)
+    family = name.rsplit("-", 1)[0]
+    for other in os.listdir(folder):
+        path = os.path.join(folder, other)
+        if other != name and other.rsplit("-", 1)[0] == family and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.remove(path + ".lock")
 
 
 def python_of(venv: str) -> str:
@@ -119,6 +132,7 @@ def ensure(name: str, log: Optional[Callable[[str], None]] = None) -> str:
                                          f"{' / '.join(tail)})") from None
         with open(os.path.join(venv, "complete"), "w") as f:
             f.write(f"built in {time.perf_counter() - start:.0f} s\n")
+        _prune(venv)
         if log:
             log(f"conformance: the {name} environment took {time.perf_counter() - start:.0f} s")
     return venv
