@@ -50,12 +50,13 @@ stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file 
   --cache-dir "$venv/mypy-cache" -p packoracle
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
-  stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
-  # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal), built once and
+  # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla), built once and
   # then found in ~/.cache/packoracle/envs/ (keyed by each lock; pip's cache keeps the downloads): seconds when
-  # cached, the cold cost in docs/hardening.md. The conformance stage drives their rows there.
+  # cached, the cold cost in docs/hardening.md. The adapter tests and the
+  # conformance stage drive their rows there.
   stage "family environments (requirements/<family>.lock, cached in ~/.cache/packoracle/envs)" \
     "$venv/bin/packoracle-conformance" --envs
+  stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
   stage "conformance matrix (compared with docs/conformance.md)" \
     "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md
 fi

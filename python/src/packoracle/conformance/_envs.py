@@ -53,6 +53,7 @@ FAMILIES = {f.name: f for f in (
     Family("verl"),
     Family("openrlhf", no_build_isolation=True),
     Family("areal"),
+    Family("fla"),
 )}
 
 
