@@ -51,6 +51,13 @@ id or of an unknown type, a partial line at the end of the output, a line over 6
 answers, closing stdin early. The kit then kills the candidate's process group, starts a fresh candidate and
 goes on shrinking. No candidate process outlives the kit.
 
+Other roles (DESIGN §6): --exec-reducer CMD runs the candidate's loss reducer as such a process (it gets
+{"record":"reduce_request",..,"microbatches":[..],"slot_losses":[..]} and answers {"record":"totals",
+"id":N,"totals":[<producer object>,..]} then end), --exec-consumer CMD its attention consumer (it gets
+{"record":"consume_request",..,"microbatch":{..}} and answers one {"record":"mask","id":N,"row":r,
+"runs":{..}} or {..,"mask":[[0/1,..],..]} per row, then end). Without --exec the kit's reference packer makes
+the rows. Their faults fail the case under `loss` and `attention`, with the same deadlines and restarts.
+
 The run: --cases cases (default 1000), or with --time and no --cases as many as fit in the time. Cases come
 in batches of 32 (batch 0 uses --seed, batch b a seed derived from it; without --profile each case draws its
 profile). Cases grow with the run: over its first 2048 cases (all of them in a shorter run) row lengths and
@@ -227,7 +234,9 @@ Runner AddFuzzCommand(CLI::App& app) {
       "a minimal counterexample and printed with a command that replays it (exit 0 all passed, 1 a failure, 2 "
       "unusable input)");
   fuzz->footer(kFooter);
-  fuzz->add_option("--exec", o->job.exec, "the command that runs the candidate (via /bin/sh -c); required");
+  fuzz->add_option("--exec", o->job.exec,
+                   "the command that runs the candidate's packer (via /bin/sh -c); required unless --exec-reducer "
+                   "or --exec-consumer is given");
   AddFuzzOptionFlags(*fuzz, o->job.fuzz);
   o->cases_option = fuzz->get_option("--cases");
   fuzz->add_option("--timeout", o->job.timeout, "seconds the candidate has for one answer")->capture_default_str();

@@ -212,6 +212,50 @@ nlohmann::ordered_json RequestToJson(const PackRequest& r) {
   return j;
 }
 
+nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& r, std::int64_t id) {
+  nlohmann::ordered_json j;
+  j["record"] = "reduce_request";
+  j["id"] = id;
+  j["policy"] = PolicyToJson(r.policy);
+  j["dp_world_size"] = r.dp_world_size;
+  j["grad_accum_steps"] = r.grad_accum_steps;
+  j["context_parallel_size"] = r.context_parallel_size;
+  j["context_parallel_scheme"] = Name(r.context_parallel_scheme);
+  auto& shards = j["cp_shards"] = nlohmann::ordered_json::array();
+  for (const auto& mb : r.cp_shards) {
+    auto& rows = shards.emplace_back(nlohmann::ordered_json::array());
+    for (const auto& row : mb) {
+      auto& ranks = rows.emplace_back(nlohmann::ordered_json::array());
+      for (const auto& chunks : row) {
+        auto& out = ranks.emplace_back(nlohmann::ordered_json::array());
+        for (const auto& c : chunks) out.push_back({c.start, c.end});
+      }
+    }
+  }
+  auto& mbs = j["microbatches"] = nlohmann::ordered_json::array();
+  for (const auto& mb : r.microbatches) {
+    CandidateMicrobatch bare = mb;
+    bare.producer.reset();  // the reducer computes the totals
+    mbs.push_back(MicrobatchToJson(bare));
+  }
+  j["slot_losses"] = r.slot_losses;
+  return j;
+}
+
+nlohmann::ordered_json ConsumeRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                            std::int64_t id) {
+  nlohmann::ordered_json j;
+  j["record"] = "consume_request";
+  j["id"] = id;
+  j["policy"] = PolicyToJson(policy);
+  j["microbatch"] = MicrobatchToJson(microbatch);
+  return j;
+}
+
+ProducerTotals ProducerTotalsFromJson(const Json& json, const std::string& where) {
+  return ProducerFromJson(json, where);
+}
+
 PackRequest RequestFromJson(const Json& j, const std::string& where) {
   PackRequest r;
   r.id = Int(Required(j, "id", where), "id", where);

@@ -7,12 +7,15 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/exec/exec_roles.h"
 #include "packoracle/fastcheck/case_check.h"
+#include "packoracle/jobs/fuzz_exec.h"
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
@@ -218,8 +221,34 @@ FuzzPolicies ResolveFuzzPolicies(const FuzzOptions& o) {
 
 double FuzzOutcome::cases_per_second() const { return static_cast<double>(cases_run) / std::max(seconds, 1e-9); }
 
-FuzzOutcome RunFuzz(Candidate& candidate, const FuzzOptions& o, const FuzzPolicies& policies, const FuzzHooks& hooks) {
+// The candidate with the roles options run as exec processes (FuzzOptions::exec_reducer, exec_consumer), each
+// started and checked first: InputError for a command that cannot start, or a role given twice.
+Candidate WithExecRoles(const Candidate& candidate, const FuzzOptions& o) {
+  Candidate out = candidate;
+  ExecOptions exec;
+  exec.policies = candidate.policies;
+  exec.timeout = std::chrono::milliseconds(std::max<std::int64_t>(1, std::llround(o.exec_timeout * 1000.0)));
+  auto started = [&](const std::string& flag, auto role) {
+    if (auto problem = role->CheckStarts(std::chrono::milliseconds(300))) {
+      throw InputError(flag + ": the command cannot start: `" + role->command() + "`: " + *problem);
+    }
+    return role;
+  };
+  if (!o.exec_reducer.empty()) {
+    if (out.reducer) throw InputError("--exec-reducer: the candidate has a loss reducer already (give one of them)");
+    out.reducer = started("--exec-reducer", std::make_shared<ExecReducer>(o.exec_reducer, exec));
+  }
+  if (!o.exec_consumer.empty()) {
+    if (out.consumer) throw InputError("--exec-consumer: the candidate has an attention consumer already (give one of them)");
+    out.consumer = started("--exec-consumer", std::make_shared<ExecConsumer>(o.exec_consumer, exec));
+  }
+  if (out.name.empty()) out.name = NameFromCommand(!o.exec_reducer.empty() ? o.exec_reducer : o.exec_consumer);
+  return out;
+}
+
+FuzzOutcome RunFuzz(Candidate& given, const FuzzOptions& o, const FuzzPolicies& policies, const FuzzHooks& hooks) {
   CheckFuzzOptions(o);
+  Candidate candidate = WithExecRoles(given, o);  // its exec processes stop when it goes
   const auto start = Clock::now();
   FuzzOutcome out;
   out.candidate = candidate.name;

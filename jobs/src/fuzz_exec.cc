@@ -63,7 +63,10 @@ std::string Fixed3(double v) {
 }  // namespace
 
 void CheckExecFuzzOptions(const ExecFuzzOptions& o, const std::function<void()>& more_checks) {
-  if (o.exec.empty()) throw InputError("--exec CMD is required: the command that runs the candidate (see --help)");
+  if (o.exec.empty() && o.fuzz.exec_reducer.empty() && o.fuzz.exec_consumer.empty()) {
+    throw InputError("--exec CMD is required (or --exec-reducer / --exec-consumer): the command that runs the "
+                     "candidate (see --help)");
+  }
   CheckFuzzOptions(o.fuzz, [&] {
     if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout must be a number of seconds in (0, 86400]");
     if (more_checks) more_checks();
@@ -110,7 +113,9 @@ std::string ReplayedFlags(const FuzzOptions& o) {
 
 // The same candidate and policies (they decide what is generated), the reproduce string.
 std::string ExecReplayCommand(const ExecFuzzOptions& o, const std::string& reproduce) {
-  std::string line = "packoracle fuzz --exec " + ShellQuote(o.exec, true) + " --reproduce " + ShellQuote(reproduce, true);
+  std::string line = "packoracle fuzz";
+  if (!o.exec.empty()) line += " --exec " + ShellQuote(o.exec, true);
+  line += " --reproduce " + ShellQuote(reproduce, true);
   line += ReplayedFlags(o.fuzz);
   if (o.timeout != kDefaultExecTimeout) line += " --timeout " + ShellQuote(Fixed3(o.timeout));
   if (!o.name.empty()) line += " --name " + ShellQuote(o.name);
@@ -121,21 +126,28 @@ ExecFuzzResult RunExecFuzz(const ExecFuzzOptions& o, const ExecFuzzHooks& hooks)
   CheckExecFuzzOptions(o);
   const FuzzPolicies policies = ResolveFuzzPolicies(o.fuzz);
   ExecOptions exec_options;
-  exec_options.name = o.name.empty() ? NameFromCommand(o.exec) : o.name;
+  const std::string& named = !o.exec.empty() ? o.exec : !o.fuzz.exec_reducer.empty() ? o.fuzz.exec_reducer : o.fuzz.exec_consumer;
+  exec_options.name = o.name.empty() ? NameFromCommand(named) : o.name;
   exec_options.policies = policies.policies;
   exec_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout * 1000.0 + 0.5));
   if (exec_options.timeout.count() < 1) exec_options.timeout = std::chrono::milliseconds(1);
-  auto exec = std::make_shared<ExecPacker>(o.exec, exec_options);
-  if (auto problem = exec->CheckStarts(kStartGrace)) {
-    throw InputError("the candidate cannot start: `" + o.exec + "`: " + *problem);
+  // Without --exec the candidate is its other roles alone (--exec-reducer, --exec-consumer: RunFuzz starts
+  // them), the kit's reference packer making the rows.
+  std::shared_ptr<ExecPacker> exec;
+  if (!o.exec.empty()) {
+    exec = std::make_shared<ExecPacker>(o.exec, exec_options);
+    if (auto problem = exec->CheckStarts(kStartGrace)) {
+      throw InputError("the candidate cannot start: `" + o.exec + "`: " + *problem);
+    }
   }
   if (hooks.started) hooks.started();
 
   Candidate candidate;
   candidate.name = exec_options.name;
   candidate.policies = policies.policies;
-  candidate.packer = std::make_shared<WatchedPacker>(exec, hooks);
+  if (exec) candidate.packer = std::make_shared<WatchedPacker>(exec, hooks);
   FuzzOptions fuzz = o.fuzz;
+  fuzz.exec_timeout = o.timeout;
   if (!fuzz.replay_command) fuzz.replay_command = [&o](const std::string& r) { return ExecReplayCommand(o, r); };
   ExecFuzzResult result;
   try {
@@ -143,8 +155,10 @@ ExecFuzzResult RunExecFuzz(const ExecFuzzOptions& o, const ExecFuzzHooks& hooks)
   } catch (const CannotStart& e) {
     throw InputError("the candidate cannot start: `" + o.exec + "` failed before it read its first request: " + e.message);
   }
-  exec->Stop();
-  result.stats = exec->stats();
+  if (exec) {
+    exec->Stop();
+    result.stats = exec->stats();
+  }
   return result;
 }
 

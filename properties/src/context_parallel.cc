@@ -36,10 +36,6 @@ std::vector<CpChunk> Segments(const CandidateRow& row) {
 
 }  // namespace
 
-const char* Name(CpScheme scheme) {
-  return scheme == CpScheme::kContiguous ? "contiguous" : "load_balanced";
-}
-
 std::vector<std::vector<CpChunk>> CpShards(const CandidateRow& row, std::int64_t cp, CpScheme scheme) {
   cp = std::max<std::int64_t>(1, cp);
   std::vector<std::vector<CpChunk>> shards(static_cast<std::size_t>(cp));

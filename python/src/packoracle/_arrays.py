@@ -88,3 +88,8 @@ def rows_of(array: np.ndarray, where: str, field: str) -> np.ndarray:
         return array
     raise ValueError(f"{where}: field '{field}' has {array.ndim} dimensions, shape {tuple(array.shape)}: expected "
                      f"rows × slots or one flattened row")
+
+
+def scalar(value: Any) -> Any:
+    """A numpy scalar or a one-element tensor as the Python number it holds; anything else as it is."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _args, _core
-from ._arrays import as_array, check_integral, rows_of
+from ._arrays import as_array, check_integral, rows_of, scalar
 from ._documents import CoreDocuments
 from .dump.format import ROW_FIELDS, SCHEMA_TABLES
 
@@ -279,11 +279,6 @@ class SpanMatcher:
         uids = self._uids
         return [{"doc_uid": uids[k], "start": start, "length": length, "doc_offset": offset}
                 for k, start, length, offset in spans]
-
-
-def scalar(value: Any) -> Any:
-    """A numpy scalar or a one-element tensor as the Python number it holds; anything else as it is."""
-    return value.item() if hasattr(value, "item") and not isinstance(value, (int, float)) else value
 
 
 # Values scalar() gives back as they are, read without a call each (exact types: a subclass may have item()).

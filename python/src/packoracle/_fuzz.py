@@ -14,12 +14,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypedDict
 
-import numpy as np
-
-from . import _args, _core
+from . import _args, _core, _drivers
 from ._arrays import is_tensor
-from ._batch import Microbatches, scalar
-from ._masks import ConsumerAnswerError, runs
+from ._batch import Microbatches
+from ._drivers import (_PASS_THROUGH, _Hung, _consumer_driver, _microbatch_consumer_driver,  # noqa: F401
+                       _reducer_driver)
 from ._policy import PolicyLike, as_written, resolve
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
@@ -138,14 +137,6 @@ _HOW_TO_CHECK = {
 }
 
 
-class _Hung(BaseException):
-    """Raised inside a callable that ran past its deadline (a BaseException: ``except Exception`` in the user's
-    code does not swallow it)."""
-
-
-_PASS_THROUGH = (KeyboardInterrupt, SystemExit, _Hung)  # what a driver never turns into an answer
-
-
 class _Deadline:
     """The deadline of each answer of the callables fuzz drives in-process, as `fuzz --exec --timeout` has:
     ``timeout`` seconds, and after a first hang 20 times the slowest answer so far (at least 0.5 s, at most
@@ -212,7 +203,8 @@ def _timed(drive: Callable[..., tuple], role: str, deadline: _Deadline) -> Calla
 
 def _stack_outside_the_kit(tb: Any) -> str:
     """The traceback's frames that are not this module's (the user's code, where it was stopped)."""
-    frames = [f for f in traceback.extract_tb(tb) if f.filename != __file__]
+    kit = {__file__, _drivers.__file__}
+    frames = [f for f in traceback.extract_tb(tb) if f.filename not in kit]
     return "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
 
 
@@ -237,131 +229,6 @@ def _packer_driver(packer: Callable[[dict], Any]) -> Callable[[dict], tuple]:
     return drive
 
 
-def _reducer_driver(reducer: Callable[[dict], Any], gradient: bool = False) -> Callable[[dict], tuple]:
-    """Drives ``reducer(request)``. With ``gradient`` (fuzz(gradient=True), torch installed) the request's
-    ``slot_losses[m][r]`` are float64 leaf tensors with ``requires_grad``; the driver calls ``backward()`` on
-    what each micro-batch's answer backpropagates (its ``"backward"``, else its ``"loss"`` when that is a tensor
-    with a gradient) and hands the leaves' ``.grad`` to the core beside the totals (``"gradient"``), which
-    checks them (the ``gradient`` invariant). Without a backward tensor nothing is handed: not checked."""
-    def drive(request: dict) -> tuple:
-        leaves = None
-        if gradient:
-            import torch
-            leaves = [[torch.tensor(row, dtype=torch.float64, requires_grad=True) for row in mb]
-                      for mb in request["slot_losses"]]
-            request["slot_losses"] = leaves
-        try:
-            answer = reducer(request)
-        except _PASS_THROUGH:
-            raise
-        except BaseException:
-            return ("fault", "the loss reducer raised an exception:\n" + traceback.format_exc())
-        try:
-            if isinstance(answer, Mapping):
-                answer = [answer]
-            if not isinstance(answer, Sequence) or not all(isinstance(t, Mapping) for t in answer):
-                return ("fault", f"the loss reducer must return one dict of totals per micro-batch (loss_sum, "
-                                 f"denominator, denominator_scope, loss), got {type(answer).__name__}")
-            totals = [{k: scalar(v) for k, v in t.items() if k != "backward"} for t in answer]
-            if leaves is not None:
-                fault = _backpropagate(answer, leaves, totals)
-                if fault:
-                    return ("fault", fault)
-            return ("ok", totals)
-        except _PASS_THROUGH:
-            raise
-        except BaseException:  # raised by the answer's own code (a Mapping's items(), a tensor's item())
-            return ("fault", "reading the loss reducer's answer raised an exception:\n" + traceback.format_exc())
-    return drive
-
-
-def _backpropagate(answer: Sequence[Mapping], leaves: list, totals: list) -> Optional[str]:
-    """Calls backward() on each micro-batch's backward tensor (gradients accumulate in the leaves, as over a
-    step's micro-batches) and adds each micro-batch's leaves' gradients to its totals as ``"gradient"``; leaves
-    nothing reached get zeros. A fault's message, or None."""
-    backward = []
-    for m, t in enumerate(answer):
-        if "backward" in t:
-            b = t["backward"]
-            if not is_tensor(b) or b.dim() != 0:
-                return (f"the loss reducer's answer[{m}]['backward'] must be a 0-dim torch tensor (what it calls "
-                        f"backward() on), got {type(b).__name__}" + (f" of shape {tuple(b.shape)}" if is_tensor(b) else ""))
-            backward.append(b)  # a detached one backpropagates nothing: every gradient it gives is zero
-        elif is_tensor(t.get("loss")) and t["loss"].requires_grad:
-            backward.append(t["loss"])
-        else:
-            backward.append(None)
-    if all(b is None for b in backward):
-        return None  # nothing backpropagated: `gradient` is not checked
-    for b in backward:
-        if b is not None and b.requires_grad:
-            b.backward(retain_graph=True)
-    if len(totals) != len(leaves):
-        return None  # the core reports the count of totals; no gradient to hand
-    for m, (t, rows) in enumerate(zip(totals, leaves)):
-        t["gradient"] = [[0.0] * len(leaf) if leaf.grad is None else leaf.grad.detach().cpu().tolist()
-                         for leaf in rows]
-    return None
-
-
-def _consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
-    """The per-row form: ``consumer(row, policy)`` answers one row."""
-    def drive(row: dict, policy: dict) -> tuple:
-        try:
-            answer = consumer(row, policy)
-        except _PASS_THROUGH:
-            raise
-        except BaseException:
-            return ("fault", "the attention consumer raised an exception:\n" + traceback.format_exc())
-        try:
-            return ("ok", runs(answer, len(row["input_ids"]), 0, "the attention consumer's answer"))
-        except ConsumerAnswerError as e:
-            return ("fault", str(e))
-        except _PASS_THROUGH:
-            raise
-        except BaseException:  # raised by the answer's own code (an __array__, a mask function)
-            return ("fault", "reading the attention consumer's answer raised an exception:\n" + traceback.format_exc())
-    return drive
-
-
-def _microbatch_consumer_driver(consumer: Callable[[dict, dict], Any]) -> Callable[[dict, dict], tuple]:
-    """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order."""
-    def drive(microbatch: dict, policy: dict) -> tuple:
-        rows = microbatch["rows"]
-        try:
-            answer = consumer(microbatch, policy)
-        except _PASS_THROUGH:
-            raise
-        except BaseException:
-            return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
-        try:
-            if _is_single_mask_source(answer):
-                answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
-            if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
-                    is_tensor(answer) or isinstance(answer, np.ndarray)):
-                return ("fault", f"the micro-batch attention consumer must return one answer per row (a list, or a "
-                                 f"rows × n × n array), got {type(answer).__name__}")
-            if len(answer) != len(rows):
-                return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a "
-                                 f"micro-batch of {len(rows)} rows")
-            return ("ok", [runs(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
-                                                             f"for row {r}")
-                           for r, (a, row) in enumerate(zip(answer, rows))])
-        except ConsumerAnswerError as e:
-            return ("fault", str(e))
-        except _PASS_THROUGH:
-            raise
-        except BaseException:  # raised by the answer's own code (an __array__, a mask function, __len__)
-            return ("fault", "reading the micro-batch attention consumer's answer raised an exception:\n"
-                    + traceback.format_exc())
-    return drive
-
-
-def _is_single_mask_source(answer: Any) -> bool:
-    return type(answer).__name__ == "BlockMask" or (callable(answer) and not is_tensor(answer)
-                                                     and not isinstance(answer, np.ndarray))
-
-
 def _name_of(obj: Any) -> str:
     return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
 
@@ -373,7 +240,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          decoder: bool = True, save_regressions: Optional[str] = None,
          name: Optional[str] = None, sft_masks: bool = True,
          microbatch_consumer: Optional[Callable[[dict, dict], Any]] = None,
-         timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False, stats: bool = False) -> FuzzResult:
+         timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False, stats: bool = False,
+         exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -422,6 +290,13 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     per-token supervision (pretraining datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length`` and
     ``max_documents``. ``stats=True`` measures every generated case (``FuzzResult.generated``).
 
+    ``exec_reducer`` / ``exec_consumer``: a command (run with /bin/sh -c) whose process is the loss reducer or the
+    attention consumer, driven over the exec protocol (DESIGN §6, "Other roles"), for a callable that lives in
+    another interpreter (another venv): there, ``python -m packoracle.exec_server --reducer module:function``
+    (or ``packoracle.exec_server.serve(reducer=f)``) serves the same callable ``reducer=`` takes here. Its
+    faults (an exception, a crash, a hang past 10 s, then the adaptive deadline) fail the case under ``loss`` /
+    ``attention``, the process restarted for the next case; the replay line repeats the command.
+
     ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that
     does not come in time fails that case with the stack where the callable was stopped, and the cases that
     follow get 20 times the slowest answer so far (at least 0.5 s), so that a hang is shrunk in seconds. The
@@ -431,7 +306,10 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     out of its range, a time that is not a finite number of seconds, an empty reproduce string)."""
     __tracebackhide__ = _hidden_from_pytest  # noqa: F841 (pytest reads it from the frame)
     at = "fuzz"
-    if packer is None and reducer is None and consumer is None and microbatch_consumer is None:
+    exec_reducer = _args.optional_text(exec_reducer, at, "exec_reducer")
+    exec_consumer = _args.optional_text(exec_consumer, at, "exec_consumer")
+    if (packer is None and reducer is None and consumer is None and microbatch_consumer is None
+            and exec_reducer is None and exec_consumer is None):
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     if consumer is not None and microbatch_consumer is not None:
         raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
@@ -472,7 +350,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
 
     options = {"cases": cases, "seed": DEFAULT_SEED if seed is None else seed, "time": time, "reproduce": reproduce,
                "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
-               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats}
+               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
+               "exec_reducer": exec_reducer or "", "exec_consumer": exec_consumer or ""}
     call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient)
     replay = _replay_line(call)
     options["headline"] = call.headline

@@ -18,6 +18,20 @@ nlohmann::ordered_json RequestToJson(const PackRequest& request);
 // Strict: a missing field, a wrong type or a length mismatch throws InputError naming `where` and the field.
 PackRequest RequestFromJson(const nlohmann::json& json, const std::string& where);
 
+// The exec protocol's requests to the other roles (DESIGN §6), one serializer per kind, built from the request
+// structs: a loss reducer's
+// {"record":"reduce_request","id":..,"policy":{..},"dp_world_size":..,"grad_accum_steps":..,
+//  "context_parallel_size":..,"context_parallel_scheme":..,"cp_shards":[m][r][k][[start,end],..],
+//  "microbatches":[<microbatch records, no producer>],"slot_losses":[m][r][slot]}
+// and an attention consumer's {"record":"consume_request","id":..,"policy":{..},"microbatch":<record>}.
+nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& request, std::int64_t id);
+nlohmann::ordered_json ConsumeRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                            std::int64_t id);
+
+// A `producer` object (DESIGN §5; the exec protocol's `totals` records hold a list of them): the fields of
+// kProducerTotalsFields, held to ProducerTotalsProblem's rule. InputError naming `where` and the field.
+ProducerTotals ProducerTotalsFromJson(const nlohmann::json& json, const std::string& where);
+
 // {"doc_uid":..,"tokens":[..],"supervised":[..]} (a request's document, or a dump's `document` record).
 Document DocumentFromJson(const nlohmann::json& json, const std::string& where);
 

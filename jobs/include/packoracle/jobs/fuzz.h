@@ -61,6 +61,12 @@ struct FuzzOptions {
   bool no_decoder = false;   // skip packing_invariance (the tiny decoder): every passing case on the fast path
   std::string shard;         // "i/n"; empty: the whole run
   bool stats = false;        // measure what was generated (FuzzOutcome::generated)
+  // The candidate's loss reducer or attention consumer as an external process over the exec protocol (DESIGN
+  // §6, "Other roles"): RunFuzz gives the candidate an ExecReducer / ExecConsumer running the command (a
+  // candidate that already has the role is an InputError). exec_timeout: seconds each of their answers may take.
+  std::string exec_reducer;
+  std::string exec_consumer;
+  double exec_timeout = 10.0;
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;

@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 16> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 18> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -70,6 +70,12 @@ inline constexpr std::array<FuzzOption, 16> kFuzzOptions = {{
      "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)"},
     {"", "sft_masks", &FuzzOptions::sft_masks, false, true},  // the command line's candidates take supervision
     {"", "headline", &FuzzOptions::headline},                 // the Python call, as the user made it
+    {"--exec-reducer", "exec_reducer", &FuzzOptions::exec_reducer, false, true, 0,
+     "a command that runs the candidate's loss reducer as a process over the exec protocol (DESIGN §6, other "
+     "roles: reduce_request records, totals answers); without --exec the kit's reference packer makes the rows"},
+    {"--exec-consumer", "exec_consumer", &FuzzOptions::exec_consumer, false, true, 0,
+     "a command that runs the candidate's attention consumer as a process over the exec protocol (DESIGN §6, "
+     "other roles: consume_request records, mask answers); the same command may serve --exec-reducer too"},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.

@@ -240,6 +240,7 @@ struct PackResult {
 
 // How a row is dealt to the ranks of its context-parallel group (context_parallel.h states the rule).
 enum class CpScheme { kContiguous, kLoadBalanced };
+inline const char* Name(CpScheme scheme) { return scheme == CpScheme::kContiguous ? "contiguous" : "load_balanced"; }
 
 // [start, end) slots of a row held by one CP rank.
 struct CpChunk {

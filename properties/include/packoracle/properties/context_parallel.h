@@ -20,7 +20,7 @@
 
 namespace packoracle {
 
-const char* Name(CpScheme scheme);  // "contiguous" | "load_balanced"
+// Name(CpScheme): candidate.h, beside the scheme (the exec protocol writes it too).
 
 // Per CP rank 0..cp-1, the chunks of `row` it holds, in slot order, adjacent chunks merged, empty ones left
 // out. Every slot of the row is held by exactly one rank. cp ≥ 1.
