@@ -94,7 +94,10 @@ def portable(text: str) -> str:
     return _KIT_LINE.sub(r"\1,", _MACHINE_PATH.sub('File "', text))
 
 
-def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int, packer: Optional[Packer]) -> Outcome:
+def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int,
+               packer: Optional[Packer] = None) -> Outcome:
+    """One role fuzzed: `packer` is the adapter's own unless given (a family row's, driven in its venv)."""
+    packer = packer if packer is not None else adapter.packer()
     reducer = adapter.reducer() if role == "loss" else None
     start = time.perf_counter()
     try:
