@@ -6,7 +6,8 @@
 # the installed package (never the source tree): mypy on the public API (pyproject.toml's [tool.mypy]; the
 # wheel's py.typed and _core.pyi), the Python tests (python/tests) and every Python snippet of
 # README.md and docs/ (scripts/readme_snippets.py). With --full (./scripts/test.sh --full, CI) the venv also gets the
-# real libraries the adapters drive (the `adapters` extra), and their tests (python/tests_adapters) and the
+# real libraries the adapters drive (the `adapters` extra), the family environments of the libraries that cannot
+# share that venv (built once, cached outside the clone), and their tests (python/tests_adapters) and the
 # conformance matrix regenerated and compared with the committed one (docs/conformance.md, README.md's and docs/libraries.md's
 # tables) run too.
 # Each stage prints its wall time.
@@ -49,6 +50,12 @@ stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file 
   --cache-dir "$venv/mypy-cache" -p packoracle
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
+  # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla), built once and
+  # then found in ~/.cache/packoracle/envs/ (keyed by each lock; pip's cache keeps the downloads): seconds when
+  # cached, the cold cost in docs/hardening.md. The adapter tests and the
+  # conformance stage drive their rows there.
+  stage "family environments (requirements/<family>.lock, cached in ~/.cache/packoracle/envs)" \
+    "$venv/bin/packoracle-conformance" --envs
   stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
   stage "conformance matrix (compared with docs/conformance.md)" \
     "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md

@@ -72,6 +72,10 @@ class Adapter:
     env: Mapping[str, str] = field(default_factory=dict)  # documented environment a CPU user sets
     # What the kit finds, examined: role ("pack": the packer alone; "loss": packer + loss reducer) → Finding.
     findings: Mapping[str, "Finding"] = field(default_factory=dict)
+    # The family environment the library runs in (packoracle.conformance._envs.FAMILIES: its venv is built from
+    # requirements/<family>.lock), "" for the main one. The conformance runner drives a family's packer in that
+    # venv through the exec protocol's framing; in-process (adapters.get(...).packer()) it needs that venv too.
+    family: str = ""
 
     def installed_version(self) -> Optional[str]:
         try:

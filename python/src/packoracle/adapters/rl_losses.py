@@ -201,7 +201,7 @@ def _adapter(name: str, distribution: str, version: str, configuration: str, den
                                 written_for=version, configuration=configuration, policy=policy,
                                 imports=imports + ("transformers", "torch"), make_packer=per_sample_packer,
                                 make_reducer=make_reducer, notes=notes, findings=findings,
-                                why_not_here=why_not_here)
+                                why_not_here=why_not_here, family=distribution)
 
 
 _VERL_IMPORTS = ("verl.trainer.ppo.core_algos",)

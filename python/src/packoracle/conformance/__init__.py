@@ -63,6 +63,8 @@ class Row:
     unavailable: Optional[str]
     roles: dict = field(default_factory=dict)      # "pack"/"loss" → Outcome
     realpack: dict = field(default_factory=dict)   # "A·1 rank" → "holds" | "fails: inv" | "refused: ..."
+    environment: str = "main"                      # the venv it ran in: "main" or a family's name (_envs)
+    role_notes: dict = field(default_factory=dict)  # role → why it was not run although the library was
 
     def explanation(self, role: str) -> tuple[str, Optional[_adapters.Finding]]:
         """("explained"|"unexplained"|"stale"|"", finding) for one role."""
@@ -92,8 +94,10 @@ def portable(text: str) -> str:
     return _KIT_LINE.sub(r"\1,", _MACHINE_PATH.sub('File "', text))
 
 
-def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int) -> Outcome:
-    packer = adapter.packer()
+def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int,
+               packer: Optional[Packer] = None) -> Outcome:
+    """One role fuzzed: `packer` is the adapter's own unless given (a family row's, driven in its venv)."""
+    packer = packer if packer is not None else adapter.packer()
     reducer = adapter.reducer() if role == "loss" else None
     start = time.perf_counter()
     try:
@@ -146,11 +150,10 @@ def _invariants(report: Report) -> str:
     return ", ".join(sorted({v.invariant for v in report.violations}))
 
 
-def _realpack(adapter: _adapters.Adapter) -> dict:
+def _realpack(adapter: _adapters.Adapter, packer: Packer) -> dict:
     """The packer on the realpack inputs, each checked as one step by check_step (and, through the adapter's
     dump converter, by verify: the two verdicts must agree)."""
     policy = adapter.resolved_policy().to_dict()
-    packer = cast("Packer", adapter.packer())  # run() calls this only for an adapter with a packer
     out = {}
     for name, docs in REALPACK_INPUTS.items():
         for dp in (1, 2):
@@ -203,21 +206,66 @@ def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str
     rows = []
     for adapter in selected:
         _apply_env(adapter)
-        row = Row(adapter, adapter.installed_version(), adapter.unavailable())
-        roles = ["pack"] + (["loss"] if adapter.make_reducer is not None else [])
-        for role in roles:
-            if row.unavailable is not None:
-                row.roles[role] = Outcome("cannot run")
-                continue
-            row.roles[role] = _fuzz_role(adapter, role, cases, seed)
-            if progress:
-                o = row.roles[role]
-                rate = f", {o.cases / o.seconds:.0f} cases/s" if o.cases and o.seconds > 0 else ""
-                progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s{rate}]")
-        if row.unavailable is None and adapter.make_packer is not None:
-            row.realpack = _realpack(adapter)
+        if adapter.family:
+            row, packer, close = _family_row(adapter, progress)
+        else:
+            row = Row(adapter, adapter.installed_version(), adapter.unavailable())
+            packer, close = (adapter.packer() if row.unavailable is None else None), None
+        try:
+            _run_roles(row, packer, cases, seed, progress)
+        finally:
+            if close is not None:
+                close()
         rows.append(row)
     return rows
+
+
+def _run_roles(row: Row, packer: Optional[Packer], cases: int, seed: int,
+               progress: Optional[Callable[[str], None]]) -> None:
+    adapter = row.adapter
+    roles = ["pack"] + (["loss"] if adapter.make_reducer is not None else [])
+    for role in roles:
+        if row.unavailable is not None or role in row.role_notes:
+            row.roles[role] = Outcome("cannot run")
+            continue
+        row.roles[role] = _fuzz_role(adapter, role, cases, seed, packer)
+        if progress:
+            o = row.roles[role]
+            rate = f", {o.cases / o.seconds:.0f} cases/s" if o.cases and o.seconds > 0 else ""
+            progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s{rate}]")
+    if row.unavailable is None and packer is not None:
+        row.realpack = _realpack(adapter, packer)
+
+
+# Why a family row's loss role is not run: its reducer is a callable of the family venv, and the exec protocol
+# carries packers only (a reducer role over it is issue 45 item 1).
+REDUCER_NOT_CARRIED = ("its reducer runs in the {family} environment, and the exec protocol does not carry a "
+                       "reducer yet (issue 45 item 1)")
+
+
+def _family_row(adapter: _adapters.Adapter, progress: Optional[Callable[[str], None]]
+                ) -> tuple[Row, Optional[Packer], Optional[Callable[[], None]]]:
+    """The row of an adapter whose library lives in a family environment: that venv built (or found in the
+    cache), the library's version and availability as it sees them, and its packer driven there."""
+    from ._envs import EnvironmentUnavailable, ensure, python_of
+    from ._remote import FamilyPacker
+
+    try:
+        venv = ensure(adapter.family, log=progress)
+    except EnvironmentUnavailable as e:
+        return Row(adapter, None, f"the {adapter.family} environment is not available: {e}",
+                   environment=adapter.family), None, None
+    remote = FamilyPacker(python_of(venv), adapter.name)
+    try:
+        ready = remote.ready()
+    except RuntimeError as e:
+        remote.close()
+        return Row(adapter, None, f"its worker did not start in the {adapter.family} environment: "
+                                  f"{str(e).strip().splitlines()[-1]}", environment=adapter.family), None, None
+    row = Row(adapter, ready["version"], ready["unavailable"], environment=adapter.family)
+    if adapter.make_reducer is not None:
+        row.role_notes["loss"] = REDUCER_NOT_CARRIED.format(family=adapter.family)
+    return row, (remote if adapter.make_packer is not None else None), remote.close
 
 
 from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained  # noqa: E402

@@ -46,6 +46,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the matrix as JSON here ('-': standard output)")
     parser.add_argument("--check", metavar="FILE", help="compare with this committed page (and --readme) instead of writing")
     parser.add_argument("--list", action="store_true", help="list the adapters and whether each can run here, then exit")
+    parser.add_argument("--envs", action="store_true",
+                        help="build (or find in the cache) every family environment, print where and how long "
+                             "each took, then exit (scripts/python_tests.sh --full runs this as its own stage)")
     args = parser.parse_args(argv)
     if args.cases < 1:
         parser.error(f"--cases must be a positive integer, got {args.cases}")
@@ -58,8 +61,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             parser.error(f"--readme {path}: {e.strerror}")
         if MATRIX_BEGIN not in text and README_BEGIN not in text:
             parser.error(f"--readme {path}: it holds neither the conformance nor the consumers markers")
+    if args.envs:
+        return _build_envs()
     if args.list:
         for a in _adapters.all_adapters():
+            if a.family:  # its library is in a venv of its own: not imported here
+                print(f"{a.name:40s} {a.written_for:10s} runs in the {a.family} environment (--envs builds it)")
+                continue
             why = a.unavailable()
             print(f"{a.name:40s} {a.installed_version() or '-':10s} {'can run' if why is None else 'cannot run: ' + why}")
         from ..adapters.mask_builders import BUILDERS
@@ -110,6 +118,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         status = 1
     print(f"conformance: {len(rows)} adapters, {len(cells)} consumer cells and {len(builders)} mask builders in "
           f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return status
+
+
+def _build_envs() -> int:
+    """Every family environment built or found; 1 when one cannot be had (its rows would say cannot run)."""
+    from ._envs import FAMILIES, EnvironmentUnavailable, ensure
+
+    status = 0
+    for name in FAMILIES:
+        started = time.perf_counter()
+        try:
+            venv = ensure(name, log=lambda s: print(s, file=sys.stderr, flush=True))
+        except EnvironmentUnavailable as e:
+            print(f"conformance: the {name} environment: {e}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"conformance: the {name} environment: {venv} ({time.perf_counter() - started:.0f} s)", flush=True)
     return status
 
 

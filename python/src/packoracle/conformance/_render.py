@@ -77,12 +77,18 @@ def _version(row: "Row") -> str:
     return row.version + (f" (written for {a.written_for})" if row.version != a.written_for else "")
 
 
+def environment_text(row: "Row") -> str:
+    """Which venv the row ran in: the main one, or a family's, built from its lock (conformance._envs)."""
+    return "main" if row.environment == "main" else f"`{row.environment}` (requirements/{row.environment}.lock)"
+
+
 def matrix_table(rows: Sequence["Row"], page: str = PAGE) -> str:
     """The table: one line per adapter, its name linking to its section of the page."""
-    out = ["| adapter | version | packer | packer + loss | realpack inputs |", "|---|---|---|---|---|"]
+    out = ["| adapter | version | environment | packer | packer + loss | realpack inputs |",
+           "|---|---|---|---|---|---|"]
     for row in rows:
         link = f"[{row.adapter.name}]({page}#{anchor(row.adapter)})"
-        out.append(f"| {link} | {_cell(_version(row))} | {verdict_text(row, 'pack', page)} | "
+        out.append(f"| {link} | {_cell(_version(row))} | {environment_text(row)} | {verdict_text(row, 'pack', page)} | "
                    f"{verdict_text(row, 'loss', page)} | {_cell(realpack_text(row))} |")
     return "\n".join(out) + "\n"
 
@@ -91,8 +97,13 @@ def _section(row: "Row") -> list[str]:
     a = row.adapter
     out = [f'<a id="{anchor(a)}"></a>', f"### {a.name}", "",
            f"- call: `{a.configuration}`", f"- {a.system} {_version(row)}; declared policy {policy_text(a)}"]
+    if row.environment != "main":
+        out.append(f"- environment: its own venv, built from requirements/{row.environment}.lock and cached "
+                   f"(docs/hardening.md); its packer is driven there over the exec protocol's framing")
     if row.unavailable:
         out.append(f"- cannot run here: {row.unavailable}")
+    for role, why in row.role_notes.items():
+        out.append(f"- {role}: not run: {why}")
     if a.notes:
         out.append(f"- notes: {a.notes}")
     for label, verdict in row.realpack.items():
@@ -119,7 +130,8 @@ def _failure(row: "Row", role: str, outcome: Outcome) -> list[str]:
         out.append("**Not examined yet.**")
     options = (", reducer=a.reducer()" if role == "loss" else "") + f", max_row_length={a.max_row_length}, max_documents={a.max_documents}" + (
         "" if a.sft_masks else ", sft_masks=False")
-    out += ["", f"Replay: `a = packoracle.adapters.get(\"{a.name}\"); packoracle.fuzz(a.packer(), a.resolved_policy()"
+    where = f" (in the {row.environment} environment's interpreter)" if row.environment != "main" else ""
+    out += ["", f"Replay{where}: `a = packoracle.adapters.get(\"{a.name}\"); packoracle.fuzz(a.packer(), a.resolved_policy()"
                 f"{options}, reproduce=\"{outcome.reproduce}\")`", "", "```", outcome.counterexample.rstrip(), "```", ""]
     return out
 
@@ -146,7 +158,8 @@ def to_json(rows: Sequence["Row"]) -> list[dict]:
         entry: dict[str, Any] = {
             "adapter": a.name, "system": a.system, "version": row.version, "written_for": a.written_for,
             "configuration": a.configuration, "policy": dict(a.policy), "unavailable": row.unavailable,
-            "notes": a.notes, "realpack": row.realpack, "roles": {}}
+            "notes": a.notes, "realpack": row.realpack, "environment": row.environment,
+            "not_run": dict(row.role_notes), "roles": {}}
         for role, o in row.roles.items():
             state, finding = row.explanation(role)
             entry["roles"][role] = {

@@ -1,0 +1,92 @@
+"""inclusionAI/AReaL 1.0.4: the packed micro-batches of its SFT/RL engine. ``areal.utils.data``'s
+``split_padded_tensor_dict_into_mb_list`` groups the padded samples of a batch into micro-batches of at most
+``max_tokens_per_mb`` tokens (first-fit-decreasing, ``MicroBatchSpec.packing_algorithm`` "ffd"), and
+``pack_tensor_dict`` packs each into one stream with ``cu_seqlens``. The family environment ``areal``
+(requirements/areal.lock: ``pip install --no-deps areal`` and what ``areal.utils.data`` imports; its own pins ask
+for torch < 2.11). Before the split the engine gives the padded batch ``position_ids``
+(``amend_position_ids``, ``engine/fsdp_engine.py:1853``), packed with the rest.
+
+The adapter feeds the library as the engine does. The batch: one sample per document, right-padded to the
+longest, ``attention_mask`` the sample's tokens, ``loss_mask`` the supervised tokens rolled by -1 on the padded
+batch (``trainer/sft/lm_engine.py:29``: ``torch.roll(data["loss_mask"].bool(), -1, dims=-1)``, so the mask is
+indexed like the predictions and a sample's last slot takes its row's padding, 0). The labels: the packed
+``input_ids`` rolled by -1 over the stream (``engine/fsdp_engine.py:1992``, ``torch.roll(inputs["input_ids"],
+shifts=-1, dims=-1)``): pre-shifted targets, a sample's last slot targeting the next sample's first token with
+loss mask 0. ``max_tokens_per_mb`` is the kit's row length; each micro-batch's packed stream is a row. The
+micro-batches' order is the library's (``forward_indices``), which also says where each document went
+(``doc_spans``: documents with the same tokens are told apart).
+"""
+
+from __future__ import annotations
+
+from ._base import Adapter, Finding, Packer, assign, documents_of
+
+WRITTEN_FOR = "1.0.4"
+
+
+def _padded_batch(docs: list[dict], pad_id: int) -> dict:
+    import torch
+
+    width = max(len(d["tokens"]) for d in docs)
+    ids = torch.full((len(docs), width), pad_id, dtype=torch.long)
+    attention = torch.zeros(len(docs), width, dtype=torch.bool)
+    supervised = torch.zeros(len(docs), width, dtype=torch.bool)
+    for r, d in enumerate(docs):
+        n = len(d["tokens"])
+        ids[r, :n] = torch.tensor(d["tokens"])
+        attention[r, :n] = True
+        supervised[r, :n] = torch.tensor(d["supervised"], dtype=torch.bool)
+    return {"input_ids": ids, "attention_mask": attention,
+            "loss_mask": torch.roll(supervised, -1, dims=-1)}  # lm_engine.py:29
+
+
+def packed_packer() -> Packer:
+    import torch
+    from areal.api.cli_args import MicroBatchSpec
+    from areal.utils.data import amend_position_ids, pack_tensor_dict, split_padded_tensor_dict_into_mb_list
+
+    def pack(request: dict) -> list[dict]:
+        docs = [d for d in documents_of(request) if d["tokens"]]
+        if not docs:
+            return []
+        batch = amend_position_ids(_padded_batch(docs, request["policy"]["pad_id"]))  # fsdp_engine.py:1853
+        mbl = split_padded_tensor_dict_into_mb_list(batch, MicroBatchSpec(max_tokens_per_mb=request["row_length"]))
+        order = iter(mbl.forward_indices or range(len(docs)))
+        rows = []
+        for mb in mbl.mbs:
+            packed = pack_tensor_dict(dict(mb))
+            cu = packed["cu_seqlens"].tolist()
+            spans = [{"doc_uid": docs[next(order)]["doc_uid"], "start": cu[k], "length": cu[k + 1] - cu[k],
+                      "doc_offset": 0} for k in range(len(cu) - 1)]
+            rows.append({"input_ids": packed["input_ids"],
+                         "labels": torch.roll(packed["input_ids"], shifts=-1, dims=-1),  # fsdp_engine.py:1992
+                         "loss_mask": packed["loss_mask"].long(), "position_ids": packed["position_ids"],
+                         "cu_seqlens": packed["cu_seqlens"],
+                         "doc_spans": spans})
+        return assign(rows, request)
+
+    return pack
+
+
+# Pre-shifted targets with a separate loss mask; the boundary prediction is masked (the rolled per-sample mask).
+POLICY = {"preset": "hf-flatten", "label_alignment": "pre_shifted", "loss_mask": True,
+          "boundary_source": "cu_seqlens", "padding": "none", "boundary_target": "excluded"}
+
+_WRAPS = Finding(
+    "targets", "bug",
+    "The SFT trainer rolls the padded batch's loss mask by -1 (lm_engine.py:29) and the engine the packed stream "
+    "for the labels (fsdp_engine.py:1992). The batch's longest sample has no padding, so its last slot's mask "
+    "wraps to its own first token's: when that token is trained (no prompt), the prediction made at the sample's "
+    "last token is trained against the next packed sample's first token (d0=[11] alone: its last slot targets "
+    "11, the stream wrapped).", report="docs/upstream/areal-rolled-mask-wraps.md")
+
+ADAPTERS = (
+    Adapter(name="areal/packed-mb", system="areal", distribution="areal", written_for=WRITTEN_FOR,
+            configuration="split_padded_tensor_dict_into_mb_list(batch, MicroBatchSpec(max_tokens_per_mb=L)); "
+                          "pack_tensor_dict(mb) for each; labels torch.roll(input_ids, -1) as the FSDP engine",
+            policy=POLICY, imports=("areal.utils.data", "areal.api.cli_args", "torch"),
+            make_packer=packed_packer, family="areal", findings={"pack": _WRAPS},
+            notes="installed with --no-deps (areal 1.0.4 pins torch<2.11 and ~280 packages); samples padded as "
+                  "the engine's batch, the loss mask rolled as lm_engine.py does, labels rolled over the packed "
+                  "stream as fsdp_engine.py does"),
+)
