@@ -351,11 +351,11 @@ bool Checker::CheckShape() {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, more than the row length " +
                                  std::to_string(request_.row_length), static_cast<std::int64_t>(r));
     }
-    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kRowLen && n != request_.row_length) {
+    if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kRowLen && n != request_.row_length) {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, but the policy pads every row to " +
                                  std::to_string(request_.row_length), static_cast<std::int64_t>(r));
     }
-    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kMultipleOf &&
+    if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kMultipleOf &&
         n % policy_.pad_to.multiple != 0) {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, not a multiple of " +
                                  std::to_string(policy_.pad_to.multiple), static_cast<std::int64_t>(r));
@@ -431,10 +431,16 @@ bool Checker::CheckCoverage() {
       }
       pieces[it->second].push_back({span.doc_offset, span.length, r});
     }
-    // Slots outside the spans are padding: the pad id, and under right padding only at the row's end.
-    bool seen_pad = false;
+    // Slots outside the spans are padding: the pad id, under right padding only after the row's last token,
+    // under left padding only before its first (PaddingOutOfPlace).
+    bool seen_pad = false, seen_token = false;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto slot = static_cast<std::size_t>(i);
+      if (PaddingOutOfPlace(policy_.padding, !covered[slot], seen_pad, seen_token)) {
+        Add(Invariant::kCoverage, At(r, i) + (covered[slot] ? " holds a document token after padding (right padding only)"
+                                                             : " is padding after a document token (left padding only)"),
+            static_cast<std::int64_t>(r), i);
+      }
       if (!covered[slot]) {
         seen_pad = true;
         if (row.input_ids[slot] != policy_.pad_id) {
@@ -447,9 +453,8 @@ bool Checker::CheckCoverage() {
           Add(Invariant::kCoverage, At(r, i) + " is padding, but the policy has padding: none",
               static_cast<std::int64_t>(r), i);
         }
-      } else if (seen_pad && policy_.padding == Padding::kRight) {
-        Add(Invariant::kCoverage, At(r, i) + " holds a document token after padding (right padding only)",
-            static_cast<std::int64_t>(r), i);
+      } else {
+        seen_token = true;
       }
     }
   }
@@ -552,11 +557,16 @@ void Checker::CheckSegments() {
       compare("position_ids (a segment starts where positions do not step by 1, as SDPA reads them)",
               FromPositionStep(*row.position_ids));
     }
+    // Under padding: left the row's first token follows the padding run, no delimiter (as slot 0 has none).
+    std::size_t first_token = 0;
+    while (policy_.padding == Padding::kLeft && first_token < truth_row.slots.size() &&
+           truth_row.slots[first_token].is_pad())
+      ++first_token;
     if (policy_.boundary_source == BoundarySource::kEodCloses && policy_.eos_id) {
-      compare("EOD tokens", FromEodCloses(row.input_ids, *policy_.eos_id));
+      compare("EOD tokens", FromEodCloses(row.input_ids, *policy_.eos_id, first_token));
     }
     if (policy_.boundary_source == BoundarySource::kBosOpens && policy_.bos_id) {
-      compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id));
+      compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id, first_token));
     }
     if (row.attention_mask) {
       std::int64_t last_real = -1;  // padding after the last real slot is a key no real query sees
