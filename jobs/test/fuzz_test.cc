@@ -106,7 +106,8 @@ TEST(FuzzOptionsTable, TheReplayLineRepeatsEveryReplayedFlagAwayFromItsDefault) 
         entry.member);
   }
   changed.policy_file.clear();  // a preset or a policy file: one of them
-  EXPECT_EQ(ReplayedFlags(changed), " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder");
+  EXPECT_EQ(ReplayedFlags(changed),
+            " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder --optimizer-steps 3");
 }
 
 // Every keyword and every flag names one entry (a front end reads an option by either).

@@ -125,6 +125,9 @@ class Checker {
                      const std::vector<ProducerTotals>& totals, const std::string& who, DenominatorScope scope,
                      std::int64_t dp_world_size);
   void CheckReducer();
+  void CheckScheduledTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                            const ReduceResult& totals, const std::string& who, std::int64_t dp_world_size,
+                            std::int64_t accumulation, std::int64_t optimizer_steps);
   void CheckConsumer();
   void CompareConsumerMask(std::size_t r);
   void CheckInvariance();
@@ -1111,6 +1114,13 @@ void Checker::CheckReducer() {
     std::int64_t max_micro = 0;
     for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
     req.grad_accum_steps = max_micro + 1;
+    if (s == 0 && options_.optimizer_steps > 1) {
+      // The packed step as a generation batch feeding optimizer steps of A = ⌈M/K⌉ micro-steps (the last may
+      // hold fewer): as many as its M micro-steps make.
+      const std::int64_t M = max_micro + 1;
+      req.grad_accum_steps = (M + options_.optimizer_steps - 1) / options_.optimizer_steps;
+      req.optimizer_steps = (M + req.grad_accum_steps - 1) / req.grad_accum_steps;
+    }
     req.microbatches = mbs;
     for (auto& mb : req.microbatches) mb.producer.reset();
     std::size_t flat = 0;
@@ -1140,7 +1150,11 @@ void Checker::CheckReducer() {
       Add(Invariant::kDenominator, who + " returned " + std::to_string(totals.size()) + " totals for " +
                                        std::to_string(mbs.size()) + " micro-batches");
     }
-    if (result_.found() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    if (result_.found() == before && req.optimizer_steps > 1) {
+      CheckScheduledTotals(batch, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
+    } else if (result_.found() == before) {
+      CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    }
     if (s == 0 || result_.found() > before) result_.reduced = totals;
     if (result_.found() > before) {
       if (s > 0 && !candidate_.packer) {
@@ -1154,6 +1168,38 @@ void Checker::CheckReducer() {
     if (s == 0) packed_objective = result_.declared_objective;
   }
   result_.declared_objective = packed_objective;
+}
+
+// A generation batch feeding K optimizer steps of A micro-steps each (ReduceRequest::optimizer_steps): every
+// optimizer step's micro-batches, their micro-steps counted from 0 again, checked as a step of their own, so
+// that the declared objective is each optimizer step's (oracle/denominator.h states it per optimizer step). The
+// first optimizer step that breaks an invariant is the failure.
+void Checker::CheckScheduledTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                                   const ReduceResult& totals, const std::string& who, std::int64_t dp_world_size,
+                                   std::int64_t accumulation, std::int64_t optimizer_steps) {
+  for (std::int64_t o = 0; o < optimizer_steps; ++o) {
+    OracleBatch step = batch;
+    step.rows.clear();
+    std::vector<CandidateMicrobatch> step_mbs;
+    ReduceResult step_totals;
+    for (std::size_t m = 0, flat = 0; m < mbs.size(); flat += mbs[m].rows.size(), ++m) {
+      if (OptimizerStepOf(mbs[m].micro_step, accumulation) != o) continue;
+      step_mbs.push_back(mbs[m]);
+      step_mbs.back().micro_step -= o * accumulation;
+      step_totals.push_back(totals[m]);
+      for (std::size_t k = 0; k < mbs[m].rows.size(); ++k) {
+        step.rows.push_back(batch.rows[flat + k]);
+        step.rows.back().micro_step -= o * accumulation;
+      }
+    }
+    if (step_mbs.empty()) continue;
+    const std::size_t before = result_.found();
+    CheckTotals(step, step_mbs, step_totals,
+                who + " (optimizer step " + std::to_string(o) + " of the " + std::to_string(optimizer_steps) +
+                    " its generation batch feeds, " + std::to_string(accumulation) + " micro-steps each)",
+                dp_world_size);
+    if (result_.found() > before) return;
+  }
 }
 
 void Checker::CheckConsumer() {

@@ -61,6 +61,7 @@ struct FuzzOptions {
   bool no_decoder = false;   // skip packing_invariance (the tiny decoder): every passing case on the fast path
   std::string shard;         // "i/n"; empty: the whole run
   bool stats = false;        // measure what was generated (FuzzOutcome::generated)
+  std::int64_t optimizer_steps = 1;  // the reducer's generation batch feeds this many optimizer steps (CheckOptions)
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;

@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 16> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 17> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -70,6 +70,10 @@ inline constexpr std::array<FuzzOption, 16> kFuzzOptions = {{
      "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)"},
     {"", "sft_masks", &FuzzOptions::sft_masks, false, true},  // the command line's candidates take supervision
     {"", "headline", &FuzzOptions::headline},                 // the Python call, as the user made it
+    {"--optimizer-steps", "optimizer_steps", &FuzzOptions::optimizer_steps, false, true, 64,
+     "a reducer's schedule: hand it each case's step as one generation batch feeding this many optimizer steps "
+     "(GRPO/PPO steps_per_generation > gradient accumulation), each checked against the declared objective over "
+     "that optimizer step alone (default 1)"},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.
