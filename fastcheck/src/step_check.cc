@@ -125,7 +125,7 @@ std::int32_t FastStepChecker::Impl::ShapeRow(const RowView& row) const {
   if (row.doc_ids) same(row.doc_ids->size());
   if (row.attention_mask) same(row.attention_mask->size());
   if (policy().loss_mask && !row.loss_mask) ++found;
-  if (policy().padding == Padding::kRight && policy().pad_to.kind == PadTo::Kind::kMultipleOf &&
+  if (policy().padding != Padding::kNone && policy().pad_to.kind == PadTo::Kind::kMultipleOf &&
       n % policy().pad_to.multiple != 0)
     ++found;
   if (row.cu_seqlens) {
@@ -150,7 +150,7 @@ std::int32_t FastStepChecker::Impl::ShapeRow(const RowView& row) const {
 std::int32_t FastStepChecker::Impl::ShapeWithLength(std::int64_t n) const {
   const std::int64_t L = RowLength();
   std::int32_t found = n > L ? 1 : 0;
-  if (policy().padding == Padding::kRight && policy().pad_to.kind == PadTo::Kind::kRowLen && n != L) ++found;
+  if (policy().padding != Padding::kNone && policy().pad_to.kind == PadTo::Kind::kRowLen && n != L) ++found;
   return found;
 }
 
@@ -188,15 +188,17 @@ bool FastStepChecker::Impl::CoverageRow(const RowView& row, std::int64_t R) {
     else compare(doc.narrow + span.doc_offset);
     pieces[static_cast<std::size_t>(d)].push_back({span.doc_offset, span.length, static_cast<std::size_t>(R)});
   }
-  bool seen_pad = false;
+  bool seen_pad = false, seen_token = false;
   for (std::int64_t i = 0; i < n; ++i) {
     const auto s = static_cast<std::size_t>(i);
+    if (PaddingOutOfPlace(policy().padding, !covered[s], seen_pad, seen_token))
+      coverage.push_back({Invariant::kCoverage, R, i});
     if (!covered[s]) {
       seen_pad = true;
       if (row.input_ids[s] != policy().pad_id) coverage.push_back({Invariant::kCoverage, R, i});
       if (policy().padding == Padding::kNone) coverage.push_back({Invariant::kCoverage, R, i});
-    } else if (seen_pad && policy().padding == Padding::kRight) {
-      coverage.push_back({Invariant::kCoverage, R, i});
+    } else {
+      seen_token = true;
     }
   }
   return coverage.size() == before;

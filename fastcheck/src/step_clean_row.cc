@@ -71,7 +71,7 @@ bool FastStepChecker::Impl::TileSpans(const RowView& row, std::int64_t& real_end
     span_doc.push_back(static_cast<std::int32_t>(d));
     real_end += span.length;
   }
-  return real_end == n || policy().padding == Padding::kRight;
+  return real_end == n || policy().padding == Padding::kRight;  // left-padded rows take the general path
 }
 
 // SegmentsRow on a tiled row: each encoding the row carries marks a segment start exactly at each span's

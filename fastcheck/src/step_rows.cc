@@ -72,13 +72,15 @@ void FastStepChecker::Impl::SegmentsRow(const RowView& row, std::int64_t R, std:
       add();
   }
   const auto* ids_in = row.input_ids.data();
+  std::size_t first = 0;  // FromEodCloses' first_token: where a left padding run ends
+  while (policy().padding == Padding::kLeft && first < n && sd[first] < 0) ++first;
   if (policy().boundary_source == BoundarySource::kEodCloses && policy().eos_id) {
     const Token eod = *policy().eos_id;
-    if (!agrees([&](std::size_t i) { return i == 0 || ids_in[i - 1] == eod; })) add();
+    if (!agrees([&](std::size_t i) { return i == 0 || i == first || ids_in[i - 1] == eod; })) add();
   }
   if (policy().boundary_source == BoundarySource::kBosOpens && policy().bos_id) {
     const Token bos = *policy().bos_id;
-    if (!agrees([&](std::size_t i) { return i == 0 || ids_in[i] == bos; })) add();
+    if (!agrees([&](std::size_t i) { return i == 0 || i == first || ids_in[i] == bos; })) add();
   }
   if (row.attention_mask) {
     const auto& am = *row.attention_mask;

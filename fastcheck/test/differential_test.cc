@@ -441,6 +441,26 @@ TEST(ShiftAgreement, FastVerifierAgreesWithCheckCaseUnderThePerDocumentShift) {
   EXPECT_GT(tally.clean_rows, 0);
 }
 
+// padding: left in every case (MixedPolicy draws it in one padded mixed policy of five): the reference's rows,
+// and the same corrupted, so that the generic passes meet padding before a row's first token (the clean-row
+// path takes only rows whose spans start at slot 0) and PaddingOutOfPlace on both sides.
+TEST(LeftPaddingAgreement, FastVerifierAgreesWithCheckCaseUnderLeftPadding) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  EXPECT_TRUE(rc::check("left padding", [&] {
+    Policy policy = *gen::MixedPolicy();
+    policy.padding = Padding::kLeft;
+    const PackRequest request = *RequestFor({policy});
+    PackResult out = PackCatching(reference, request);
+    if (*rc::gen::arbitrary<bool>())
+      Corrupt(out, *rc::gen::inRange(0, 18), *rc::gen::inRange<std::size_t>(0, 1000),
+              *rc::gen::inRange<std::int64_t>(-2, 30));
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+}
+
 // CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.
 TEST(CheckCaseFast, SameVerdictAsCheckCase) {
   FastCaseCounters counters;

@@ -219,6 +219,7 @@ nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& r, std::int64_t 
   j["policy"] = PolicyToJson(r.policy);
   j["dp_world_size"] = r.dp_world_size;
   j["grad_accum_steps"] = r.grad_accum_steps;
+  j["optimizer_steps"] = r.optimizer_steps;  // a schedule (DESIGN §4 `loss`): the step feeds this many optimizer steps
   j["context_parallel_size"] = r.context_parallel_size;
   j["context_parallel_scheme"] = Name(r.context_parallel_scheme);
   auto& shards = j["cp_shards"] = nlohmann::ordered_json::array();

@@ -83,6 +83,7 @@ packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   base.max_documents = o.max_documents;
   base.sft_masks = o.sft_masks;
   base.check.packing_invariance = !o.no_decoder;
+  base.check.optimizer_steps = o.optimizer_steps;
   base.collect_stats = o.stats;
   if (!o.oracle) {
     base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {

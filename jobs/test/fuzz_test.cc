@@ -107,7 +107,7 @@ TEST(FuzzOptionsTable, TheReplayLineRepeatsEveryReplayedFlagAwayFromItsDefault) 
   }
   changed.policy_file.clear();  // a preset or a policy file: one of them
   EXPECT_EQ(ReplayedFlags(changed), " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder --exec-reducer 'x y' "
-                                    "--exec-consumer 'x y'");
+                                    "--exec-consumer 'x y' --optimizer-steps 3");
 }
 
 // Every keyword and every flag names one entry (a front end reads an option by either).

@@ -29,24 +29,34 @@ void RequirePositiveRowLength(std::int64_t row_length) {
   }
 }
 
-// Pads (or trims to content) every row according to the policy: padding right with pad_to row_len gives
-// every row L slots; multiple_of:k rounds the content up to a multiple of k; padding none keeps the content.
+// The slots of a row of `content` tokens under the policy's padding and pad_to: the content under padding
+// none, L under pad_to row_len, the content rounded up to a multiple of k under multiple_of:k.
+void SizeRow(RowLayout& row, std::int64_t content, std::int64_t row_length, const Policy& policy) {
+  if (policy.padding == Padding::kNone) {
+    row.length = content;
+  } else if (policy.pad_to.kind == PadTo::Kind::kRowLen) {
+    row.length = row_length;
+  } else {
+    const std::int64_t k = policy.pad_to.multiple;
+    row.length = (content + k - 1) / k * k;
+    if (row.length > row_length) {
+      throw InputError("pad_to: multiple_of:" + std::to_string(k) + " rounds a row of " + std::to_string(content) +
+                       " tokens up to " + std::to_string(row.length) + " slots, more than the row length " +
+                       std::to_string(row_length));
+    }
+  }
+}
+
+// Pads (or trims to content) every row according to the policy (SizeRow). The layouts place content from
+// slot 0; under padding left the padding goes before it, so every piece moves right by the row's padding
+// (length - content): the row's last token sits in its last slot.
 void ApplyPadding(Layout& layout, const Policy& policy) {
   for (auto& row : layout.rows) {
     std::int64_t content = 0;
     for (const auto& piece : row.pieces) content = std::max(content, piece.start + piece.length);
-    if (policy.padding == Padding::kNone) {
-      row.length = content;
-    } else if (policy.pad_to.kind == PadTo::Kind::kRowLen) {
-      row.length = layout.row_length;
-    } else {
-      const std::int64_t k = policy.pad_to.multiple;
-      row.length = (content + k - 1) / k * k;
-      if (row.length > layout.row_length) {
-        throw InputError("pad_to: multiple_of:" + std::to_string(k) + " rounds a row of " + std::to_string(content) +
-                         " tokens up to " + std::to_string(row.length) + " slots, more than the row length " +
-                         std::to_string(layout.row_length));
-      }
+    SizeRow(row, content, layout.row_length, policy);
+    if (policy.padding == Padding::kLeft) {
+      for (auto& piece : row.pieces) piece.start += row.length - content;
     }
   }
 }
@@ -241,7 +251,7 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
   std::int64_t total = 0;
   for (auto n : lengths) total += n;
   const std::int64_t stride = policy.stream_stride == StreamStride::kLPlus1 ? row_length + 1 : row_length;
-  const bool keep_partial = policy.padding == Padding::kRight;
+  const bool keep_partial = policy.padding != Padding::kNone;
   // Under next_in_stream a window's last token is the previous window's row-end target: a partial window
   // must hold at least one prediction with a target (Megatron makes ceil((N-1)/L) samples); otherwise every
   // remaining token is kept as an input (TRL wrapped).
@@ -269,7 +279,7 @@ Layout StreamWindows(const std::vector<Document>& documents, const Policy& polic
     throw InputError("the stream of " + std::to_string(total) + " tokens is shorter than one window of " +
                      std::to_string(row_length) + " inputs" +
                      (window > row_length ? " and the target after them (" + std::to_string(window) + " tokens)" : "") +
-                     (policy.padding == Padding::kRight
+                     (policy.padding != Padding::kNone
                           ? ", and a partial window must hold a prediction with its target: no row can be cut"
                           : ", and padding is none: no full row can be cut"));
   }

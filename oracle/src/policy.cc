@@ -46,7 +46,8 @@ constexpr std::array<Named<BoundaryTarget>, 2> kBoundaryTarget{
 constexpr std::array<Named<RowEndTarget>, 3> kRowEndTarget{{{RowEndTarget::kNone, "none"},
                                                              {RowEndTarget::kNextInStream, "next_in_stream"},
                                                              {RowEndTarget::kNextInDoc, "next_in_doc"}}};
-constexpr std::array<Named<Padding>, 2> kPadding{{{Padding::kNone, "none"}, {Padding::kRight, "right"}}};
+constexpr std::array<Named<Padding>, 3> kPadding{
+    {{Padding::kNone, "none"}, {Padding::kRight, "right"}, {Padding::kLeft, "left"}}};
 constexpr std::array<Named<Overflow>, 3> kOverflow{
     {{Overflow::kError, "error"}, {Overflow::kTruncate, "truncate"}, {Overflow::kSplit, "split"}}};
 constexpr std::array<Named<Denominator>, 5> kDenominator{{{Denominator::kGlobalTargets, "global_targets"},

@@ -120,17 +120,17 @@ SegmentStarts FromDocIds(const std::vector<std::int64_t>& doc_ids) {
   return starts;
 }
 
-SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id) {
+SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id, std::size_t first_token) {
   SegmentStarts starts;
   for (std::size_t i = 0; i < input_ids.size(); ++i)
-    if (i == 0 || input_ids[i - 1] == eod_id) starts.push_back(static_cast<std::int64_t>(i));
+    if (i == 0 || i == first_token || input_ids[i - 1] == eod_id) starts.push_back(static_cast<std::int64_t>(i));
   return starts;
 }
 
-SegmentStarts FromBosOpens(const std::vector<Token>& input_ids, Token bos_id) {
+SegmentStarts FromBosOpens(const std::vector<Token>& input_ids, Token bos_id, std::size_t first_token) {
   SegmentStarts starts;
   for (std::size_t i = 0; i < input_ids.size(); ++i)
-    if (i == 0 || input_ids[i] == bos_id) starts.push_back(static_cast<std::int64_t>(i));
+    if (i == 0 || i == first_token || input_ids[i] == bos_id) starts.push_back(static_cast<std::int64_t>(i));
   return starts;
 }
 

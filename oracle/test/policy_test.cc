@@ -50,7 +50,7 @@ TEST(Policy, EveryKeyOfTheTableIsReadAndWrittenByItsOneEntry) {
   EXPECT_EQ(later, KeysAfterVersionOne().size());
   Policy p;
   EXPECT_THROW(SetPolicyKey(p, "no_such_key", PolicyValue(nullptr)), InputError);
-  EXPECT_THROW(SetPolicyKey(p, "padding", PolicyValue(std::string("left"))), InputError);
+  EXPECT_THROW(SetPolicyKey(p, "padding", PolicyValue(std::string("center"))), InputError);
 }
 
 TEST(Policy, EveryPresetOfTheDesignExistsIsCoherentAndRoundTrips) {

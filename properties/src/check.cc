@@ -126,6 +126,9 @@ class Checker {
                      const std::vector<ProducerTotals>& totals, const std::string& who, DenominatorScope scope,
                      std::int64_t dp_world_size);
   void CheckReducer();
+  void CheckScheduledTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                            const ReduceResult& totals, const std::string& who, std::int64_t dp_world_size,
+                            std::int64_t accumulation, std::int64_t optimizer_steps);
   void CheckConsumer();
   void CompareConsumerMask(std::size_t r);
   void CheckInvariance();
@@ -355,11 +358,11 @@ bool Checker::CheckShape() {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, more than the row length " +
                                  std::to_string(request_.row_length), static_cast<std::int64_t>(r));
     }
-    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kRowLen && n != request_.row_length) {
+    if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kRowLen && n != request_.row_length) {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, but the policy pads every row to " +
                                  std::to_string(request_.row_length), static_cast<std::int64_t>(r));
     }
-    if (policy_.padding == Padding::kRight && policy_.pad_to.kind == PadTo::Kind::kMultipleOf &&
+    if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kMultipleOf &&
         n % policy_.pad_to.multiple != 0) {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, not a multiple of " +
                                  std::to_string(policy_.pad_to.multiple), static_cast<std::int64_t>(r));
@@ -435,10 +438,16 @@ bool Checker::CheckCoverage() {
       }
       pieces[it->second].push_back({span.doc_offset, span.length, r});
     }
-    // Slots outside the spans are padding: the pad id, and under right padding only at the row's end.
-    bool seen_pad = false;
+    // Slots outside the spans are padding: the pad id, under right padding only after the row's last token,
+    // under left padding only before its first (PaddingOutOfPlace).
+    bool seen_pad = false, seen_token = false;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto slot = static_cast<std::size_t>(i);
+      if (PaddingOutOfPlace(policy_.padding, !covered[slot], seen_pad, seen_token)) {
+        Add(Invariant::kCoverage, At(r, i) + (covered[slot] ? " holds a document token after padding (right padding only)"
+                                                             : " is padding after a document token (left padding only)"),
+            static_cast<std::int64_t>(r), i);
+      }
       if (!covered[slot]) {
         seen_pad = true;
         if (row.input_ids[slot] != policy_.pad_id) {
@@ -451,9 +460,8 @@ bool Checker::CheckCoverage() {
           Add(Invariant::kCoverage, At(r, i) + " is padding, but the policy has padding: none",
               static_cast<std::int64_t>(r), i);
         }
-      } else if (seen_pad && policy_.padding == Padding::kRight) {
-        Add(Invariant::kCoverage, At(r, i) + " holds a document token after padding (right padding only)",
-            static_cast<std::int64_t>(r), i);
+      } else {
+        seen_token = true;
       }
     }
   }
@@ -556,11 +564,16 @@ void Checker::CheckSegments() {
       compare("position_ids (a segment starts where positions do not step by 1, as SDPA reads them)",
               FromPositionStep(*row.position_ids));
     }
+    // Under padding: left the row's first token follows the padding run, no delimiter (as slot 0 has none).
+    std::size_t first_token = 0;
+    while (policy_.padding == Padding::kLeft && first_token < truth_row.slots.size() &&
+           truth_row.slots[first_token].is_pad())
+      ++first_token;
     if (policy_.boundary_source == BoundarySource::kEodCloses && policy_.eos_id) {
-      compare("EOD tokens", FromEodCloses(row.input_ids, *policy_.eos_id));
+      compare("EOD tokens", FromEodCloses(row.input_ids, *policy_.eos_id, first_token));
     }
     if (policy_.boundary_source == BoundarySource::kBosOpens && policy_.bos_id) {
-      compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id));
+      compare("BOS tokens", FromBosOpens(row.input_ids, *policy_.bos_id, first_token));
     }
     if (row.attention_mask) {
       std::int64_t last_real = -1;  // padding after the last real slot is a key no real query sees
@@ -1105,6 +1118,13 @@ void Checker::CheckReducer() {
     std::int64_t max_micro = 0;
     for (const auto& mb : mbs) max_micro = std::max(max_micro, mb.micro_step);
     req.grad_accum_steps = max_micro + 1;
+    if (s == 0 && options_.optimizer_steps > 1) {
+      // The packed step as a generation batch feeding optimizer steps of A = ⌈M/K⌉ micro-steps (the last may
+      // hold fewer): as many as its M micro-steps make.
+      const std::int64_t M = max_micro + 1;
+      req.grad_accum_steps = (M + options_.optimizer_steps - 1) / options_.optimizer_steps;
+      req.optimizer_steps = (M + req.grad_accum_steps - 1) / req.grad_accum_steps;
+    }
     req.microbatches = mbs;
     for (auto& mb : req.microbatches) mb.producer.reset();
     std::size_t flat = 0;
@@ -1134,7 +1154,11 @@ void Checker::CheckReducer() {
       Add(Invariant::kDenominator, who + " returned " + std::to_string(totals.size()) + " totals for " +
                                        std::to_string(mbs.size()) + " micro-batches");
     }
-    if (result_.found() == before) CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    if (result_.found() == before && req.optimizer_steps > 1) {
+      CheckScheduledTotals(batch, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
+    } else if (result_.found() == before) {
+      CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+    }
     if (s == 0 || result_.found() > before) result_.reduced = totals;
     if (result_.found() > before) {
       if (s > 0 && !candidate_.packer) {
@@ -1148,6 +1172,38 @@ void Checker::CheckReducer() {
     if (s == 0) packed_objective = result_.declared_objective;
   }
   result_.declared_objective = packed_objective;
+}
+
+// A generation batch feeding K optimizer steps of A micro-steps each (ReduceRequest::optimizer_steps): every
+// optimizer step's micro-batches, their micro-steps counted from 0 again, checked as a step of their own, so
+// that the declared objective is each optimizer step's (oracle/denominator.h states it per optimizer step). The
+// first optimizer step that breaks an invariant is the failure.
+void Checker::CheckScheduledTotals(const OracleBatch& batch, const std::vector<CandidateMicrobatch>& mbs,
+                                   const ReduceResult& totals, const std::string& who, std::int64_t dp_world_size,
+                                   std::int64_t accumulation, std::int64_t optimizer_steps) {
+  for (std::int64_t o = 0; o < optimizer_steps; ++o) {
+    OracleBatch step = batch;
+    step.rows.clear();
+    std::vector<CandidateMicrobatch> step_mbs;
+    ReduceResult step_totals;
+    for (std::size_t m = 0, flat = 0; m < mbs.size(); flat += mbs[m].rows.size(), ++m) {
+      if (OptimizerStepOf(mbs[m].micro_step, accumulation) != o) continue;
+      step_mbs.push_back(mbs[m]);
+      step_mbs.back().micro_step -= o * accumulation;
+      step_totals.push_back(totals[m]);
+      for (std::size_t k = 0; k < mbs[m].rows.size(); ++k) {
+        step.rows.push_back(batch.rows[flat + k]);
+        step.rows.back().micro_step -= o * accumulation;
+      }
+    }
+    if (step_mbs.empty()) continue;
+    const std::size_t before = result_.found();
+    CheckTotals(step, step_mbs, step_totals,
+                who + " (optimizer step " + std::to_string(o) + " of the " + std::to_string(optimizer_steps) +
+                    " its generation batch feeds, " + std::to_string(accumulation) + " micro-steps each)",
+                dp_world_size);
+    if (result_.found() > before) return;
+  }
 }
 
 void Checker::CheckConsumer() {

@@ -57,7 +57,7 @@ CandidateRow EncodeRow(const OracleBatch& batch, const OracleRow& row) {
     out.seq_lens = row.seq_lens;
     out.doc_ids = row.doc_ids;
   }
-  if (policy.boundary_source == BoundarySource::kNone && policy.padding == Padding::kRight) {
+  if (policy.boundary_source == BoundarySource::kNone && policy.padding != Padding::kNone) {
     // HF padded batches: a 2-D mask of the real tokens (the only boundary a backend sees is padding).
     std::vector<std::int64_t> mask;
     for (const auto& s : row.slots) mask.push_back(s.is_pad() ? 0 : 1);

@@ -91,6 +91,7 @@ class PythonReducer final : public LossReducerRole, Driven {
     in["policy"] = PolicyToPython(request.policy);
     in["dp_world_size"] = request.dp_world_size;
     in["grad_accum_steps"] = request.grad_accum_steps;
+    in["optimizer_steps"] = request.optimizer_steps;  // a schedule: grad_accum_steps micro-steps each
     in["context_parallel_size"] = request.context_parallel_size;
     in["context_parallel_scheme"] = Name(request.context_parallel_scheme);
     nb::list cp_shards;  // [microbatch][row][cp rank]: [(start, end), ...] (context_parallel.h)

@@ -248,7 +248,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          timeout: Optional[float] = DEFAULT_TIMEOUT, gradient: bool = False, stats: bool = False,
          exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None,
          value_consumer: Optional[Callable[[dict, dict], Any]] = None,
-         value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False) -> FuzzResult:
+         value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False,
+         optimizer_steps: int = 1) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -259,9 +260,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     derived from the documents when absent. It raises ``packoracle.Refuse(message)`` to refuse. Any other
     exception, or an answer that is not a packed batch, fails that case (its traceback is in the report).
 
-    ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "context_parallel_size",
-    "context_parallel_scheme", "cp_shards", "microbatches", "slot_losses"} and returns one {"loss_sum",
-    "denominator", "denominator_scope", "loss"} per micro-batch (any non-empty subset, with the scope exactly
+    ``reducer(request)`` gets {"policy", "dp_world_size", "grad_accum_steps", "optimizer_steps",
+    "context_parallel_size", "context_parallel_scheme", "cp_shards", "microbatches", "slot_losses"} and returns
+    one {"loss_sum", "denominator", "denominator_scope", "loss"} per micro-batch (any non-empty subset, with the scope exactly
     when a denominator is given), its whole CP group's. ``cp_shards[m][r][k]``: the ``(start, end)`` slot ranges
     CP rank k holds of row r of micro-batch m (docs/python.md, "Context parallelism"; CP 2, 4, 8 drawn).
     With ``gradient=True`` (needs torch) each ``slot_losses[m][r]`` is a float64 leaf tensor with
@@ -270,6 +271,12 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     every micro-batch's and checks that each target's loss gets the gradient the declared objective gives it,
     m / Σm over the step under global_targets (the ``gradient`` invariant; the backward tensors combine as the
     losses do). A reducer without a backward tensor has ``gradient`` not checked (``FuzzResult.not_applicable``).
+    ``optimizer_steps=K`` (K > 1) states a schedule: the reducer gets each case's step as one generation batch
+    feeding K optimizer steps in turn (GRPO/PPO ``steps_per_generation`` > gradient accumulation), the request's
+    ``optimizer_steps`` and ``grad_accum_steps`` (the micro-steps of each, ⌈M/K⌉ of the step's M): micro-batch m
+    feeds optimizer step ``micro_step // grad_accum_steps``, and its totals must give every optimizer step the
+    declared objective over that step alone (a denominator counted over the whole generation batch fails
+    ``denominator``). The request always holds ``optimizer_steps`` (1 without a schedule).
 
     ``microbatch_consumer(microbatch, policy)`` is an attention consumer (the code that turns a packed batch into
     attention: a model's mask construction, an attention path): it gets a whole micro-batch (the ``microbatch``
@@ -360,6 +367,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     gradient = _args.flag(gradient, at, "gradient")
     value_tolerance = _args.optional_tolerance(value_tolerance, at, "value_tolerance")
     parameters: list = []
+    optimizer_steps = _args.integer(optimizer_steps, at, "optimizer_steps", 1, 64)
+    if optimizer_steps > 1 and reducer is None and exec_reducer is None:
+        raise TypeError("fuzz: optimizer_steps states a loss reducer's schedule: give a reducer")
     if gradient:
         if reducer is None and value_consumer is None:
             raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
@@ -388,7 +398,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     options = {"cases": cases, "seed": DEFAULT_SEED if seed is None else seed, "time": time, "reproduce": reproduce,
                "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
                "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
-               "exec_reducer": exec_reducer or "", "exec_consumer": exec_consumer or ""}
+               "exec_reducer": exec_reducer or "", "exec_consumer": exec_consumer or "",
+               "optimizer_steps": optimizer_steps}
     call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient,
                      value_consumer, value_tolerance, step_view)
     replay = _replay_line(call)

@@ -67,6 +67,7 @@ struct FuzzOptions {
   std::string exec_reducer;
   std::string exec_consumer;
   double exec_timeout = 10.0;
+  std::int64_t optimizer_steps = 1;  // the reducer's generation batch feeds this many optimizer steps (CheckOptions)
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;

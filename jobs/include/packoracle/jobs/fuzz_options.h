@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 18> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 19> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -76,6 +76,10 @@ inline constexpr std::array<FuzzOption, 18> kFuzzOptions = {{
     {"--exec-consumer", "exec_consumer", &FuzzOptions::exec_consumer, false, true, 0,
      "a command that runs the candidate's attention consumer as a process over the exec protocol (DESIGN §6, "
      "other roles: consume_request records, mask answers); the same command may serve --exec-reducer too"},
+    {"--optimizer-steps", "optimizer_steps", &FuzzOptions::optimizer_steps, false, true, 64,
+     "a reducer's schedule: hand it each case's step as one generation batch feeding this many optimizer steps "
+     "(GRPO/PPO steps_per_generation > gradient accumulation), each checked against the declared objective over "
+     "that optimizer step alone (default 1)"},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.

@@ -9,6 +9,11 @@
 //   all_positions    L = Σ w_p ℓ_p / (number of slots of all rows)               (llm.c: B·T·GA·R)
 //   count_basis unshifted_labels: the count is the number of labels != ignore_index, taken without the shift.
 // A step with no weighted prediction has no objective: that is reported, never divided.
+// A schedule: a generation batch of K·A micro-steps per rank feeds K optimizer steps of A micro-steps each
+// (steps_per_generation = K·A > A: GRPO/PPO mini-batches over one generation). Every formula above is stated per
+// optimizer step o, over its micro-batches only, with M = A:
+//   global_targets   L_o = Σ_{r, m∈o, p} w_p ℓ_p / Σ_{r, m∈o, p} w_p               (never Σ over the generation)
+// Micro-step s feeds optimizer step s / A (OptimizerStepOf).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,12 @@
 #include "packoracle/oracle/batch.h"
 
 namespace packoracle {
+
+// The optimizer step that micro-step `micro_step` feeds when a generation batch feeds optimizer steps of
+// `accumulation` micro-steps each (A ≥ 1).
+inline std::int64_t OptimizerStepOf(std::int64_t micro_step, std::int64_t accumulation) {
+  return micro_step / accumulation;
+}
 
 // R and M of the step; 0 means "derive from the rows" (largest rank + 1, largest micro_step + 1).
 struct StepShape {

@@ -73,7 +73,7 @@ Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& poli
 Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // Stream windows: the effective documents concatenated into one stream of N tokens; row r holds stream
-// tokens [r·s, r·s + L) with s = L (stream_stride "L" or null) or L + 1 ("L+1"). With padding right the
+// tokens [r·s, r·s + L) with s = L (stream_stride "L" or null) or L + 1 ("L+1"). With padding (right or left) the
 // last, partial window is kept and padded (every token is an input; under row_end_target next_in_stream a
 // window holding only the stream's last token, already the previous row's target, is not made, as Megatron's
 // ceil((N-1)/L) samples); with padding none only full windows

@@ -64,7 +64,21 @@ enum class RowEndTarget { kNone, kNextInStream, kNextInDoc };
 // How far stream windows advance: L (llm.c, Megatron, TRL wrapped) or L+1 (torchtitan). JSON null = none.
 enum class StreamStride { kNone, kL, kLPlus1 };
 
-enum class Padding { kNone, kRight };
+// Where a row shorter than its slots is padded: nowhere (rows keep their content), after its last token
+// (right), or before its first token (left: HF tokenizers with padding_side="left", generation and RL rollout
+// batches, where every row's content ends at its last slot).
+enum class Padding { kNone, kRight, kLeft };
+
+// DESIGN §3: where padding may sit in a row, slot by slot left to right: under padding right a token may not
+// follow a padding slot (slot i padding ⇒ every slot after i is padding); under padding left a padding slot
+// may not follow a token (slot i padding ⇒ every slot before i is padding). `is_pad`: slot i is padding;
+// `seen_pad` / `seen_token`: some slot before i is padding / holds a token. (Padding at all under padding:
+// none is its own finding.) Stated once: the coverage invariant and the fast verifier both ask this.
+inline bool PaddingOutOfPlace(Padding padding, bool is_pad, bool seen_pad, bool seen_token) {
+  if (padding == Padding::kRight) return !is_pad && seen_pad;
+  if (padding == Padding::kLeft) return is_pad && seen_token;
+  return false;
+}
 
 // Rows padded to the row length L, or to the next multiple of k.
 struct PadTo {
@@ -161,12 +175,12 @@ inline std::int64_t InputTokens(const Policy& p, std::int64_t n) {
 
 // A stream from which no row can be cut (`total` effective tokens, delimiters included): the first window
 // is neither full (L inputs, plus the target after them under next_in_stream) nor a partial window the policy
-// keeps (padding right keeps one while it holds a prediction: under next_in_stream that needs 2 tokens).
+// keeps (padding right or left keeps one while it holds a prediction: under next_in_stream that needs 2 tokens).
 // StreamWindows (layout.cc) cuts no row exactly then; a test pins the two together.
 inline bool StreamCutsNoRow(const Policy& p, std::int64_t row_length, std::int64_t total) {
   const bool next_in_stream = p.row_end_target == RowEndTarget::kNextInStream;
   const std::int64_t window = row_length + (next_in_stream ? 1 : 0);
-  const bool keeps_partial = p.padding == Padding::kRight && (next_in_stream ? total - 1 : total) > 0;
+  const bool keeps_partial = p.padding != Padding::kNone && (next_in_stream ? total - 1 : total) > 0;
   return total > 0 && total < window && !keeps_partial;
 }
 

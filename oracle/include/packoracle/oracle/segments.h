@@ -60,10 +60,12 @@ std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::vect
 // The same over n ids where a caller views them (the fast verifier's rows).
 std::optional<std::pair<std::int64_t, std::int64_t>> ReusedDocId(const std::int64_t* doc_ids, std::size_t n);
 
-// Megatron / torchtitan: the token after an EOD starts a segment (the EOD closes its document).
-SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id);
+// Megatron / torchtitan: the token after an EOD starts a segment (the EOD closes its document). So does the
+// row's first token at `first_token`, where a left padding run ends (padding: left; 0 otherwise): no delimiter
+// marks it, as none marks slot 0.
+SegmentStarts FromEodCloses(const std::vector<Token>& input_ids, Token eod_id, std::size_t first_token = 0);
 
-// llm.c: a BOS/EOT token opens a segment.
-SegmentStarts FromBosOpens(const std::vector<Token>& input_ids, Token bos_id);
+// llm.c: a BOS/EOT token opens a segment (and the row's first token at `first_token`, as above).
+SegmentStarts FromBosOpens(const std::vector<Token>& input_ids, Token bos_id, std::size_t first_token = 0);
 
 }  // namespace packoracle

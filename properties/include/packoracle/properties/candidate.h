@@ -294,6 +294,12 @@ struct ReduceRequest {
   std::vector<std::vector<std::vector<std::vector<CpChunk>>>> cp_shards;  // [microbatch][row][cp rank]
   std::vector<CandidateMicrobatch> microbatches;
   std::vector<std::vector<std::vector<double>>> slot_losses;  // [microbatch][row][slot]
+  // A schedule: the micro-batches are one generation batch (RL rollouts generated once) feeding `optimizer_steps`
+  // optimizer steps in turn, `grad_accum_steps` micro-steps each: micro-batch m feeds optimizer step
+  // micro_step / grad_accum_steps (OptimizerStepOf, oracle/denominator.h). The declared denominator applies to
+  // each optimizer step on its own (under global_targets a micro-batch is divided by its optimizer step's
+  // targets, never by the generation batch's). 1: the request is one optimizer step, as before schedules.
+  std::int64_t optimizer_steps = 1;
 };
 
 // One ProducerTotals per micro-batch of the request, in the same order.

@@ -335,7 +335,7 @@ inline rc::Gen<Policy> MixedPolicy() {
     // truncate_to: pad_multiple (TRL pack_dataset with seq_length = L//k*k), drawn after efficiency for the same
     // reason, where a padded policy can truncate (no stream windows, no document carried into the next row):
     // rows padded to a multiple of k, a long document cut after ⌊L/k⌋·k tokens.
-    if (p.padding == Padding::kRight && p.stream_stride == StreamStride::kNone &&
+    if (p.padding != Padding::kNone && p.stream_stride == StreamStride::kNone &&
         p.row_end_target != RowEndTarget::kNextInDoc && *rc::gen::inRange(0, 4) == 0) {
       p.overflow = Overflow::kTruncate;
       p.pad_to = PadTo{PadTo::Kind::kMultipleOf, *rc::gen::inRange<std::int64_t>(2, 5)};
@@ -353,6 +353,13 @@ inline rc::Gen<Policy> MixedPolicy() {
     // count_basis: unshifted_labels (HF Trainer before #46204: labels != ignore_index counted before the shift),
     // drawn last for the same reason; it contradicts no key.
     if (*rc::gen::inRange(0, 6) == 0) p.count_basis = CountBasis::kUnshiftedLabels;
+    // padding: left (generation and RL rollout batches: every row's content ends at its last slot), drawn last
+    // for the same reason, on a padded policy; it contradicts no key, but pad_keys: visible then lets every real
+    // query see the padding before it (packed ≠ alone: packing_invariance), so the keys stay masked.
+    if (p.padding == Padding::kRight && *rc::gen::inRange(0, 5) == 0) {
+      p.padding = Padding::kLeft;
+      if (p.pad_keys == PadKeys::kVisible) p.pad_keys = PadKeys::kMasked;
+    }
     return p;
   });
 }

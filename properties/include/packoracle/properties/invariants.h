@@ -90,6 +90,11 @@ struct CheckOptions {
   // rows are at most this long; longer cases are checked on every structural invariant, where the
   // size-dependent bugs show (a wrapped segment id, a clamped position, a cut document).
   std::int64_t decoder_max_row_length = 256;
+  // A schedule (DESIGN §4 `loss`, oracle/denominator.h OptimizerStepOf): the loss reducer is handed the packed
+  // step as one generation batch that feeds this many optimizer steps in turn (GRPO/PPO steps_per_generation >
+  // gradient accumulation steps), each of ⌈M/K⌉ micro-steps; its totals must give each optimizer step the
+  // declared objective over that step alone. 1: the step is one optimizer step (every reducer before schedules).
+  std::int64_t optimizer_steps = 1;
 };
 
 // How packoracle verify checks one step of a dump, on the fast path and through CheckCase alike (and how the
