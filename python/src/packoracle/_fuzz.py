@@ -14,13 +14,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypedDict
 
-from . import _args, _core, _drivers
+from . import _core, _drivers, _fuzz_args
 from ._arrays import is_tensor
 from ._batch import Microbatches
 from ._drivers import (_PASS_THROUGH, _Hung, _consumer_driver, _microbatch_consumer_driver,  # noqa: F401
                        _reducer_driver)
 from ._policy import PolicyLike, as_written, resolve
-from ._values import parameters_of, step_viewer, value_consumer_driver
+from ._values import step_viewer, value_consumer_driver
 
 DEFAULT_CASES = 1000  # as `packoracle fuzz`
 # The bounds the cases grow to, as `packoracle fuzz` has them (rows of 8,192 slots, 512 documents a case).
@@ -340,73 +340,37 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     Raises TypeError or ValueError naming the argument for a bad argument (an integer that is not one or is
     out of its range, a time that is not a finite number of seconds, an empty reproduce string)."""
     __tracebackhide__ = _hidden_from_pytest  # noqa: F841 (pytest reads it from the frame)
-    at = "fuzz"
-    exec_reducer = _args.optional_text(exec_reducer, at, "exec_reducer")
-    exec_consumer = _args.optional_text(exec_consumer, at, "exec_consumer")
-    if (packer is None and reducer is None and consumer is None and microbatch_consumer is None
-            and value_consumer is None and exec_reducer is None and exec_consumer is None):
-        raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
-    if consumer is not None and microbatch_consumer is not None:
-        raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
-    for label, f in (("packer", packer), ("reducer", reducer), ("consumer", consumer),
-                     ("microbatch_consumer", microbatch_consumer), ("value_consumer", value_consumer)):
-        if f is not None and not callable(f):
-            raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
-    cases = _args.optional_integer(cases, at, "cases", 1, _args.INT32_MAX)
-    seed = _args.optional_integer(seed, at, "seed", 0, _args.UINT64_MAX)
-    time = None if time is None else _args.seconds(time, at, "time")
-    reproduce = _args.optional_text(reproduce, at, "reproduce")
-    max_row_length = _args.integer(max_row_length, at, "max_row_length", 1, _args.MAX_FUZZ_ROW_LENGTH)
-    max_documents = _args.integer(max_documents, at, "max_documents", 1, _args.MAX_FUZZ_DOCUMENTS)
-    stats = _args.flag(stats, at, "stats")
-    decoder = _args.flag(decoder, at, "decoder")
-    sft_masks = _args.flag(sft_masks, at, "sft_masks")
-    save_regressions = _args.optional_path(save_regressions, at, "save_regressions")
-    timeout = None if timeout is None else _args.seconds(timeout, at, "timeout", hi=MAX_TIMEOUT)
-    name = _args.optional_text(name, at, "name")
-    gradient = _args.flag(gradient, at, "gradient")
-    value_tolerance = _args.optional_tolerance(value_tolerance, at, "value_tolerance")
-    parameters: list = []
-    optimizer_steps = _args.integer(optimizer_steps, at, "optimizer_steps", 1, 64)
-    if optimizer_steps > 1 and reducer is None and exec_reducer is None:
-        raise TypeError("fuzz: optimizer_steps states a loss reducer's schedule: give a reducer")
-    if gradient:
-        if reducer is None and value_consumer is None:
-            raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            raise ValueError("fuzz: gradient=True needs torch (the per-target losses are torch leaf tensors), "
-                             "which is not installed") from None
-        if value_consumer is not None:
-            parameters = parameters_of(value_consumer, at)
+    roles = _fuzz_args.Roles(packer, reducer, consumer, microbatch_consumer, value_consumer)
+    a = _fuzz_args.checked(
+        roles, cases=cases, seed=seed, time=time, reproduce=reproduce, max_row_length=max_row_length,
+        max_documents=max_documents, decoder=decoder, save_regressions=save_regressions, name=name,
+        sft_masks=sft_masks, timeout=timeout, gradient=gradient, stats=stats, exec_reducer=exec_reducer,
+        exec_consumer=exec_consumer, value_tolerance=value_tolerance, step_view=step_view,
+        optimizer_steps=optimizer_steps, max_timeout=MAX_TIMEOUT)
     resolved = resolve(policy)
-    roles = (packer, reducer, consumer, microbatch_consumer, value_consumer)
-    label = name or "+".join(_name_of(f) for f in roles if f is not None)
-    step_view = _args.flag(step_view, at, "step_view")
-    if step_view and microbatch_consumer is None and value_consumer is None:
-        raise TypeError("fuzz: step_view=True hands the step to microbatch_consumer= or value_consumer=: give one")
-    emitted: Optional[list] = [] if step_view else None
+    label = a.name or "+".join(_name_of(f) for f in roles.given())
+    emitted: Optional[list] = [] if a.step_view else None
     step_of = step_viewer(emitted) if emitted is not None else None
     consumer_driver = (_microbatch_consumer_driver(microbatch_consumer, step_of) if microbatch_consumer is not None
                        else _consumer_driver(consumer) if consumer is not None else None)
-    deadline = _Deadline(timeout)
+    deadline = _Deadline(a.timeout)
     drivers = (_timed(_packer_driver(packer, emitted), "packer", deadline) if packer is not None else None,
-               _timed(_reducer_driver(reducer, gradient), "loss reducer", deadline) if reducer is not None else None,
+               _timed(_reducer_driver(reducer, a.gradient), "loss reducer", deadline) if reducer is not None
+               else None,
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
-    options = {"cases": cases, "seed": DEFAULT_SEED if seed is None else seed, "time": time, "reproduce": reproduce,
-               "max_row_length": max_row_length, "max_documents": max_documents, "decoder": decoder,
-               "save_regressions": save_regressions, "sft_masks": sft_masks, "stats": stats,
-               "exec_reducer": exec_reducer or "", "exec_consumer": exec_consumer or "",
-               "optimizer_steps": optimizer_steps}
-    call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, gradient,
-                     value_consumer, value_tolerance, step_view)
+    options = {"cases": a.cases, "seed": DEFAULT_SEED if a.seed is None else a.seed, "time": a.time,
+               "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
+               "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
+               "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
+               "optimizer_steps": a.optimizer_steps}
+    call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, a.gradient,
+                     value_consumer, a.value_tolerance, a.step_view)
     replay = _replay_line(call)
     options["headline"] = call.headline
     values: dict[str, Any] = {} if value_consumer is None else {  # the value consumer's driver (_values.py)
-        "values": _timed(value_consumer_driver(value_consumer, parameters, step_of), "value consumer", deadline),
-        "value_tolerance": value_tolerance, "value_gradients": bool(parameters)}
+        "values": _timed(value_consumer_driver(value_consumer, a.parameters, step_of), "value consumer", deadline),
+        "value_tolerance": a.value_tolerance, "value_gradients": bool(a.parameters)}
     result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None,
                         **values)
     if not result["passed"]:

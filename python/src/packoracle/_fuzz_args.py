@@ -1,0 +1,116 @@
+"""The arguments of packoracle.fuzz, checked: each named in the TypeError or ValueError a bad one raises, and the
+combinations that state nothing (no role at all, optimizer_steps without a reducer) refused before any case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from . import _args
+from ._values import parameters_of
+
+AT = "fuzz"
+# fuzz()'s bounds on optimizer_steps: a generation batch feeding more optimizer steps than a case has
+# micro-steps states nothing more.
+MAX_OPTIMIZER_STEPS = 64
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The in-process callables the user handed fuzz (None where not given)."""
+
+    packer: Optional[Callable[..., Any]] = None
+    reducer: Optional[Callable[..., Any]] = None
+    consumer: Optional[Callable[..., Any]] = None
+    microbatch_consumer: Optional[Callable[..., Any]] = None
+    value_consumer: Optional[Callable[..., Any]] = None
+
+    def given(self) -> tuple[Callable[..., Any], ...]:
+        """The roles given, in the order a run's label names them."""
+        return tuple(f for f in (self.packer, self.reducer, self.consumer, self.microbatch_consumer,
+                                 self.value_consumer) if f is not None)
+
+
+@dataclass(frozen=True)
+class FuzzArgs:
+    """fuzz()'s options after checking (bounds, types, None kept where the core picks the default)."""
+
+    cases: Optional[int]
+    seed: Optional[int]
+    time: Optional[float]
+    reproduce: Optional[str]
+    max_row_length: int
+    max_documents: int
+    decoder: bool
+    save_regressions: Optional[str]
+    name: Optional[str]
+    sft_masks: bool
+    timeout: Optional[float]
+    gradient: bool
+    stats: bool
+    exec_reducer: Optional[str]
+    exec_consumer: Optional[str]
+    value_tolerance: Optional[tuple[float, float]]
+    step_view: bool
+    optimizer_steps: int
+    parameters: list  # the value consumer's parameters, under gradient=True
+
+
+def _check_roles(roles: Roles, exec_reducer: Optional[str], exec_consumer: Optional[str]) -> None:
+    if not roles.given() and exec_reducer is None and exec_consumer is None:
+        raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
+    if roles.consumer is not None and roles.microbatch_consumer is not None:
+        raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
+    for label in ("packer", "reducer", "consumer", "microbatch_consumer", "value_consumer"):
+        f = getattr(roles, label)
+        if f is not None and not callable(f):
+            raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
+
+
+def _gradient_parameters(roles: Roles, gradient: bool) -> list:
+    """The value consumer's parameters to differentiate under gradient=True (none for a reducer alone)."""
+    if not gradient:
+        return []
+    if roles.reducer is None and roles.value_consumer is None:
+        raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("fuzz: gradient=True needs torch (the per-target losses are torch leaf tensors), "
+                         "which is not installed") from None
+    return parameters_of(roles.value_consumer, AT) if roles.value_consumer is not None else []
+
+
+def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, max_row_length: Any,
+            max_documents: Any, decoder: Any, save_regressions: Any, name: Any, sft_masks: Any, timeout: Any,
+            gradient: Any, stats: Any, exec_reducer: Any, exec_consumer: Any, value_tolerance: Any, step_view: Any,
+            optimizer_steps: Any, max_timeout: float) -> FuzzArgs:
+    """fuzz()'s arguments checked, or TypeError/ValueError naming the first bad one."""
+    exec_reducer = _args.optional_text(exec_reducer, AT, "exec_reducer")
+    exec_consumer = _args.optional_text(exec_consumer, AT, "exec_consumer")
+    _check_roles(roles, exec_reducer, exec_consumer)
+    optimizer_steps = _args.integer(optimizer_steps, AT, "optimizer_steps", 1, MAX_OPTIMIZER_STEPS)
+    if optimizer_steps > 1 and roles.reducer is None and exec_reducer is None:
+        raise TypeError("fuzz: optimizer_steps states a loss reducer's schedule: give a reducer")
+    step_view = _args.flag(step_view, AT, "step_view")
+    if step_view and roles.microbatch_consumer is None and roles.value_consumer is None:
+        raise TypeError("fuzz: step_view=True hands the step to microbatch_consumer= or value_consumer=: give one")
+    gradient = _args.flag(gradient, AT, "gradient")
+    return FuzzArgs(
+        cases=_args.optional_integer(cases, AT, "cases", 1, _args.INT32_MAX),
+        seed=_args.optional_integer(seed, AT, "seed", 0, _args.UINT64_MAX),
+        time=None if time is None else _args.seconds(time, AT, "time"),
+        reproduce=_args.optional_text(reproduce, AT, "reproduce"),
+        max_row_length=_args.integer(max_row_length, AT, "max_row_length", 1, _args.MAX_FUZZ_ROW_LENGTH),
+        max_documents=_args.integer(max_documents, AT, "max_documents", 1, _args.MAX_FUZZ_DOCUMENTS),
+        decoder=_args.flag(decoder, AT, "decoder"),
+        save_regressions=_args.optional_path(save_regressions, AT, "save_regressions"),
+        name=_args.optional_text(name, AT, "name"),
+        sft_masks=_args.flag(sft_masks, AT, "sft_masks"),
+        timeout=None if timeout is None else _args.seconds(timeout, AT, "timeout", hi=max_timeout),
+        gradient=gradient,
+        stats=_args.flag(stats, AT, "stats"),
+        exec_reducer=exec_reducer, exec_consumer=exec_consumer,
+        value_tolerance=_args.optional_tolerance(value_tolerance, AT, "value_tolerance"),
+        step_view=step_view, optimizer_steps=optimizer_steps,
+        parameters=_gradient_parameters(roles, gradient))
