@@ -13,19 +13,11 @@ bool Target(const RowFields& row, std::size_t i, Token ignore_index) {
   return row.labels[i] != ignore_index && (row.loss_mask.empty() || row.loss_mask[i] != 0);
 }
 
-// Where a row's trailing padding starts, when the policy pads. Padding slots hold pad_id and an ignored label;
-// under `reading.pad_labelled_pad` also those labelled with the pad id itself that carry no target (Megatron's
-// pads; a slot labelled with another token predicts it: a document's, such as an EOD that is also the pad id).
-// Trailing segments made only of such slots are padding (the encoding gave padding segments of its own; at most
-// `reading.pad_segments` of them), and the segment before them ends where they start, even if its last tokens
-// look like padding (a document may end with the pad id). Where the encoding was read, that is all (padding
-// folded into the last segment stays in it, as its backend reads it), but for Megatron's pads: under
-// eod_closes with the pad id as the EOD id every pad is a segment of its own, and the document's closing EOD
-// stays in its segment. Where no encoding was read (the row is one segment), padding is the tail of such slots.
-std::size_t UnpaddedLength(const RowFields& row, const RowSegments& segments, const Policy& policy,
-                           const PadReading& reading) {
+// The slots that may be padding, read from the pad ids: pad_id and an ignored label; under
+// `reading.pad_labelled_pad` also those labelled with the pad id itself that carry no target (Megatron's pads; a
+// slot labelled with another token predicts it: a document's, such as an EOD that is also the pad id).
+std::vector<bool> PadSlots(const RowFields& row, const Policy& policy, const PadReading& reading) {
   const std::size_t n = row.input_ids.size();
-  if (policy.padding == Padding::kNone) return n;
   std::vector<bool> pad(n);
   for (std::size_t i = 0; i < n; ++i) {
     const bool ignored = row.labels[i] == policy.ignore_index;
@@ -33,6 +25,45 @@ std::size_t UnpaddedLength(const RowFields& row, const RowSegments& segments, co
              (reading.pad_labelled_pad ? !Target(row, i, policy.ignore_index) && (ignored || row.labels[i] == policy.pad_id)
                                        : ignored);
   }
+  return pad;
+}
+
+// Whether an encoding of the row marks slot i as padding (a doc id below 0, an attention_mask of 0).
+bool MarkedPad(const RowFields& row, std::size_t i) {
+  return (!row.doc_ids.empty() && row.doc_ids[i] < 0) || (!row.attention_mask.empty() && row.attention_mask[i] == 0);
+}
+
+bool PaddingMarked(const RowFields& row) { return !row.doc_ids.empty() || !row.attention_mask.empty(); }
+
+// Where a row's leading padding ends under `padding: left` (0 under any other padding): the leading run of
+// slots an encoding marks as padding where the row has one, else of pad slots (PadSlots). Left padding puts
+// every pad slot before the row's first document token (DESIGN §3, PaddingOutOfPlace), so the row's trailing
+// slots are never read as padding under it.
+std::size_t LeadingPadding(const RowFields& row, const Policy& policy, const PadReading& reading) {
+  if (policy.padding != Padding::kLeft) return 0;
+  const std::size_t n = row.input_ids.size();
+  std::size_t lead = 0;
+  if (PaddingMarked(row)) {
+    while (lead < n && MarkedPad(row, lead)) ++lead;
+    return lead;
+  }
+  const std::vector<bool> pad = PadSlots(row, policy, reading);
+  while (lead < n && pad[lead]) ++lead;
+  return lead;
+}
+
+// Where a row's trailing padding starts, when the policy pads on the right (PadSlots say which slots may be
+// padding). Trailing segments made only of such slots are padding (the encoding gave padding segments of its
+// own; at most `reading.pad_segments` of them), and the segment before them ends where they start, even if its
+// last tokens look like padding (a document may end with the pad id). Where the encoding was read, that is all (padding
+// folded into the last segment stays in it, as its backend reads it), but for Megatron's pads: under
+// eod_closes with the pad id as the EOD id every pad is a segment of its own, and the document's closing EOD
+// stays in its segment. Where no encoding was read (the row is one segment), padding is the tail of such slots.
+std::size_t UnpaddedLength(const RowFields& row, const RowSegments& segments, const Policy& policy,
+                           const PadReading& reading) {
+  const std::size_t n = row.input_ids.size();
+  if (policy.padding == Padding::kNone || policy.padding == Padding::kLeft) return n;
+  const std::vector<bool> pad = PadSlots(row, policy, reading);
   std::size_t cut = n;
   std::int64_t k = 0;
   for (auto s = segments.starts.rbegin(); s != segments.starts.rend(); ++s, ++k) {
@@ -69,7 +100,7 @@ class RowReader {
   void Row(std::size_t r, const RowFields& row, const RowSegments& segments, RowsRead& out) const;
 
  private:
-  std::int64_t ContinuedOffset(const RowFields& row) const;
+  std::int64_t ContinuedOffset(const RowFields& row, std::size_t first_slot) const;
   std::optional<Token> NextToken(const RowFields& row, std::size_t e) const;
   bool OpensDocument(const std::vector<Token>& tokens, Token after) const;
 
@@ -80,14 +111,14 @@ class RowReader {
   std::optional<Token> eod_, bos_;
 };
 
-// 0 where the row's first piece starts its document; else the tokens of it before the row (what its positions
-// say where they count on from the document's start, else 1).
-std::int64_t RowReader::ContinuedOffset(const RowFields& row) const {
-  if (!crosses_ || row.input_ids.empty()) return 0;
-  if (bos_) return row.input_ids[0] == *bos_ ? 0 : 1;
+// 0 where the row's first piece (at `first_slot`, after any left padding) starts its document; else the tokens
+// of it before the row (what its positions say where they count on from the document's start, else 1).
+std::int64_t RowReader::ContinuedOffset(const RowFields& row, std::size_t first_slot) const {
+  if (!crosses_ || first_slot >= row.input_ids.size()) return 0;
+  if (bos_) return row.input_ids[first_slot] == *bos_ ? 0 : 1;
   const bool counted = policy_.positions == Positions::kDocReset && !row.positions.empty();
   if (counted) {
-    const std::int64_t first = row.positions[0] - policy_.position_base;
+    const std::int64_t first = row.positions[first_slot] - policy_.position_base;
     if (first == 0 || (first < 0 && policy_.split_positions != SplitPositions::kRestart)) return 0;
     if (policy_.split_positions != SplitPositions::kRestart) return first;
   }
@@ -117,24 +148,25 @@ void RowReader::Row(std::size_t r, const RowFields& row, const RowSegments& segm
   std::size_t n = UnpaddedLength(row, segments, policy_, reading_);
   // An encoding that marks padding (a doc id below 0, an attention_mask of 0) says where padding starts: no
   // reading of the pad ids is needed.
-  if (policy_.padding != Padding::kNone && (!row.doc_ids.empty() || !row.attention_mask.empty())) {
+  if (policy_.padding == Padding::kRight && PaddingMarked(row)) {
     n = width;
-    const auto marked = [&](std::size_t i) {
-      return (!row.doc_ids.empty() && row.doc_ids[i] < 0) || (!row.attention_mask.empty() && row.attention_mask[i] == 0);
-    };
-    while (n > 0 && marked(n - 1)) --n;
+    while (n > 0 && MarkedPad(row, n - 1)) --n;
   }
+  // Under left padding the row's documents start where its leading padding ends: a segment the encoding starts
+  // inside that padding (positions counting over it) starts there instead.
+  const std::size_t lead = LeadingPadding(row, policy_, reading_);
   std::vector<std::size_t> starts;
   for (const std::int64_t s : segments.starts)
-    if (s >= 0 && static_cast<std::size_t>(s) < n) starts.push_back(static_cast<std::size_t>(s));
-  if (starts.empty() && n > 0) starts.push_back(0);
+    if (s >= 0 && static_cast<std::size_t>(s) >= lead && static_cast<std::size_t>(s) < n)
+      starts.push_back(static_cast<std::size_t>(s));
+  if (lead < n && (starts.empty() || (lead > 0 && starts.front() != lead))) starts.insert(starts.begin(), lead);
   auto& spans = out.spans.emplace_back();
   const std::string prefix = "row" + std::to_string(r);
   for (std::size_t k = 0; k < starts.size(); ++k) {
     const std::size_t s = starts[k], e = k + 1 < starts.size() ? starts[k + 1] : n;
     Document piece;
     piece.uid = prefix + ".seg" + std::to_string(k);
-    const std::int64_t offset = k == 0 ? ContinuedOffset(row) : 0;
+    const std::int64_t offset = k == 0 ? ContinuedOffset(row, s) : 0;
     piece.tokens.assign(static_cast<std::size_t>(offset), stand_in_);
     piece.supervised.assign(static_cast<std::size_t>(offset), 1);
     for (std::size_t i = s; i < e; ++i) {

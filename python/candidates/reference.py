@@ -2,7 +2,7 @@
 # Correct exec candidate for the `reference` preset (the lesson's document isolation), DESIGN §6:
 #   packoracle fuzz --exec 'python3 python/candidates/reference.py' --preset reference
 # Greedy sequential packing in document order (a document that does not fit in the space left starts a new row),
-# rows right-padded to the row length with pad_id; pre-shifted labels, each document shifted on its own (the
+# rows padded to the row length with pad_id (on the right, or on the left under padding: left); pre-shifted labels, each document shifted on its own (the
 # prediction into the next document excluded, unless the policy includes boundary targets); positions reset per
 # document; doc_ids per piece (-1 on padding); producer totals under the declared denominator (global_targets:
 # every micro-batch divides by the step's count of valid targets). Refuses a document longer than the row
@@ -20,13 +20,16 @@ def encode_row(pieces, request):
     slots = slots_of(pieces)
     content = len(slots)
     width = content
-    if policy["padding"] == "right":
+    if policy["padding"] in ("right", "left"):
         if policy["pad_to"] == "row_len":
             width = L
         else:
             k = int(policy["pad_to"].split(":")[1])
             width = -(-content // k) * k
-    slots += [None] * (width - content)
+    if policy["padding"] == "left":  # every pad slot before the row's first token
+        slots = [None] * (width - content) + slots
+    else:
+        slots += [None] * (width - content)
     labels, targets, positions, doc_ids = [], [], [], []
     piece_id, last_piece = -1, None
     for i, s in enumerate(slots):
