@@ -26,21 +26,23 @@ bool AllEqual(std::span<const Token> values, Token v) {
 }  // namespace
 
 SpanDerivation::SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow,
-                               std::optional<Token> pad_id)
+                               std::optional<Token> pad_id, bool left_padded)
     : owned_(std::move(documents)),
       docs_(owned_.begin(), owned_.end()),
       cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
       split_(overflow == Overflow::kSplit),
-      pad_id_(pad_id) {
+      pad_id_(pad_id),
+      left_(left_padded && pad_id.has_value()) {
   IndexDocuments();
 }
 
 SpanDerivation::SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow,
-                               std::optional<Token> pad_id)
+                               std::optional<Token> pad_id, bool left_padded)
     : docs_(std::move(documents)),
       cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
       split_(overflow == Overflow::kSplit),
-      pad_id_(pad_id) {
+      pad_id_(pad_id),
+      left_(left_padded && pad_id.has_value()) {
   IndexDocuments();
 }
 
@@ -92,6 +94,9 @@ RowEvidence EvidenceOf(const CandidateRow& row, const Policy& policy) {
   std::size_t from = row.input_ids.size();
   while (from > 0 && marked(from - 1)) --from;
   evidence.padding_from = static_cast<std::int64_t>(from);
+  std::size_t until = 0;  // the leading run (padding: left)
+  while (until < row.input_ids.size() && marked(until)) ++until;
+  evidence.padding_until = static_cast<std::int64_t>(until);
   return evidence;
 }
 
@@ -169,8 +174,80 @@ std::optional<std::int64_t> SpanDerivation::NextDocument(std::size_t r, std::int
   return first;
 }
 
+bool SpanDerivation::MatchesAt(std::int64_t k, std::span<const Token> row, std::int64_t i) const {
+  const auto& doc = docs_[static_cast<std::size_t>(k)];
+  const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(doc.size()),
+                                                static_cast<std::int64_t>(row.size()) - i);
+  return !doc.empty() && (m == static_cast<std::int64_t>(doc.size()) || cut_) && CommonPrefix(row, i, doc) == m;
+}
+
+bool SpanDerivation::UnplacedMatchesAt(std::span<const Token> row, std::int64_t i) const {
+  const auto found = by_first_.find(row[static_cast<std::size_t>(i)]);
+  if (found == by_first_.end()) return false;
+  return std::any_of(found->second.begin(), found->second.end(), [&](std::int64_t k) {
+    return !placed_[static_cast<std::size_t>(k)] && MatchesAt(k, row, i);
+  });
+}
+
+std::int64_t SpanDerivation::LeadingPadding(std::span<const Token> row, std::span<const std::uint8_t> targets,
+                                            const std::optional<RowEvidence>& evidence) const {
+  if (evidence && (evidence->padding_until > 0 || evidence->padding_from)) return evidence->padding_until;
+  const std::int64_t n = static_cast<std::int64_t>(row.size());
+  const auto target = [&](std::int64_t i) { return !targets.empty() && targets[static_cast<std::size_t>(i)] != 0; };
+  std::int64_t run = 0;
+  while (run < n && row[static_cast<std::size_t>(run)] == *pad_id_ && !target(run)) ++run;
+  if (!pad_first_) return run;
+  // A document starting with the pad id may end the padding earlier: the next document in order where it is
+  // one (packers place documents in order), else one the rest of the row cannot be read without.
+  if (const auto first = FirstUnplaced(); first && docs_[static_cast<std::size_t>(*first)].front() == *pad_id_)
+    for (std::int64_t lead = run - 1; lead >= 0; --lead)
+      if (MatchesAt(*first, row, lead)) return lead;
+  if (run < n && UnplacedMatchesAt(row, run)) return run;
+  for (std::int64_t lead = run - 1; lead >= 0; --lead)
+    if (UnplacedMatchesAt(row, lead)) return lead;
+  return run;
+}
+
+const std::vector<std::vector<DerivedSpan>>& SpanDerivation::Shifted(
+    const std::vector<std::vector<DerivedSpan>>& readings, std::vector<std::vector<DerivedSpan>>& out) const {
+  out = readings;
+  for (std::size_t r = 0; r < out.size() && r < leads_.size(); ++r)
+    for (DerivedSpan& span : out[r]) span.start += leads_[r];
+  return out;
+}
+
 const std::vector<DerivedSpan>& SpanDerivation::Match(std::span<const Token> row, std::span<const std::uint8_t> targets,
                                                      const StartsOf& starts, bool viewed) {
+  if (!left_) {
+    leads_.push_back(0);
+    return MatchRow(row, targets, starts, viewed);
+  }
+  // Left padding: the row's evidence is read first (where its padding ends), then the row after its padding
+  // is matched as any row, with the evidence moved with it.
+  std::optional<RowEvidence> evidence;
+  if (starts) evidence = starts();
+  const std::int64_t lead = LeadingPadding(row, targets, evidence);
+  leads_.push_back(lead);
+  StartsOf moved;
+  if (evidence) {
+    RowEvidence after = *evidence;
+    after.starts.clear();
+    for (std::int64_t s : evidence->starts)
+      if (s >= lead) after.starts.push_back(s - lead);
+    if (after.padding_from) after.padding_from = std::max<std::int64_t>(0, *after.padding_from - lead);
+    after.padding_until = 0;
+    moved = [after] { return after; };
+  }
+  const auto l = static_cast<std::size_t>(lead);
+  const auto& spans = MatchRow(row.subspan(l), targets.empty() ? targets : targets.subspan(l), moved, viewed);
+  match_out_ = spans;
+  for (DerivedSpan& span : match_out_) span.start += lead;
+  return match_out_;
+}
+
+const std::vector<DerivedSpan>& SpanDerivation::MatchRow(std::span<const Token> row,
+                                                        std::span<const std::uint8_t> targets, const StartsOf& starts,
+                                                        bool viewed) {
   if (viewed) {
     rows_.push_back(row);
   } else {
@@ -498,6 +575,10 @@ std::vector<std::vector<std::vector<DerivedSpan>>> SpanDerivation::OtherReadings
   search.chosen = &spans_;
   search.limit = limit;
   search.RowFrom(0, 0, std::nullopt);
+  if (left_) {
+    std::vector<std::vector<DerivedSpan>> moved;
+    for (auto& reading : others) reading = Shifted(reading, moved);
+  }
   return others;
 }
 

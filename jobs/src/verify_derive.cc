@@ -132,7 +132,7 @@ SpanDerivation DerivingReader::Derivation(std::vector<std::string>& uids) const 
   };
   if (given_) for (const DocumentRef& d : *given_) add(d);
   for (const Document& d : documents_) add(DocumentRef::Of(d));
-  SpanDerivation derivation(std::move(tokens), policy_.overflow, DerivationPad(policy_));
+  SpanDerivation derivation(std::move(tokens), policy_.overflow, DerivationPad(policy_), DerivationLeftPadded(policy_));
   derivation.Interchangeable(std::move(kinds));
   return derivation;
 }

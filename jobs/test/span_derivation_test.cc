@@ -233,5 +233,36 @@ TEST(SpanDerivation, OtherReadingsAreTheCompleteReadingsOfDocumentsAlikeInTokens
   EXPECT_TRUE(alike.OtherReadings(0, 3).empty());
 }
 
+// padding: left. A row's padding is its leading run, and its documents are read from where that ends.
+TEST(SpanDerivation, LeftPaddedRowsAreReadAfterTheirPadding) {
+  SpanDerivation d({{5, 6}, {7}, {8, 9}}, Overflow::kError, 0, /*left_padded=*/true);
+  const auto spans = ReadAll(d, {{0, 0, 5, 6, 7}, {0, 0, 0, 8, 9}});
+  EXPECT_EQ(spans, (std::vector<std::vector<DerivedSpan>>{{{0, 2, 2, 0}, {1, 4, 1, 0}}, {{2, 3, 2, 0}}}));
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 0);
+}
+
+TEST(SpanDerivation, UnderLeftPaddingADocumentOfThePadIdEndsThePaddingEarlier) {
+  // [0 0 0 5] with the documents [0] and [5] in that order: the padding is two slots, then [0] and [5]; the marks
+  // of padding, where the row has them, say where it ends whatever the tokens.
+  SpanDerivation d({{0}, {5}}, Overflow::kError, 0, /*left_padded=*/true);
+  EXPECT_EQ(ReadAll(d, {{0, 0, 0, 5}}), (std::vector<std::vector<DerivedSpan>>{{{0, 2, 1, 0}, {1, 3, 1, 0}}}));
+  SpanDerivation marked({{0, 0}, {5}}, Overflow::kError, 0, /*left_padded=*/true);
+  RowEvidence evidence(std::vector<std::int64_t>{0, 1, 3});
+  evidence.padding_from = 4;  // no trailing run
+  evidence.padding_until = 1;
+  marked.Match(std::vector<Token>{0, 0, 0, 5}, {}, [&] { return evidence; });
+  EXPECT_EQ(marked.rows(), (std::vector<std::vector<DerivedSpan>>{{{0, 1, 2, 0}, {1, 3, 1, 0}}}));
+}
+
+TEST(SpanDerivation, RightPaddingIsUnchangedByTheLeftReading) {
+  SpanDerivation right({{5, 6}}, Overflow::kError, 0);
+  EXPECT_EQ(ReadAll(right, {{5, 6, 0, 0}}), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 2, 0}}}));
+  // Right-padded rows under a declared left padding: read as they are (the checks then find the padding out of
+  // place, PaddingOutOfPlace).
+  SpanDerivation left({{5, 6}}, Overflow::kError, 0, /*left_padded=*/true);
+  EXPECT_EQ(ReadAll(left, {{5, 6, 0, 0}}), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 2, 0}}}));
+}
+
 }  // namespace
 }  // namespace packoracle::jobs

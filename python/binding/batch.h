@@ -74,9 +74,13 @@ struct BatchView {
 // rows' own encodings by where two documents match at a slot (EncodedSegments).
 struct PolicySpanDerivation : jobs::SpanDerivation {
   PolicySpanDerivation(std::vector<std::vector<Token>> documents, const Policy& p)
-      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p)), policy(p) {}
+      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p),
+                             jobs::DerivationLeftPadded(p)),
+        policy(p) {}
   PolicySpanDerivation(std::vector<std::span<const Token>> documents, const Policy& p)
-      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p)), policy(p) {}
+      : jobs::SpanDerivation(std::move(documents), p.overflow, jobs::DerivationPad(p),
+                             jobs::DerivationLeftPadded(p)),
+        policy(p) {}
   // Finish under this derivation's own policy (the pad id it reads padding by).
   bool Finish() { return jobs::SpanDerivation::Finish(policy.pad_id); }
   Policy policy;

@@ -5,6 +5,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -151,15 +152,17 @@ void BindPolicies(nb::module_& m) {
       "does.");
   m.def(
       "row_evidence",
-      [](nb::handle row, nb::handle policy) -> std::pair<std::vector<std::int64_t>, std::optional<std::int64_t>> {
+      [](nb::handle row, nb::handle policy)
+          -> std::tuple<std::vector<std::int64_t>, std::optional<std::int64_t>, std::int64_t> {
         const Policy p = PolicyFromPython(policy, "policy");
         jobs::RowEvidence evidence = jobs::EvidenceOf(RowFromPython(row, "row", /*spans_required=*/false), p);
-        return {std::move(evidence.starts), evidence.padding_from};
+        return {std::move(evidence.starts), evidence.padding_from, evidence.padding_until};
       },
       nb::arg("row"), nb::arg("policy"),
-      "(starts, padding_from) of one canonical row: where its encodings start segments (encoded_segments' starts, "
-      "[] where none reads) and where its marks of padding (a doc id below 0, an attention_mask of 0) start its "
-      "trailing run (None: no marks). The evidence SpanDerivation.match chooses between readings by "
+      "(starts, padding_from, padding_until) of one canonical row: where its encodings start segments "
+      "(encoded_segments' starts, [] where none reads), where its marks of padding (a doc id below 0, an "
+      "attention_mask of 0) start its trailing run (None: no marks) and where their leading run ends (0: none; "
+      "read under padding: left). The evidence SpanDerivation.match chooses between readings by "
       "(jobs/span_derivation.h EvidenceOf).");
   m.def(
       "read_microbatches",

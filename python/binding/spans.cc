@@ -107,7 +107,8 @@ void BindSpans(nb::module_& m) {
       .def(
           "match",
           [](PolicySpanDerivation& self, const TokenArray& row, std::optional<FlagArray> targets,
-             std::optional<std::vector<std::int64_t>> starts, std::optional<std::int64_t> padding_from) {
+             std::optional<std::vector<std::int64_t>> starts, std::optional<std::int64_t> padding_from,
+             std::int64_t padding_until) {
             std::span<const std::uint8_t> flags;
             if (targets) {
               if (targets->shape(0) != row.shape(0)) {
@@ -118,17 +119,19 @@ void BindSpans(nb::module_& m) {
             }
             jobs::SpanDerivation::StartsOf of;
             if (starts) {
-              of = [&starts, padding_from] {
+              of = [&starts, padding_from, padding_until] {
                 jobs::RowEvidence evidence(*starts);
                 evidence.padding_from = padding_from;
+                evidence.padding_until = padding_until;
                 return evidence;
               };
             }
             return SpansToPython(self.Match({row.data(), row.shape(0)}, flags, of));
           },
           nb::arg("row"), nb::arg("targets").none(), nb::arg("starts").none() = nb::none(),
-          nb::arg("padding_from").none() = nb::none(),
-          "The spans of the next row of the step. starts, padding_from: the row's evidence (row_evidence); "
+          nb::arg("padding_from").none() = nb::none(), nb::arg("padding_until") = 0,
+          "The spans of the next row of the step. starts, padding_from, padding_until: the row's evidence "
+          "(row_evidence); "
           "starts: where the row's own encodings start segments "
           "(encoded_segments), which choose between documents that both match at a slot; None: unknown.")
       .def("finish", [](PolicySpanDerivation& self) { return self.Finish(); },

@@ -178,17 +178,18 @@ def read_batch(batch: Mapping[str, Any], *, where: str, spans: Optional["SpanMat
                                 producer=producer, ignore=ignore, policy=policy)
 
 
-def _row_evidence(row: Mapping[str, Any], policy: Optional[Mapping]) -> tuple[Optional[list[int]], Optional[int]]:
+def _row_evidence(row: Mapping[str, Any], policy: Optional[Mapping]
+                  ) -> tuple[Optional[list[int]], Optional[int], int]:
     """What the row's own encodings say (``_core.row_evidence``: where they start segments, where its marks of
-    padding start), the evidence SpanMatcher chooses between readings by; (None, None) without a policy or
-    where a field does not read."""
+    padding start their trailing run and end their leading one), the evidence SpanMatcher chooses between
+    readings by; (None, None, 0) without a policy or where a field does not read."""
     if policy is None:
-        return None, None
+        return None, None, 0
     try:
-        starts, padding_from = _core.row_evidence(dict(row, doc_spans=[]), policy)
+        starts, padding_from, padding_until = _core.row_evidence(dict(row, doc_spans=[]), policy)
     except (TypeError, ValueError):
-        return None, None  # a field the audit then names
-    return list(starts), padding_from
+        return None, None, 0  # a field the audit then names
+    return list(starts), padding_from, padding_until
 
 
 def _target_slots(arrays: Mapping[str, np.ndarray], policy: Optional[Mapping]) -> Optional[np.ndarray]:
@@ -234,13 +235,15 @@ class SpanMatcher:
         return int(self._core.misses)
 
     def match(self, tokens: np.ndarray, where: str, targets: Optional[np.ndarray] = None,
-              starts: Optional[list[int]] = None, padding_from: Optional[int] = None) -> list[dict]:
+              starts: Optional[list[int]] = None, padding_from: Optional[int] = None,
+              padding_until: int = 0) -> list[dict]:
         """The spans of one row. ``targets``: which of its slots are targets (see the class docstring).
-        ``starts``, ``padding_from``: the row's own evidence (``_core.row_evidence``), which chooses between
-        readings the tokens allow alike (the tokens decide every reading; None: unknown)."""
+        ``starts``, ``padding_from``, ``padding_until``: the row's own evidence (``_core.row_evidence``), which
+        chooses between readings the tokens allow alike and, under padding: left, says where the leading
+        padding ends (the tokens decide every reading; None: unknown)."""
         flags = None if targets is None else np.ascontiguousarray(targets, dtype=np.uint8)
         spans = self._spans(self._core.match(np.ascontiguousarray(tokens, dtype=np.int64), flags, starts,
-                                             padding_from))
+                                             padding_from, padding_until))
         self._returned.append(spans)
         return spans
 

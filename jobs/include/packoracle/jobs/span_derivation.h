@@ -36,6 +36,7 @@ struct RowEvidence {
   std::vector<std::int64_t> starts;          // where the encodings start segments, sorted; empty: none read
   std::optional<std::int64_t> padding_from;  // where the row's marks of padding (a doc id below 0, an
                                              // attention_mask of 0) start its trailing run; none: no marks
+  std::int64_t padding_until = 0;            // where the leading run of such marks ends (0: none; padding: left)
   RowEvidence() = default;
   RowEvidence(std::vector<std::int64_t> segment_starts) : starts(std::move(segment_starts)) {}  // NOLINT: implicit
 };
@@ -58,10 +59,14 @@ class SpanDerivation {
   static constexpr std::int64_t kSolveSteps = 20000;
 
   // `documents`: their tokens as placed (the policy's delimiters added), in the order the packer was given them.
-  SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow, std::optional<Token> pad_id);
+  // `left_padded` (padding: left): a row's padding is its leading run (LeadingPadding), each row is read from
+  // where that ends and its spans are placed after it; everything below then reads the rows without it.
+  SpanDerivation(std::vector<std::vector<Token>> documents, Overflow overflow, std::optional<Token> pad_id,
+                 bool left_padded = false);
   // The same, the tokens viewed where the caller holds them, alive and unchanged for the derivation's life (the
   // guard's documents: read into a _core.Documents once per batch, not copied again here).
-  SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow, std::optional<Token> pad_id);
+  SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow, std::optional<Token> pad_id,
+                 bool left_padded = false);
   SpanDerivation(SpanDerivation&&) = default;
   SpanDerivation(const SpanDerivation&) = delete;  // its views may point into its own storage
 
@@ -97,7 +102,7 @@ class SpanDerivation {
   // a document starts with, a row starting inside a document, a search), within kSolveSteps.
   std::vector<std::vector<std::vector<DerivedSpan>>> OtherReadings(Token pad_id, std::size_t limit) const;
   // Every row's spans so far, in the order the rows were matched (Solve may have replaced them).
-  const std::vector<std::vector<DerivedSpan>>& rows() const { return spans_; }
+  const std::vector<std::vector<DerivedSpan>>& rows() const { return left_ ? Shifted(spans_, shifted_) : spans_; }
   // Rows whose greedy reading the rows' own evidence contradicts (Contradicts), among those whose encodings were
   // read.
   std::int64_t contradicted() const { return contradicted_; }
@@ -108,6 +113,21 @@ class SpanDerivation {
 
  private:
   struct Search;
+  // Match on a row without padding before its documents (all of it, or what follows its leading padding).
+  const std::vector<DerivedSpan>& MatchRow(std::span<const Token> row, std::span<const std::uint8_t> targets,
+                                           const StartsOf& starts, bool viewed);
+  // Under padding: left, where the row's leading padding ends: where its leading marks of padding end, where the
+  // row carries marks; else the leading run of pad ids that are no target, less what of it a document starting
+  // with the pad id is read as: the next unplaced document in order where it starts with the pad id (the
+  // longest run after which it matches); else the run whole where an unplaced document matches after it; else
+  // the longest run after which one does (the run whole where none does).
+  std::int64_t LeadingPadding(std::span<const Token> row, std::span<const std::uint8_t> targets,
+                              const std::optional<RowEvidence>& evidence) const;
+  bool MatchesAt(std::int64_t k, std::span<const Token> row, std::int64_t i) const;  // document k, whole or cut
+  bool UnplacedMatchesAt(std::span<const Token> row, std::int64_t i) const;
+  // `readings` with each row's spans moved past its leading padding (leads_), into `out`.
+  const std::vector<std::vector<DerivedSpan>>& Shifted(const std::vector<std::vector<DerivedSpan>>& readings,
+                                                       std::vector<std::vector<DerivedSpan>>& out) const;
   std::optional<std::int64_t> NextDocument(std::size_t r, std::int64_t i, const StartsOf& starts);
   // How well row r's encodings bear out document k at slot i (whole, or cut at the row's end) ending where it
   // would: 2 where the row ends there or its encodings start a segment there, 1 where only padding (a run of the
@@ -157,6 +177,10 @@ class SpanDerivation {
   std::vector<std::vector<DerivedSpan>> spans_;
   std::int64_t misses_ = 0;
   std::int64_t contradicted_ = 0;
+  bool left_ = false;                 // padding: left (the constructor's left_padded)
+  std::vector<std::int64_t> leads_;   // per row, its leading padding (0 unless left_)
+  mutable std::vector<std::vector<DerivedSpan>> shifted_;  // rows() under left_: spans_ placed after the padding
+  std::vector<DerivedSpan> match_out_;                      // Match's answer under left_
   std::vector<std::int64_t> kinds_;  // Interchangeable; empty: every document one kind (the tokens decide)
   std::int64_t choices_ = 0;         // choices met while reading (OtherReadings searches only where some was)
   bool borne_out_ = true;            // rows() bear out the rows' evidence (the tier OtherReadings searches)
@@ -166,6 +190,9 @@ class SpanDerivation {
 inline std::optional<Token> DerivationPad(const Policy& policy) {
   return policy.padding == Padding::kNone ? std::nullopt : std::optional<Token>(policy.pad_id);
 }
+
+// Whether a derivation under `policy` reads a row's padding as its leading run (the constructor's left_padded).
+inline bool DerivationLeftPadded(const Policy& policy) { return policy.padding == Padding::kLeft; }
 
 // Which slots of a row carry a target as its producer wrote them, 1 or 0 into `out`: a label that is not
 // `ignore_index`, and a loss_mask that is not 0 where there is one. Match's evidence: padding is never a target.
