@@ -34,6 +34,14 @@ std::vector<bool> PaddingOf(const CandidateRow& row) {
   return pad;
 }
 
+// Where the row's leading padding ends under padding: left (0 otherwise): an EOD/BOS reading starts a segment
+// there, as the row's first token (FromEodCloses' first_token; check.cc reads the rows' truth so).
+std::size_t FirstToken(const std::vector<bool>& pad, const Policy& policy) {
+  std::size_t first = 0;
+  while (policy.padding == Padding::kLeft && first < pad.size() && pad[first]) ++first;
+  return first;
+}
+
 SegmentStarts SegmentsOf(const CandidateRow& row, const Policy& policy, const std::vector<bool>& pad) {
   const auto n = static_cast<std::int64_t>(row.input_ids.size());
   auto need = [&](bool present, const char* what) {
@@ -60,10 +68,10 @@ SegmentStarts SegmentsOf(const CandidateRow& row, const Policy& policy, const st
       return FromDocIds(*row.doc_ids);
     case BoundarySource::kEodCloses:
       need(policy.eos_id.has_value(), "eos_id in its policy");
-      return FromEodCloses(row.input_ids, *policy.eos_id);
+      return FromEodCloses(row.input_ids, *policy.eos_id, FirstToken(pad, policy));
     case BoundarySource::kBosOpens:
       need(policy.bos_id.has_value(), "bos_id in its policy");
-      return FromBosOpens(row.input_ids, *policy.bos_id);
+      return FromBosOpens(row.input_ids, *policy.bos_id, FirstToken(pad, policy));
     case BoundarySource::kSpans:
     case BoundarySource::kNone: {
       // The spans (and the padding runs between them) are the segmentation.

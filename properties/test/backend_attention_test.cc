@@ -102,6 +102,19 @@ TEST(DeclaredSegments, ReadsEachEncodingAsItsBackendDoes) {
   EXPECT_EQ(DeclaredSegmentsAsFed(row, reset), (SegmentStarts{0}));  // read as one sequence
 }
 
+TEST(DeclaredSegments, AnEodReadingStartsWhereLeftPaddingEnds) {
+  // llm.c's EOT-opened rows, left-padded with the pad id 99: the first document starts where the padding ends,
+  // as a row's first token does (FromBosOpens' first_token), not at slot 0 with the padding.
+  Policy left = FindPreset("llmc").policy;
+  left.padding = Padding::kLeft;
+  left.pad_id = 99;
+  CandidateRow row;
+  row.input_ids = {99, 99, 5, 6, 0, 7};
+  row.labels = row.input_ids;
+  row.attention_mask = std::vector<std::int64_t>{0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(DeclaredSegments(row, left), (SegmentStarts{0, 2, 4}));
+}
+
 // A consumer with only the micro-batch form: the kit hands it whole micro-batches, and its per-row form is the
 // row as a micro-batch of one.
 struct CountsRows {
