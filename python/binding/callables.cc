@@ -217,15 +217,16 @@ class PythonConsumer final : public AttentionConsumerRole, Driven {
     }
     Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy), LayoutToPython(layout));
     if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-    nb::handle masks = a.value;
+    nb::object masks = a.value;
     if (nb::isinstance<nb::tuple>(a.value)) {
       auto pair = nb::borrow<nb::tuple>(a.value);
       masks = pair[0];
       auto work = nb::borrow<nb::dict>(pair[1]);
+      const nb::object rows = work["rows"], extra_rows = work["extra_rows"];
       ComputedWork& w = out.work.emplace();
-      if (!work["rows"].is_none())
-        for (nb::handle runs : nb::borrow<nb::list>(work["rows"])) w.rows.push_back(MaskFromDriver(runs));
-      for (nb::handle runs : nb::borrow<nb::list>(work["extra_rows"])) w.extra_rows.push_back(MaskFromDriver(runs));
+      if (!rows.is_none())
+        for (nb::handle runs : nb::borrow<nb::list>(rows)) w.rows.push_back(MaskFromDriver(runs));
+      for (nb::handle runs : nb::borrow<nb::list>(extra_rows)) w.extra_rows.push_back(MaskFromDriver(runs));
     }
     for (nb::handle mask : nb::borrow<nb::list>(masks)) out.masks.push_back(MaskFromDriver(mask));
     return out;
