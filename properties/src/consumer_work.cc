@@ -26,14 +26,14 @@ std::int64_t UnionOfQuery(const MaskRuns& a, const MaskRuns& b, std::int64_t i) 
 
 std::string Pairs(std::int64_t n) { return std::to_string(n) + (n == 1 ? " (query, key) pair" : " (query, key) pairs"); }
 
-// "4900%" of needing `required` and computing `computed`, rounded down; "no pair needed" when required is 0.
+// How much more than `required` pairs `computed` is, as a sentence ("4900% more than needed", rounded down).
 std::string Overhead(std::int64_t computed, std::int64_t required) {
   if (required == 0) return "where no pair is needed";
   const auto percent = static_cast<long double>(computed - required) * 100.0L / static_cast<long double>(required);
   return std::to_string(static_cast<std::int64_t>(percent)) + "% more than needed";
 }
 
-// What is wrong with a work report of a micro-batch of `rows` rows whose rows are `lengths` long; nullopt: nothing.
+// What is wrong with a work report for the micro-batch whose oracle rows are `truth`; nullopt: nothing.
 std::optional<std::string> MalformedWork(const ComputedWork& work, const std::vector<const OracleRow*>& truth) {
   if (!work.rows.empty() && work.rows.size() != truth.size()) {
     return "the attention consumer reported the work of " + std::to_string(work.rows.size()) +
