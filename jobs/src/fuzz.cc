@@ -104,6 +104,7 @@ void Absorb(FuzzOutcome& out, const VerifyReport& report) {
   if (report.contamination) {
     Accumulate(out.contamination ? *out.contamination : out.contamination.emplace(), *report.contamination);
   }
+  if (report.consumer_work) (out.consumer_work ? *out.consumer_work : out.consumer_work.emplace()).Add(*report.consumer_work);
 }
 
 void ReplayOne(Candidate& candidate, const FuzzOptions& o, const FuzzHooks& hooks, FuzzOutcome& out) {

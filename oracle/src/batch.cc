@@ -225,6 +225,15 @@ std::vector<std::int64_t> ContextSet(const OracleRow& row, const Policy& policy,
   return out;
 }
 
+std::int64_t RequiredAttentionPairs(const OracleRow& row, const Policy& policy) {
+  std::int64_t pairs = 0;
+  for (std::int64_t i = 0; i < row.length(); ++i) {
+    if (row.slots[static_cast<std::size_t>(i)].is_pad()) continue;  // reaches no loss: nothing needed
+    for (std::int64_t j = 0; j <= i; ++j) pairs += Attends(row, policy, i, j) ? 1 : 0;  // |C(i)|, j ≤ i by causality
+  }
+  return pairs;
+}
+
 OracleBatch Materialize(const std::vector<Document>& documents, const Layout& layout, const Policy& policy,
                         Delimiters delimiters) {
   ValidatePolicy(policy);

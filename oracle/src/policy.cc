@@ -264,6 +264,24 @@ KeyDescriptor PadToKey() {
           }};
 }
 
+// consumer_overhead: null (reported only) or a percentage p ≥ 0 that an attention consumer's computed work may
+// exceed the work the declared rule needs (Policy::consumer_overhead). Added after version 1: left out at null.
+KeyDescriptor ConsumerOverheadKey() {
+  static const char* kTakes = "null | an integer percentage in 0..1000000";
+  return {{"consumer_overhead", {PolicyValue(nullptr)}, true, kTakes, true},
+          [](const Policy& p) { return OptionalValue(p.consumer_overhead); },
+          [](Policy& p, const PolicyValue& v) {
+            const auto* i = std::get_if<std::int64_t>(&v);
+            if (std::holds_alternative<std::nullptr_t>(v)) {
+              p.consumer_overhead.reset();
+            } else if (i != nullptr && *i >= 0 && *i <= 1'000'000) {
+              p.consumer_overhead = *i;
+            } else {
+              BadValue("consumer_overhead", v, kTakes);
+            }
+          }};
+}
+
 const std::vector<KeyDescriptor>& Keys() {
   static const std::vector<KeyDescriptor> keys = [] {
     std::vector<KeyDescriptor> k;
@@ -296,6 +314,7 @@ const std::vector<KeyDescriptor>& Keys() {
     k.push_back(EnumKey("truncate_to", &Policy::truncate_to, kTruncateTo, true));
     k.push_back(EnumKey("segment_encodings", &Policy::segment_encodings, kSegmentEncodings, true));
     k.push_back(EnumKey("shift", &Policy::shift, kShift, true));
+    k.push_back(ConsumerOverheadKey());
     return k;
   }();
   return keys;

@@ -107,6 +107,28 @@ TEST(Policy, EfficiencyIsAPromiseOnlyWhereRowsHoldWholeDocuments) {
   EXPECT_EQ(MergeCapacity(multiple, 10), 8);  // a row of 9 tokens would take 12 slots
 }
 
+// consumer_overhead (DESIGN §3, §4 efficiency): null (reported only) or a percentage ≥ 0 that an attention
+// consumer's computed pairs may exceed the declared rule's; left out of the JSON at null, as version 1 wrote it.
+TEST(Policy, ConsumerOverheadIsNullOrAPercentage) {
+  Policy p = FindPreset("reference").policy;
+  EXPECT_FALSE(p.consumer_overhead.has_value());
+  EXPECT_FALSE(PolicyToJson(p).contains("consumer_overhead"));
+  SetPolicyKey(p, "consumer_overhead", std::int64_t{100});
+  EXPECT_EQ(p.consumer_overhead, 100);
+  const auto json = PolicyToJson(p);
+  EXPECT_EQ(json.at("consumer_overhead"), 100);
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(json.dump()), "roundtrip"), p);
+  SetPolicyKey(p, "consumer_overhead", nullptr);
+  EXPECT_FALSE(p.consumer_overhead.has_value());
+  try {
+    SetPolicyKey(p, "consumer_overhead", std::int64_t{-1});
+    FAIL() << "a negative percentage was accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "policy key 'consumer_overhead': value -1 is not allowed (null | an integer percentage in 0..1000000)");
+  }
+  EXPECT_THROW(SetPolicyKey(p, "consumer_overhead", std::string("2x")), InputError);
+}
+
 // truncate_to: pad_multiple (DESIGN §3): a truncated document keeps ⌊L/k⌋·k tokens; it needs overflow: truncate
 // and pad_to multiple_of:k, and the JSON of every policy without it stays as version 1 wrote it.
 TEST(Policy, TruncationAtThePaddingMultipleNeedsTruncateAndAMultiple) {

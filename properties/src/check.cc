@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "consumer_work.h"
 #include "packing_invariance.h"
 #include "value_invariance.h"
 #include "packoracle/oracle.h"
@@ -131,6 +132,7 @@ class Checker {
                             std::int64_t accumulation, std::int64_t optimizer_steps);
   void CheckConsumer();
   void CompareConsumerMask(std::size_t r);
+  void CheckWork(const std::vector<std::optional<ComputedWork>>& work);
   void CheckInvariance();
   void CheckValues();
 
@@ -1216,12 +1218,15 @@ void Checker::CheckConsumer() {
   // micro-batch m, in order. It answers runs (mask_runs.h): rows of any length, dense answers converted.
   consumer_masks_.assign(rows_.size(), std::nullopt);
   std::vector<std::optional<std::string>> failures(rows_.size());
+  std::vector<std::optional<ComputedWork>> work(microbatches_.size());  // what each micro-batch's consumer computed
   for (std::size_t m = 0, flat = 0; m < microbatches_.size(); flat += microbatches_[m].rows.size(), ++m) {
     std::vector<MaskRuns> masks;
     std::string failure;
     try {
-      masks = candidate_.consumer->ConsumeMicrobatchInStep(
+      ConsumerAnswer answer = candidate_.consumer->ConsumeMicrobatchWithWork(
           microbatches_[m], policy_, StepLayoutOf(microbatches_, m, request_.dp_world_size, static_cast<std::uint64_t>(request_.id)));
+      masks = std::move(answer.masks);
+      work[m] = std::move(answer.work);
       if (masks.size() != microbatches_[m].rows.size()) {
         failure = "the attention consumer returned " + std::to_string(masks.size()) + " masks for a micro-batch of " +
                   std::to_string(microbatches_[m].rows.size()) + " rows";
@@ -1245,6 +1250,23 @@ void Checker::CheckConsumer() {
       continue;
     }
     CompareConsumerMask(r);
+  }
+  CheckWork(work);
+}
+
+// efficiency of what the consumer computes (consumer_work.h): each micro-batch whose consumer said what it
+// computed, its well-formed masks beside it, against the least the declared rule needs.
+void Checker::CheckWork(const std::vector<std::optional<ComputedWork>>& work) {
+  for (std::size_t m = 0, flat = 0; m < microbatches_.size(); flat += microbatches_[m].rows.size(), ++m) {
+    if (!work[m] || flat + microbatches_[m].rows.size() > rows_.size()) continue;
+    std::vector<const MaskRuns*> masks;
+    std::vector<const OracleRow*> truth;
+    for (std::size_t k = 0; k < microbatches_[m].rows.size(); ++k) {
+      masks.push_back(consumer_masks_[flat + k] ? &*consumer_masks_[flat + k] : nullptr);
+      truth.push_back(&result_.oracle->rows[flat + k]);
+    }
+    internal::CheckConsumerWork(*work[m], masks, truth, policy_, "micro-batch " + std::to_string(m),
+                                static_cast<std::int64_t>(flat), result_);
   }
 }
 

@@ -64,7 +64,10 @@ constexpr std::array<Entry, kInvariantCount> kEntries{{
     {Invariant::kEfficiency, "efficiency",
      "utilization = non-pad slots / all slots (reported); under the policy's promise efficiency: "
      "no_mergeable_rows, no two rows of a rank could be one row: used(r) + used(s) > L for every two rows "
-     "(used = non-pad slots, delimiters included; L rounded down to a multiple of k under pad_to multiple_of:k)",
+     "(used = non-pad slots, delimiters included; L rounded down to a multiple of k under pad_to multiple_of:k); "
+     "a consumer that says what its kernel computes is measured against the least the declared rule needs "
+     "(Σ over non-pad queries of |C(i)|), and under the policy's consumer_overhead: p computes at most (1 + p/100) "
+     "times that in each micro-batch",
      "opening a new row for a document that an earlier row had room for (next fit, or a first fit that misses "
      "a row, as TRL #3887's segment tree sized to a non-power of two)", ""},
     {Invariant::kGradient, "gradient",

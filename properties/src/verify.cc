@@ -213,7 +213,7 @@ gen::Limits LimitsFor(int k, std::int64_t longest, const VerifyOptions& options)
 }
 
 // What a run learns from every case it checks, whether it fails or not: the invariants checked, those that
-// applied to no case, the largest objective gap, the contamination.
+// applied to no case, the largest objective gap, the contamination, the consumer's work.
 class RunTally {
  public:
   void Observe(VerifyReport& report, const CaseResult& result, const PackRequest& request, int k) {
@@ -223,6 +223,7 @@ class RunTally {
     if (result.contamination && result.contamination->targets > 0) {
       Accumulate(report.contamination ? *report.contamination : report.contamination.emplace(), *result.contamination);
     }
+    if (result.consumer_work) (report.consumer_work ? *report.consumer_work : report.consumer_work.emplace()).Add(*result.consumer_work);
     if (first_) {
       not_applicable_ = result.not_applicable;
       first_ = false;

@@ -198,19 +198,37 @@ class PythonConsumer final : public AttentionConsumerRole, Driven {
   // The micro-batch driver gets the layout too (it hands the consumer the step when fuzz(step_view=True)).
   std::vector<MaskRuns> ConsumeMicrobatchInStep(const CandidateMicrobatch& microbatch, const Policy& policy,
                                                 const StepLayout& layout) override {
+    return ConsumeMicrobatchWithWork(microbatch, policy, layout).masks;
+  }
+
+  // The micro-batch driver answers its masks, or (masks, work) for a consumer that returned packoracle.Computed
+  // (_drivers.py): work {"rows": [runs per row] or None, "extra_rows": [runs, ...]}, read as ComputedWork.
+  ConsumerAnswer ConsumeMicrobatchWithWork(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                           const StepLayout& layout) override {
     nb::gil_scoped_acquire gil;
-    std::vector<MaskRuns> out;
+    ConsumerAnswer out;
     if (!whole_microbatch_) {
       for (const auto& row : microbatch.rows) {
         Answer a = Call(*state_, driver_, RowToPython(row), PolicyToPython(policy));
         if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-        out.push_back(MaskFromDriver(a.value));
+        out.masks.push_back(MaskFromDriver(a.value));
       }
       return out;
     }
     Answer a = Call(*state_, driver_, MicrobatchToPython(microbatch), PolicyToPython(policy), LayoutToPython(layout));
     if (a.kind != "ok") throw std::runtime_error(Text(a.value));
-    for (nb::handle mask : nb::borrow<nb::list>(a.value)) out.push_back(MaskFromDriver(mask));
+    nb::object masks = a.value;
+    if (nb::isinstance<nb::tuple>(a.value)) {
+      auto pair = nb::borrow<nb::tuple>(a.value);
+      masks = pair[0];
+      auto work = nb::borrow<nb::dict>(pair[1]);
+      const nb::object rows = work["rows"], extra_rows = work["extra_rows"];
+      ComputedWork& w = out.work.emplace();
+      if (!rows.is_none())
+        for (nb::handle runs : nb::borrow<nb::list>(rows)) w.rows.push_back(MaskFromDriver(runs));
+      for (nb::handle runs : nb::borrow<nb::list>(extra_rows)) w.extra_rows.push_back(MaskFromDriver(runs));
+    }
+    for (nb::handle mask : nb::borrow<nb::list>(masks)) out.masks.push_back(MaskFromDriver(mask));
     return out;
   }
 

@@ -125,6 +125,16 @@ nb::dict RunFuzz(const FuzzArgs& a) {
   out["profiles"] = profiles;
   out["checked"] = Names(outcome.checked);
   out["gap"] = DescribeGap(outcome.gaps);
+  // What the attention consumer computed against what the declared rule needs (efficiency), where it said.
+  if (const auto& w = outcome.consumer_work) {
+    nb::dict work;
+    work["computed"] = w->computed;
+    work["required"] = w->required;
+    work["utilization"] = w->utilization();
+    out["consumer_work"] = work;
+  } else {
+    out["consumer_work"] = nb::none();
+  }
   // What was generated (stats=True), as `fuzz --format json` holds it under "generated".
   out["generated"] = outcome.generated ? nb::object(nb::str(jobs::GenerationStatsJson(*outcome.generated).dump().c_str()))
                                        : nb::none();

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ below resol
     from ._checks import check_batch, check_step, draw, verify
     from ._documents import canonical_documents
     from ._fuzz import Counterexample, FuzzResult, Refuse, fuzz
+    from ._masks import Computed
     from ._policy import Policy, presets
     from ._values import StepView
     from ._which import PolicyFit, which_policy, which_policy_of_batch
@@ -40,14 +41,15 @@ _PUBLIC = {
     "Counterexample": "_fuzz", "FuzzResult": "_fuzz", "Refuse": "_fuzz", "fuzz": "_fuzz",
     "Policy": "_policy", "presets": "_policy",
     "StepView": "_values",
+    "Computed": "_masks",
     "PolicyFit": "_which", "which_policy": "_which", "which_policy_of_batch": "_which",
     "Document": "dump.spans",
     "Report": "report", "Violation": "report",
 }
 # The submodules above that run without the extension (the others import packoracle._core).
-_WITHOUT_CORE = frozenset({"dump.spans"})
+_WITHOUT_CORE = frozenset({"dump.spans", "_masks"})
 # Shown as packoracle.X in tracebacks, reprs and help(), where users meet them.
-_CLASSES = ("Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "Violation")
+_CLASSES = ("Computed", "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "Violation")
 # Submodules reached as attributes (`packoracle.guard.check_step(...)` after `import packoracle`): `import
 # packoracle` itself imports neither torch nor transformers nor Hypothesis.
 _SUBMODULES = frozenset({"adapters", "conformance", "dump", "guard", "strategies"})
@@ -116,7 +118,7 @@ def _rename_classes() -> None:
 
 
 __all__ = [
-    "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "StepView", "Violation",
+    "Computed", "Counterexample", "Document", "FuzzResult", "Policy", "PolicyFit", "Refuse", "Report", "StepView", "Violation",
     "__version__", "canonical_documents", "check_batch", "check_step", "draw", "fuzz", "presets", "verify", "which_policy",
     "which_policy_of_batch",
 ]

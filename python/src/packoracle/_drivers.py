@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ._arrays import is_tensor, scalar
-from ._masks import ConsumerAnswerError, runs
+from ._masks import Computed, ConsumerAnswerError, runs, work_runs
 
 
 class _Hung(BaseException):
@@ -115,7 +115,9 @@ def _microbatch_consumer_driver(consumer: Callable[..., Any],
                                 step_of: Optional[Callable[[dict], Any]] = None) -> Callable[..., tuple]:
     """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order;
     with `step_of` (fuzz(step_view=True): _values.step_viewer) ``consumer(microbatch, policy, step)``, the step
-    view of the layout the core hands. The exec server calls it without a layout (no step view there)."""
+    view of the layout the core hands. The exec server calls it without a layout (no step view there).
+    ("ok", [runs per row]); for an answer wrapped in ``Computed`` (what the consumer computes, _masks.py),
+    ("ok", ([runs per row], work)) with work as _masks.work_runs reads it."""
     def drive(microbatch: dict, policy: dict, layout: Optional[dict] = None) -> tuple:
         rows = microbatch["rows"]
         try:
@@ -126,6 +128,9 @@ def _microbatch_consumer_driver(consumer: Callable[..., Any],
         except BaseException:
             return ("fault", "the micro-batch attention consumer raised an exception:\n" + traceback.format_exc())
         try:
+            computed = answer if isinstance(answer, Computed) else None
+            if computed is not None:
+                answer = computed.masks
             if _is_single_mask_source(answer):
                 answer = [answer] * len(rows)  # one BlockMask or mask function for the whole batch
             if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence) and not (
@@ -135,9 +140,12 @@ def _microbatch_consumer_driver(consumer: Callable[..., Any],
             if len(answer) != len(rows):
                 return ("fault", f"the micro-batch attention consumer returned {len(answer)} answers for a "
                                  f"micro-batch of {len(rows)} rows")
-            return ("ok", [runs(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer "
-                                                             f"for row {r}")
-                           for r, (a, row) in enumerate(zip(answer, rows))])
+            masks = [runs(a, len(row["input_ids"]), r, f"the micro-batch attention consumer's answer for row {r}")
+                     for r, (a, row) in enumerate(zip(answer, rows))]
+            if computed is None:
+                return ("ok", masks)
+            return ("ok", (masks, work_runs(computed, [len(row["input_ids"]) for row in rows],
+                                            "the micro-batch attention consumer's Computed answer")))
         except ConsumerAnswerError as e:
             return ("fault", str(e))
         except _PASS_THROUGH:

@@ -111,6 +111,10 @@ class FuzzResult:
     # fuzz(stats=True): what was generated, as `packoracle fuzz --format json` holds it under "generated"
     # (documents per case and per row, row lengths, tokens: median / p90 / max; shares), else None
     generated: Optional[dict] = None
+    # What the attention consumer computed against what the declared rule needs, where it said (a micro-batch
+    # consumer returning packoracle.Computed): {"computed": pairs, "required": pairs, "utilization": their ratio},
+    # summed over the checked cases (DESIGN §4 efficiency); else None
+    consumer_work: Optional[dict] = None
 
     @property
     def cases_per_second(self) -> float:
@@ -122,6 +126,10 @@ class FuzzResult:
                  f"{', '.join(self.checked) or 'nothing'}"]
         for invariant in self.not_applicable:
             lines.append(f"  not checked: {invariant} ({_HOW_TO_CHECK.get(invariant, 'not applicable to these roles')})")
+        if self.consumer_work:
+            w = self.consumer_work
+            lines.append(f"  consumer work: {w['computed']} (query, key) pairs computed, {w['required']} needed by the "
+                         f"declared attention: utilization {w['utilization']:.3f}")
         return "\n".join(lines)
 
 
@@ -134,7 +142,8 @@ _HOW_TO_CHECK = {
     "gradient": "give reducer= and gradient=True, the reducer returning the tensor it backpropagates",
     "attention": "give microbatch_consumer= (or consumer=) for the code that turns a batch into attention",
     "packing_invariance": "needs a packer or a consumer, and decoder=True",
-    "efficiency": "reported; to check it, give a policy that promises it (\"efficiency\": \"no_mergeable_rows\")",
+    "efficiency": "reported; to check it, give a policy that promises it (\"efficiency\": \"no_mergeable_rows\", "
+                  "or \"consumer_overhead\": p for a consumer that returns packoracle.Computed)",
 }
 
 
@@ -380,7 +389,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                       not_applicable=tuple(i for i in _core.invariants() if i not in checked),
                       profiles=tuple(result["profiles"]), objective_gap=result["gap"],
                       stopped_by=result["stopped_by"],
-                      generated=json.loads(result["generated"]) if result["generated"] else None)
+                      generated=json.loads(result["generated"]) if result["generated"] else None,
+                      consumer_work=result["consumer_work"])
 
 
 def _import_path(obj: Any) -> Optional[tuple[str, str]]:

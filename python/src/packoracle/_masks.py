@@ -29,11 +29,39 @@ them. The rule the result is compared with (who may attend to whom under the pol
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ._arrays import as_array, is_tensor
+
+
+class Computed:
+    """A micro-batch consumer's answer with what its kernel computes beside what it attends with (DESIGN §4
+    efficiency, §12 "Work"): ``microbatch_consumer`` may return ``Computed(masks, pairs=None, extra_rows=())``
+    instead of its masks alone.
+
+    - ``masks``: the answer as before, one per row in any form (or one BlockMask / mask function for all rows);
+    - ``pairs``: per row, the (query, key) pairs the kernel evaluates whether or not the mask then hides them, in
+      any mask form (a dense causal kernel over the padded row: ``lambda q, k: k <= q``); None: each row computes
+      what its mask attends;
+    - ``extra_rows``: rows the consumer builds beyond the micro-batch's (alignment padding turned into a dense
+      dummy row), each a pair ``(length, pairs)``, e.g. ``(7, np.ones((7, 7)))``.
+
+    The core counts per row the pairs of ``pairs`` ∪ the mask, plus every pair of ``extra_rows``, against the
+    least the declared rule needs: reported (``FuzzResult.consumer_work``), and an ``efficiency`` finding where
+    the policy promises ``consumer_overhead: p`` and a micro-batch computes more than (1 + p/100) times that."""
+
+    __slots__ = ("masks", "pairs", "extra_rows")
+
+    def __init__(self, masks: Any, pairs: Any = None, extra_rows: Any = ()) -> None:
+        self.masks = masks
+        self.pairs = pairs
+        self.extra_rows = extra_rows
+
+    def __repr__(self) -> str:
+        return f"Computed(masks=..., pairs={'...' if self.pairs is not None else None}, extra_rows={len(self.extra_rows)})"
 
 
 class ConsumerAnswerError(ValueError):
@@ -297,3 +325,31 @@ def runs(answer: Any, n: int, row: int, where: str) -> Runs:
     except Exception as e:  # a mask function that raises, an array that is not one
         raise ConsumerAnswerError(f"{where}: the consumer's answer cannot be read as a mask: "
                                   f"{type(e).__name__}: {e}") from None
+
+
+def work_runs(computed: Computed, lengths: list, where: str) -> dict:
+    """What ``computed`` says the consumer computes, read as runs: ``{"rows": [Runs per row] or None,
+    "extra_rows": [Runs, ...]}`` for rows of ``lengths`` slots. Raises ConsumerAnswerError naming `where`."""
+    rows = None
+    if computed.pairs is not None:
+        pairs = computed.pairs
+        if callable(pairs) or is_block_mask(pairs):
+            pairs = [pairs] * len(lengths)  # one mask function or BlockMask for every row
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) and not (
+                is_tensor(pairs) or isinstance(pairs, np.ndarray)):
+            raise ConsumerAnswerError(f"{where}: Computed.pairs must hold one answer per row, got {type(pairs).__name__}")
+        if len(pairs) != len(lengths):
+            raise ConsumerAnswerError(f"{where}: Computed.pairs holds {len(pairs)} answers for a micro-batch of "
+                                      f"{len(lengths)} rows")
+        rows = [runs(a, n, r, f"{where}, the pairs computed for row {r}") for r, (a, n) in enumerate(zip(pairs, lengths))]
+    extra = []
+    if isinstance(computed.extra_rows, (str, bytes)) or not isinstance(computed.extra_rows, Sequence):
+        raise ConsumerAnswerError(f"{where}: Computed.extra_rows must be a list of (length, pairs), got "
+                                  f"{type(computed.extra_rows).__name__}")
+    for e, item in enumerate(computed.extra_rows):
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (int, np.integer))
+                and not isinstance(item[0], bool) and item[0] >= 0):
+            raise ConsumerAnswerError(f"{where}: Computed.extra_rows[{e}] must be a pair (length >= 0, pairs), got "
+                                      f"{item!r:.80}")
+        extra.append(runs(item[1], int(item[0]), len(lengths) + e, f"{where}, extra row {e}"))
+    return {"rows": rows, "extra_rows": extra}

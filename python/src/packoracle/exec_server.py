@@ -79,7 +79,9 @@ def _answer(request: dict, reducer: Optional[Callable[[dict], tuple]],
             status, value = consumer(microbatch, request["policy"])
             if status != "ok":
                 return [{"record": "error", "message": str(value)}]
-            answers = value
+            # A Computed answer's work (what the kernel computes, DESIGN §4 efficiency) has no record in the exec
+            # protocol yet: its masks travel, its work is measured in-process only.
+            answers = value[0] if isinstance(value, tuple) else value
         return [_runs_record(runs, r) for r, runs in enumerate(answers)]
     return [{"record": "error", "message": f"this server plays no role for a {kind!r} record"}]
 

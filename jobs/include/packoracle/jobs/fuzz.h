@@ -116,6 +116,7 @@ struct FuzzOutcome {
   std::string regression_path, regression_error;  // options.save_regressions
   VerifyReport gaps;  // largest_gap only: the largest declared-objective gap over the run
   std::optional<Contamination> contamination;  // packing_invariance's measurement over the run
+  std::optional<ConsumerWork> consumer_work;   // the attention consumer's computed work over the run (efficiency)
   std::optional<GenerationStats> generated;    // options.stats: every case as generated, over the run
   double cases_per_second() const;
 };

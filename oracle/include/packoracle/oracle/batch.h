@@ -120,4 +120,13 @@ bool Attends(const OracleRow& row, const Policy& policy, std::int64_t i, std::in
 // C(i) = { j : Attends(row, policy, i, j) }.
 std::vector<std::int64_t> ContextSet(const OracleRow& row, const Policy& policy, std::int64_t i);
 
+// The least attention work the declared rule demands of a row (DESIGN §4 efficiency, consumer_overhead): the
+// (query, key) pairs a consumer must compute, those the rule makes visible to a query that reaches a loss,
+//   W_min(row) = Σ_{i non-pad} |C(i)| = Σ_{i non-pad} Σ_j A_ij.
+// Under doc_causal with pad keys masked it is Σ over the row's pieces of k(k+1)/2 (a piece of k tokens); under
+// row_causal, u(u+1)/2 for the row's u tokens when padding trails them; pad keys visible add the padding before
+// each query. A padding query's pairs are never needed (its output reaches no loss), so a consumer that computes
+// them (a dense causal kernel over the whole padded row, a dense dummy row of alignment padding) computes more.
+std::int64_t RequiredAttentionPairs(const OracleRow& row, const Policy& policy);
+
 }  // namespace packoracle

@@ -125,6 +125,12 @@ enum class SegmentEncodings { kDocuments, kRows };
 // excluded, no row_end_target next_in_stream nor stream_stride L+1, and no eod_closes (PolicyProblems).
 enum class Shift { kRow, kDocument };
 
+// consumer_overhead (DESIGN §4 efficiency): null, the attention work a consumer reports (ComputedWork,
+// candidate.h) is reported only; p ≥ 0, the consumer promises to compute, in each micro-batch, at most
+// (1 + p/100) times the (query, key) pairs the declared rule needs (RequiredAttentionPairs, batch.h):
+//   100 · computed ≤ (100 + p) · required.
+// 0: exactly what the rule needs (a varlen kernel over the pieces); 100: at most twice as much. p ≤ 10^6.
+
 struct Policy {
   std::string preset;  // the preset this policy started from ("" when built key by key)
   LabelAlignment label_alignment = LabelAlignment::kPreShifted;
@@ -153,6 +159,7 @@ struct Policy {
   TruncateTo truncate_to = TruncateTo::kRowLen;
   SegmentEncodings segment_encodings = SegmentEncodings::kDocuments;
   Shift shift = Shift::kRow;
+  std::optional<std::int64_t> consumer_overhead;  // a percentage in 0..10^6, or nullopt: reported only
 };
 
 bool operator==(const Policy& a, const Policy& b);

@@ -319,6 +319,29 @@ class LossReducerRole {
   virtual ReduceResult Reduce(const ReduceRequest& request) = 0;
 };
 
+// What an attention consumer computes for a micro-batch, beside the masks it attends with (DESIGN §4 efficiency,
+// §12 "Work"): the (query, key) pairs its kernel evaluates, whether or not the mask then hides them. A dense
+// causal kernel over a padded row computes [0, i] for every query, padding included; a varlen kernel over the
+// pieces, only each piece's [start, i]; a consumer that turns alignment padding into a dense dummy row of a slots
+// computes that row's a × a pairs as well. The kit counts, per row, the pairs in `rows[r]` ∪ the row's mask (a
+// pair attended is a pair computed, whatever the report says), plus every pair of `extra_rows`, and compares
+// the micro-batch's sum with the least the declared rule needs (RequiredAttentionPairs, oracle/batch.h).
+struct ComputedWork {
+  // One per row of the micro-batch, as runs of computed keys per query (mask_runs.h); empty: each row computes
+  // what its mask attends.
+  std::vector<MaskRuns> rows;
+  // Rows the consumer builds beyond the micro-batch's (a dense dummy row of alignment padding), each the pairs
+  // computed over it (its n is the row's length).
+  std::vector<MaskRuns> extra_rows;
+};
+
+// A consumer's answer for a micro-batch with what it computes: the masks (one per row, as ConsumeMicrobatchInStep
+// answers) and, when the consumer says, its ComputedWork.
+struct ConsumerAnswer {
+  std::vector<MaskRuns> masks;
+  std::optional<ComputedWork> work;
+};
+
 class AttentionConsumerRole {
  public:
   virtual ~AttentionConsumerRole() = default;
@@ -346,6 +369,12 @@ class AttentionConsumerRole {
                                                         const StepLayout& layout) {
     (void)layout;
     return ConsumeMicrobatchRuns(microbatch, policy);
+  }
+  // The masks with what the consumer computes (ComputedWork): what CheckCase calls. By default the step form's
+  // masks and no work said (efficiency then measures the packer's rows only).
+  virtual ConsumerAnswer ConsumeMicrobatchWithWork(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                                   const StepLayout& layout) {
+    return {ConsumeMicrobatchInStep(microbatch, policy, layout), std::nullopt};
   }
 };
 
@@ -466,9 +495,15 @@ concept StepAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, co
   { t.ConsumeMicrobatchInStep(mb, p, l) } -> std::convertible_to<std::vector<MaskRuns>>;
 };
 
+// The form that says what it computes: the masks of the step form with the consumer's ComputedWork.
+template <class T>
+concept WorkAttentionConsumer = requires(T& t, const CandidateMicrobatch& mb, const Policy& p, const StepLayout& l) {
+  { t.ConsumeMicrobatchWithWork(mb, p, l) } -> std::convertible_to<ConsumerAnswer>;
+};
+
 template <class T>
 concept AttentionConsumer = RowAttentionConsumer<T> || MicrobatchAttentionConsumer<T> || RunsAttentionConsumer<T> ||
-                            StepAttentionConsumer<T>;
+                            StepAttentionConsumer<T> || WorkAttentionConsumer<T>;
 
 // A value consumer: per-position outputs of a micro-batch (ValueConsumerRole). It may also declare a tolerance
 // (`ValueTolerance Tolerance() const`) and answer gradients (`bool AnswersGradients() const`).
@@ -517,8 +552,9 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
   std::vector<MaskRuns> ConsumeMicrobatchRuns(const CandidateMicrobatch& mb, const Policy& p) override {
     if constexpr (RunsAttentionConsumer<T>) {
       return this->object->ConsumeMicrobatchRuns(mb, p);
-    } else if constexpr (StepAttentionConsumer<T> && !MicrobatchAttentionConsumer<T> && !RowAttentionConsumer<T>) {
-      return this->object->ConsumeMicrobatchInStep(mb, p, WholeRowsLayout(mb));  // only the step form
+    } else if constexpr ((StepAttentionConsumer<T> || WorkAttentionConsumer<T>) && !MicrobatchAttentionConsumer<T> &&
+                         !RowAttentionConsumer<T>) {
+      return ConsumeMicrobatchInStep(mb, p, WholeRowsLayout(mb));  // only the step form (or the work form)
     } else {
       return AttentionConsumerRole::ConsumeMicrobatchRuns(mb, p);
     }
@@ -527,8 +563,19 @@ struct ConsumerAdapter final : AttentionConsumerRole, SharedImpl<T> {
                                                 const StepLayout& layout) override {
     if constexpr (StepAttentionConsumer<T>) {
       return this->object->ConsumeMicrobatchInStep(mb, p, layout);
+    } else if constexpr (WorkAttentionConsumer<T> && !RunsAttentionConsumer<T> && !MicrobatchAttentionConsumer<T> &&
+                         !RowAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatchWithWork(mb, p, layout).masks;  // only the work form
     } else {
       return ConsumeMicrobatchRuns(mb, p);
+    }
+  }
+  ConsumerAnswer ConsumeMicrobatchWithWork(const CandidateMicrobatch& mb, const Policy& p,
+                                           const StepLayout& layout) override {
+    if constexpr (WorkAttentionConsumer<T>) {
+      return this->object->ConsumeMicrobatchWithWork(mb, p, layout);
+    } else {
+      return AttentionConsumerRole::ConsumeMicrobatchWithWork(mb, p, layout);
     }
   }
 };

@@ -112,6 +112,21 @@ struct Contamination {
 // Folds `more` into `total` (max of the maxima, mean weighted by the targets).
 void Accumulate(Contamination& total, const Contamination& more);
 
+// What an attention consumer computed against the least the declared rule needs (ComputedWork, candidate.h;
+// DESIGN §4 efficiency): (query, key) pairs, summed over micro-batches (a case's, a run's).
+struct ConsumerWork {
+  std::int64_t computed = 0;  // Σ |computed ∪ mask| over rows, plus the pairs of the rows built beyond them
+  std::int64_t required = 0;  // Σ RequiredAttentionPairs over the rows (oracle/batch.h)
+  // The consumer's utilization: needed pairs / computed pairs (1 when it computed nothing).
+  double utilization() const {
+    return computed > 0 ? static_cast<double>(required) / static_cast<double>(computed) : 1.0;
+  }
+  void Add(const ConsumerWork& more) {
+    computed += more.computed;
+    required += more.required;
+  }
+};
+
 // Everything one case produced, for the verdict and for the report.
 // Violations one case keeps in full: past these, each is counted under its invariant and dropped (a row of
 // 10^7 slots wrong slot by slot reports, rather than exhausting memory; issue 27).
@@ -137,6 +152,8 @@ struct CaseResult {
   };
   std::vector<SplitObjective> split_objectives;
   std::optional<Contamination> contamination;  // packing_invariance's measurement (when it ran)
+  // What the attention consumer computed, where it said (ConsumerAnswer::work): efficiency of its compute.
+  std::optional<ConsumerWork> consumer_work;
   // Checks the producer's totals did not allow, one sentence each (ProducerNotes,
   // packoracle/properties/producer_totals.h): a denominator alone checks the count, not the loss.
   std::vector<std::string> notes;

@@ -90,6 +90,9 @@ struct VerifyReport {
   // packing_invariance's measurement over every checked case: the relative change of the tiny decoder's losses
   // against each document alone (zero for an isolating producer; the contamination under row_causal).
   std::optional<Contamination> contamination;
+  // What the attention consumer computed against what the declared rule needs, over every checked case whose
+  // consumer said (ComputedWork, candidate.h; efficiency): its utilization, reported whatever the policy promises.
+  std::optional<ConsumerWork> consumer_work;
   // What was generated (options.collect_stats): every case as drawn, before shrinking.
   std::optional<GenerationStats> generated;
   // The headline invariant of the failure.

@@ -330,7 +330,7 @@ def resolve_policy_without_core(policy: Mapping[str, Any], where: str = "policy"
     if not policy.get("preset"):
         base["preset"] = None
     for key, default in KEYS_AFTER_VERSION_ONE.items():
-        if base.get(key) == default:
+        if key in base and base[key] == default:  # (a key whose default is null may be absent: nothing to drop)
             del base[key]  # the core leaves the key out at its default (a resolved policy of version 1)
     return base
 
