@@ -2,6 +2,8 @@
 #include "packoracle/jobs/fuzz_exec.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -94,6 +96,12 @@ std::string NameFromCommand(const std::string& command) {
   return "exec:" + pick;
 }
 
+std::string ShortestText(double v) {
+  std::array<char, 32> text{};
+  const auto end = std::to_chars(text.data(), text.data() + text.size(), v).ptr;
+  return std::string(text.data(), end);
+}
+
 std::string ReplayedFlags(const FuzzOptions& o) {
   std::string flags;
   for (const auto& entry : kFuzzOptions) {
@@ -104,6 +112,7 @@ std::string ReplayedFlags(const FuzzOptions& o) {
           if (value == FuzzOptions{}.*member) return;
           flags += " " + std::string(entry.flag);
           if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, std::string>) flags += " " + ShellQuote(value);
+          else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, double>) flags += " " + ShortestText(value);
           else if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(value)>, bool>) flags += " " + std::to_string(value);
         },
         entry.member);

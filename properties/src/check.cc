@@ -52,6 +52,28 @@ std::vector<RowRef> Flatten(const std::vector<CandidateMicrobatch>& mbs) {
   return out;
 }
 
+// Per-target values (the kit's losses or scores, indexed [document][token]) at each slot of the step's rows,
+// [microbatch][row][slot]: the value of the target the slot predicts, 0 where it predicts none (as
+// cross-entropy with an ignore index gives).
+std::vector<std::vector<std::vector<double>>> PerSlot(const OracleBatch& batch,
+                                                      const std::vector<CandidateMicrobatch>& mbs,
+                                                      const std::vector<std::vector<double>>& per_target) {
+  std::vector<std::vector<std::vector<double>>> out;
+  std::size_t flat = 0;
+  for (const auto& mb : mbs) {
+    auto& rows = out.emplace_back();
+    for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
+      auto& slots = rows.emplace_back();
+      for (const auto& p : batch.rows[flat].predictions) {
+        slots.push_back(p.has_target() ? per_target[static_cast<std::size_t>(p.target_doc)]
+                                                   [static_cast<std::size_t>(p.target_offset)]
+                                       : 0.0);
+      }
+    }
+  }
+  return out;
+}
+
 struct ScopeCounts;
 
 class Checker {
@@ -1127,19 +1149,16 @@ void Checker::CheckReducer() {
     }
     req.microbatches = mbs;
     for (auto& mb : req.microbatches) mb.producer.reset();
-    std::size_t flat = 0;
-    for (const auto& mb : mbs) {
-      std::vector<std::vector<double>> per_row;
-      for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
-        std::vector<double> slot_losses;
-        for (const auto& p : batch.rows[flat].predictions) {
-          slot_losses.push_back(p.has_target() ? losses[static_cast<std::size_t>(p.target_doc)]
-                                                       [static_cast<std::size_t>(p.target_offset)]
-                                               : 0.0);
-        }
-        per_row.push_back(slot_losses);
-      }
-      req.slot_losses.push_back(per_row);
+    req.slot_losses = PerSlot(batch, mbs, losses);
+    // A declared selection: the reducer is told the rule and every slot's score; its totals are judged against
+    // the selected weights, chosen within each optimizer step (the whole step without a schedule: then
+    // grad_accum_steps is past every micro-step).
+    OracleBatch judged = batch;
+    if (options_.selection.active()) {
+      const TargetScores scores = KitScores(request_, batch.documents);
+      req.selection = options_.selection;
+      req.slot_scores = PerSlot(batch, mbs, scores);
+      judged = SelectedTargets(batch, scores, options_.selection, req.grad_accum_steps);
     }
     const std::string who = s == 0 ? std::string("the loss reducer")
                                    : "the loss reducer (the same rows split " + split.name + ")";
@@ -1155,9 +1174,9 @@ void Checker::CheckReducer() {
                                        std::to_string(mbs.size()) + " micro-batches");
     }
     if (result_.found() == before && req.optimizer_steps > 1) {
-      CheckScheduledTotals(batch, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
+      CheckScheduledTotals(judged, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
     } else if (result_.found() == before) {
-      CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+      CheckTotals(judged, mbs, totals, who, split.dp_world_size);
     }
     if (s == 0 || result_.found() > before) result_.reduced = totals;
     if (result_.found() > before) {
