@@ -71,6 +71,10 @@ void CheckExecFuzzOptions(const ExecFuzzOptions& o, const std::function<void()>&
   }
   CheckFuzzOptions(o.fuzz, [&] {
     if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout must be a number of seconds in (0, 86400]");
+    if (o.fuzz.select_top_fraction < 1 && o.fuzz.exec_reducer.empty()) {
+      throw InputError("--select-top-fraction " + ShortestText(o.fuzz.select_top_fraction) +
+                       " states a selection in a loss reducer's objective: give --exec-reducer CMD");
+    }
     if (more_checks) more_checks();
   });
 }

@@ -1160,8 +1160,12 @@ void Checker::CheckReducer() {
       req.slot_scores = PerSlot(batch, mbs, scores);
       judged = SelectedTargets(batch, scores, options_.selection, req.grad_accum_steps);
     }
-    const std::string who = s == 0 ? std::string("the loss reducer")
-                                   : "the loss reducer (the same rows split " + split.name + ")";
+    const std::string selecting = options_.selection.active()
+                                      ? " (keeping the top " + Num(options_.selection.top_fraction) +
+                                            " of each optimizer step's targets by score)"
+                                      : std::string();
+    const std::string who = s == 0 ? "the loss reducer" + selecting
+                                   : "the loss reducer" + selecting + " (the same rows split " + split.name + ")";
     const std::size_t before = result_.found();
     ReduceResult totals;
     try {
