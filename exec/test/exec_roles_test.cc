@@ -216,7 +216,7 @@ TEST(ExecRoleRequests, CarryWhatTheRoleNeeds) {
   selecting.selection.top_fraction = 0.5;
   selecting.slot_scores = {{{0.25, 0.75, 0.0}}};
   const auto s = ReduceRequestToJson(selecting, 7);
-  EXPECT_EQ(s["selection"], nlohmann::json({{"top_fraction", 0.5}, {"scope", "optimizer_step"}}));
+  EXPECT_EQ(s["selection"], nlohmann::ordered_json({{"top_fraction", 0.5}, {"scope", "optimizer_step"}}));
   EXPECT_EQ(s["slot_scores"][0][0][1], 0.75);
   auto without = s;
   without.erase("selection");

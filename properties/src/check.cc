@@ -74,6 +74,26 @@ std::vector<std::vector<std::vector<double>>> PerSlot(const OracleBatch& batch,
   return out;
 }
 
+// What a declared selection kept of a step, for the report of a failure under it: the selected targets of the
+// step and of each micro-batch (weights summed in `judged`, SelectedTargets's batch) against the valid ones.
+std::string SelectionNote(const OracleBatch& batch, const OracleBatch& judged,
+                          const std::vector<CandidateMicrobatch>& mbs, double top_fraction) {
+  double valid = 0, kept = 0;
+  std::string per_microbatch;
+  for (std::size_t m = 0, flat = 0; m < mbs.size(); ++m) {
+    double kept_here = 0;
+    for (std::size_t k = 0; k < mbs[m].rows.size(); ++k, ++flat) {
+      valid += WeightSum(batch.rows[flat]);
+      kept_here += WeightSum(judged.rows[flat]);
+    }
+    kept += kept_here;
+    per_microbatch += (m ? " " : "") + Num(kept_here);
+  }
+  return "the declared selection keeps " + Num(kept) + " of the step's " + Num(valid) + " valid targets (the top " +
+         Num(top_fraction) + " of each optimizer step by the kit's scores, slot_scores; per micro-batch: " +
+         per_microbatch + "): the denominator and Σwℓ count those alone";
+}
+
 struct ScopeCounts;
 
 class Checker {
@@ -1184,6 +1204,7 @@ void Checker::CheckReducer() {
     }
     if (s == 0 || result_.found() > before) result_.reduced = totals;
     if (result_.found() > before) {
+      if (options_.selection.active()) AddNote(SelectionNote(batch, judged, mbs, options_.selection.top_fraction));
       if (s > 0 && !candidate_.packer) {
         result_.oracle = batch;  // draw the rows of the split that broke it
         microbatches_ = mbs;

@@ -119,6 +119,10 @@ TEST(Selection, AReducerSelectingPerMicrobatchIsCaught) {
   EXPECT_EQ(v.sentence,
             "the loss reducer (keeping the top 0.5 of each optimizer step's targets by score), micro-batch 0: "
             "loss_sum 1, but Σwℓ of its valid targets is 4");
+  ASSERT_FALSE(result.notes.empty());
+  EXPECT_EQ(result.notes.back(),
+            "the declared selection keeps 9 of the step's 17 valid targets (the top 0.5 of each optimizer step by the "
+            "kit's scores, slot_scores; per micro-batch: 2 2 2 3): the denominator and Σwℓ count those alone");
 }
 
 TEST(Selection, ItsTwinSelectingOverTheOptimizerStepPasses) {

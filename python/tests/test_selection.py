@@ -28,8 +28,16 @@ def test_a_threshold_taken_per_microbatch_is_caught_split_dependent():
     with pytest.raises(packoracle.Counterexample) as caught:
         packoracle.fuzz(None, "reference", reducer=reduce_top_fraction_per_microbatch, select_top_fraction=0.5,
                         **SMALL)
-    assert caught.value.invariant == "loss", str(caught.value)
-    assert "select_top_fraction=0.5" in str(caught.value), "the replay line repeats the selection"
+    text = str(caught.value)
+    # Minimal: two one-target micro-batches. The step keeps ⌈2/2⌉ = 1 target, each micro-batch ⌈1/2⌉ = 1 of its own.
+    assert caught.value.invariant == "denominator", text
+    assert "micro-batch 0: divided by 2, but its global has 1 valid targets" in text, text
+    assert "the declared selection keeps 1 of the step's 2 valid targets" in text, text
+    assert "select_top_fraction=0.5" in text, "the replay line repeats the selection"
+    again = pytest.raises(packoracle.Counterexample, packoracle.fuzz, None, "reference",
+                          reducer=reduce_top_fraction_per_microbatch, select_top_fraction=0.5,
+                          reproduce=caught.value.reproduce, **dict(SMALL, cases=None))
+    assert again.value.invariant == "denominator"
 
 
 def test_its_twin_selecting_over_the_optimizer_step_passes_with_and_without_a_schedule():
@@ -60,7 +68,7 @@ def test_over_the_exec_protocol_the_scores_travel_and_the_same_verdicts_come():
     with pytest.raises(packoracle.Counterexample) as caught:
         packoracle.fuzz(None, "reference", exec_reducer=_served("reduce_top_fraction_per_microbatch"),
                         select_top_fraction=0.5, **dict(SMALL, cases=64))
-    assert caught.value.invariant == "loss", str(caught.value)
+    assert caught.value.invariant == "denominator", str(caught.value)
 
 
 @pytest.mark.parametrize("value, error", [(0, ValueError), (1.5, ValueError), (-0.2, ValueError),

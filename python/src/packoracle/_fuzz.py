@@ -284,7 +284,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     and the request's ``selection`` says the rule, ``{"top_fraction": q, "scope": "optimizer_step"}``. Both keys
     are there only under a selection. The totals must give the objective over the selected targets alone
     (Σ of their losses / their number under global_targets), whatever the split: a threshold taken per
-    micro-batch fails ``loss`` (or ``denominator`` where its counts differ too).
+    micro-batch fails ``denominator`` where it keeps another number of targets, ``loss`` where other ones.
 
     ``microbatch_consumer(microbatch, policy)`` is an attention consumer (the code that turns a packed batch into
     attention: a model's mask construction, an attention path): it gets a whole micro-batch (the ``microbatch``
