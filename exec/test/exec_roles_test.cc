@@ -211,6 +211,18 @@ TEST(ExecRoleRequests, CarryWhatTheRoleNeeds) {
   EXPECT_FALSE(j["microbatches"][0].contains("producer")) << "the reducer computes the totals";
   EXPECT_EQ(j["slot_losses"][0][0][1], 3.0);
   EXPECT_EQ(j["context_parallel_scheme"], "contiguous");
+  EXPECT_FALSE(j.contains("selection") || j.contains("slot_scores")) << "no selection: what version 1 wrote";
+  ReduceRequest selecting = r;
+  selecting.selection.top_fraction = 0.5;
+  selecting.slot_scores = {{{0.25, 0.75, 0.0}}};
+  const auto s = ReduceRequestToJson(selecting, 7);
+  EXPECT_EQ(s["selection"], nlohmann::ordered_json({{"top_fraction", 0.5}, {"scope", "optimizer_step"}}));
+  EXPECT_EQ(s["slot_scores"][0][0][1], 0.75);
+  auto without = s;
+  without.erase("selection");
+  without.erase("slot_scores");
+  without["id"] = 5;
+  EXPECT_EQ(without, j) << "a selection only adds its two keys";
   const auto k = ConsumeRequestToJson(mb, r.policy, 6);
   EXPECT_EQ(k["record"], "consume_request");
   EXPECT_EQ(k["microbatch"]["rows"][0]["doc_spans"][0]["doc_uid"], "a");

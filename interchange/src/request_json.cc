@@ -240,6 +240,13 @@ nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& r, std::int64_t 
     mbs.push_back(MicrobatchToJson(bare));
   }
   j["slot_losses"] = r.slot_losses;
+  // A selection (DESIGN §4 `loss`, oracle/selection.h), added after version 1: written only where the run
+  // declares one, so that every other request is what version 1 wrote and a reducer that never reads them runs
+  // unchanged.
+  if (r.selection.active()) {
+    j["selection"] = {{"top_fraction", r.selection.top_fraction}, {"scope", "optimizer_step"}};
+    j["slot_scores"] = r.slot_scores;
+  }
   return j;
 }
 

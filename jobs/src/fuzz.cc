@@ -16,6 +16,7 @@
 #include "packoracle/exec/exec_roles.h"
 #include "packoracle/fastcheck/case_check.h"
 #include "packoracle/jobs/fuzz_exec.h"
+#include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
@@ -84,6 +85,7 @@ packoracle::VerifyOptions BaseOptions(const FuzzOptions& o) {
   base.sft_masks = o.sft_masks;
   base.check.packing_invariance = !o.no_decoder;
   base.check.optimizer_steps = o.optimizer_steps;
+  base.check.selection.top_fraction = o.select_top_fraction;
   base.collect_stats = o.stats;
   if (!o.oracle) {
     base.check_case = [](Candidate& c, const PackRequest& r, const CheckOptions& options) {
@@ -183,6 +185,9 @@ void CheckFuzzOptions(const FuzzOptions& o, const std::function<void()>& more_ch
   }
   if (o.cases < 1) throw InputError("--cases must be at least 1, got " + std::to_string(o.cases));
   if (!(o.time >= 0)) throw InputError("--time must be a number of seconds >= 0");
+  if (!(o.select_top_fraction > 0 && o.select_top_fraction <= 1)) {
+    throw InputError("--select-top-fraction must be in (0, 1], got " + ShortestText(o.select_top_fraction));
+  }
   if (o.max_row_length < 1 || o.max_row_length > kMaxFuzzRowLength) {
     throw InputError("--max-row-length must be in 1.." + std::to_string(kMaxFuzzRowLength) + ", got " +
                      std::to_string(o.max_row_length));

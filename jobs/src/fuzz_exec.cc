@@ -2,6 +2,8 @@
 #include "packoracle/jobs/fuzz_exec.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -69,6 +71,10 @@ void CheckExecFuzzOptions(const ExecFuzzOptions& o, const std::function<void()>&
   }
   CheckFuzzOptions(o.fuzz, [&] {
     if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout must be a number of seconds in (0, 86400]");
+    if (o.fuzz.select_top_fraction < 1 && o.fuzz.exec_reducer.empty()) {
+      throw InputError("--select-top-fraction " + ShortestText(o.fuzz.select_top_fraction) +
+                       " states a selection in a loss reducer's objective: give --exec-reducer CMD");
+    }
     if (more_checks) more_checks();
   });
 }
@@ -94,6 +100,12 @@ std::string NameFromCommand(const std::string& command) {
   return "exec:" + pick;
 }
 
+std::string ShortestText(double v) {
+  std::array<char, 32> text{};
+  const auto end = std::to_chars(text.data(), text.data() + text.size(), v).ptr;
+  return std::string(text.data(), end);
+}
+
 std::string ReplayedFlags(const FuzzOptions& o) {
   std::string flags;
   for (const auto& entry : kFuzzOptions) {
@@ -104,6 +116,7 @@ std::string ReplayedFlags(const FuzzOptions& o) {
           if (value == FuzzOptions{}.*member) return;
           flags += " " + std::string(entry.flag);
           if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, std::string>) flags += " " + ShellQuote(value);
+          else if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, double>) flags += " " + ShortestText(value);
           else if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(value)>, bool>) flags += " " + std::to_string(value);
         },
         entry.member);

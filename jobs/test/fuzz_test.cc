@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "packoracle/jobs/fuzz.h"
+#include "packoracle/jobs/fuzz_exec.h"
 #include "packoracle/jobs/fuzz_options.h"
 #include "packoracle/oracle.h"
 #include "packoracle/properties/invariants.h"
@@ -84,6 +85,19 @@ TEST(CheckFuzzOptions, RefusesWhatNoRunCanUse) {
   options.profile.clear();
   options.policy = FindPreset("reference").policy;
   EXPECT_THROW(CheckFuzzOptions(options), InputError);  // a preset and a policy object
+  options.policy.reset();
+  for (double q : {0.0, -0.5, 1.5}) {
+    options.select_top_fraction = q;
+    EXPECT_THROW(CheckFuzzOptions(options), InputError) << q;
+  }
+  options.select_top_fraction = 0.2;
+  EXPECT_NO_THROW(CheckFuzzOptions(options));
+  ExecFuzzOptions exec;
+  exec.fuzz = options;
+  exec.exec = "true";
+  EXPECT_THROW(CheckExecFuzzOptions(exec), InputError) << "a selection without --exec-reducer states nothing";
+  exec.fuzz.exec_reducer = "true";
+  EXPECT_NO_THROW(CheckExecFuzzOptions(exec));
 }
 
 
@@ -107,7 +121,10 @@ TEST(FuzzOptionsTable, TheReplayLineRepeatsEveryReplayedFlagAwayFromItsDefault) 
   }
   changed.policy_file.clear();  // a preset or a policy file: one of them
   EXPECT_EQ(ReplayedFlags(changed), " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder --exec-reducer 'x y' "
-                                    "--exec-consumer 'x y' --optimizer-steps 3");
+                                    "--exec-consumer 'x y' --optimizer-steps 3 --select-top-fraction 3");
+  FuzzOptions fraction;
+  fraction.select_top_fraction = 0.123456789;  // replayed exactly, not as std::to_string's 0.123457
+  EXPECT_EQ(ReplayedFlags(fraction), " --select-top-fraction 0.123456789");
 }
 
 // Every keyword and every flag names one entry (a front end reads an option by either).

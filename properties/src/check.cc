@@ -53,6 +53,48 @@ std::vector<RowRef> Flatten(const std::vector<CandidateMicrobatch>& mbs) {
   return out;
 }
 
+// Per-target values (the kit's losses or scores, indexed [document][token]) at each slot of the step's rows,
+// [microbatch][row][slot]: the value of the target the slot predicts, 0 where it predicts none (as
+// cross-entropy with an ignore index gives).
+std::vector<std::vector<std::vector<double>>> PerSlot(const OracleBatch& batch,
+                                                      const std::vector<CandidateMicrobatch>& mbs,
+                                                      const std::vector<std::vector<double>>& per_target) {
+  std::vector<std::vector<std::vector<double>>> out;
+  std::size_t flat = 0;
+  for (const auto& mb : mbs) {
+    auto& rows = out.emplace_back();
+    for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
+      auto& slots = rows.emplace_back();
+      for (const auto& p : batch.rows[flat].predictions) {
+        slots.push_back(p.has_target() ? per_target[static_cast<std::size_t>(p.target_doc)]
+                                                   [static_cast<std::size_t>(p.target_offset)]
+                                       : 0.0);
+      }
+    }
+  }
+  return out;
+}
+
+// What a declared selection kept of a step, for the report of a failure under it: the selected targets of the
+// step and of each micro-batch (weights summed in `judged`, SelectedTargets's batch) against the valid ones.
+std::string SelectionNote(const OracleBatch& batch, const OracleBatch& judged,
+                          const std::vector<CandidateMicrobatch>& mbs, double top_fraction) {
+  double valid = 0, kept = 0;
+  std::string per_microbatch;
+  for (std::size_t m = 0, flat = 0; m < mbs.size(); ++m) {
+    double kept_here = 0;
+    for (std::size_t k = 0; k < mbs[m].rows.size(); ++k, ++flat) {
+      valid += WeightSum(batch.rows[flat]);
+      kept_here += WeightSum(judged.rows[flat]);
+    }
+    kept += kept_here;
+    per_microbatch += (m ? " " : "") + Num(kept_here);
+  }
+  return "the declared selection keeps " + Num(kept) + " of the step's " + Num(valid) + " valid targets (the top " +
+         Num(top_fraction) + " of each optimizer step by the kit's scores, slot_scores; per micro-batch: " +
+         per_microbatch + "): the denominator and Σwℓ count those alone";
+}
+
 struct ScopeCounts;
 
 class Checker {
@@ -1129,22 +1171,23 @@ void Checker::CheckReducer() {
     }
     req.microbatches = mbs;
     for (auto& mb : req.microbatches) mb.producer.reset();
-    std::size_t flat = 0;
-    for (const auto& mb : mbs) {
-      std::vector<std::vector<double>> per_row;
-      for (std::size_t k = 0; k < mb.rows.size(); ++k, ++flat) {
-        std::vector<double> slot_losses;
-        for (const auto& p : batch.rows[flat].predictions) {
-          slot_losses.push_back(p.has_target() ? losses[static_cast<std::size_t>(p.target_doc)]
-                                                       [static_cast<std::size_t>(p.target_offset)]
-                                               : 0.0);
-        }
-        per_row.push_back(slot_losses);
-      }
-      req.slot_losses.push_back(per_row);
+    req.slot_losses = PerSlot(batch, mbs, losses);
+    // A declared selection: the reducer is told the rule and every slot's score; its totals are judged against
+    // the selected weights, chosen within each optimizer step (the whole step without a schedule: then
+    // grad_accum_steps is past every micro-step).
+    OracleBatch judged = batch;
+    if (options_.selection.active()) {
+      const TargetScores scores = KitScores(request_, batch.documents);
+      req.selection = options_.selection;
+      req.slot_scores = PerSlot(batch, mbs, scores);
+      judged = SelectedTargets(batch, scores, options_.selection, req.grad_accum_steps);
     }
-    const std::string who = s == 0 ? std::string("the loss reducer")
-                                   : "the loss reducer (the same rows split " + split.name + ")";
+    const std::string selecting = options_.selection.active()
+                                      ? " (keeping the top " + Num(options_.selection.top_fraction) +
+                                            " of each optimizer step's targets by score)"
+                                      : std::string();
+    const std::string who = s == 0 ? "the loss reducer" + selecting
+                                   : "the loss reducer" + selecting + " (the same rows split " + split.name + ")";
     const std::size_t before = result_.found();
     ReduceResult totals;
     try {
@@ -1157,12 +1200,13 @@ void Checker::CheckReducer() {
                                        std::to_string(mbs.size()) + " micro-batches");
     }
     if (result_.found() == before && req.optimizer_steps > 1) {
-      CheckScheduledTotals(batch, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
+      CheckScheduledTotals(judged, mbs, totals, who, split.dp_world_size, req.grad_accum_steps, req.optimizer_steps);
     } else if (result_.found() == before) {
-      CheckTotals(batch, mbs, totals, who, split.dp_world_size);
+      CheckTotals(judged, mbs, totals, who, split.dp_world_size);
     }
     if (s == 0 || result_.found() > before) result_.reduced = totals;
     if (result_.found() > before) {
+      if (options_.selection.active()) AddNote(SelectionNote(batch, judged, mbs, options_.selection.top_fraction));
       if (s > 0 && !candidate_.packer) {
         result_.oracle = batch;  // draw the rows of the split that broke it
         microbatches_ = mbs;

@@ -110,6 +110,23 @@ class PythonReducer final : public LossReducerRole, Driven {
     }
     in["microbatches"] = mbs;
     in["slot_losses"] = losses;
+    if (request.selection.active()) {  // a selection (oracle/selection.h): keys present only then, as over exec
+      nb::dict selection;
+      selection["top_fraction"] = request.selection.top_fraction;
+      selection["scope"] = "optimizer_step";
+      in["selection"] = selection;
+      nb::list scores;
+      for (const auto& mb : request.slot_scores) {
+        nb::list rows;
+        for (const auto& row : mb) {
+          nb::list slots;
+          for (double v : row) slots.append(v);
+          rows.append(slots);
+        }
+        scores.append(rows);
+      }
+      in["slot_scores"] = scores;
+    }
     Answer a = Call(*state_, driver_, in);
     // A reducer has no refusal and no fault channel: an exception is its fault, told by a throw that
     // CheckCase reports as that case's failure.

@@ -16,3 +16,4 @@
 #include "packoracle/oracle/policy.h"       // IWYU pragma: export
 #include "packoracle/oracle/presets.h"      // IWYU pragma: export
 #include "packoracle/oracle/segments.h"     // IWYU pragma: export
+#include "packoracle/oracle/selection.h"    // IWYU pragma: export

@@ -91,6 +91,16 @@ def seconds(value: Any, where: str, name: str, hi: float = MAX_SECONDS) -> float
     return out
 
 
+def fraction(value: Any, where: str, name: str) -> float:
+    """A number in (0, 1] (int, float or a numpy number; not a bool), as a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where}: {name} must be a number in (0, 1], got {value!r}")
+    out = float(value)
+    if not 0 < out <= 1:
+        raise ValueError(f"{where}: {name} must be a number in (0, 1], got {value!r}")
+    return out
+
+
 def text(value: Any, where: str, name: str, *, empty: bool = False) -> str:
     """A str the core can read: UTF-8 encodable (no lone surrogate), non-empty unless `empty`."""
     if not isinstance(value, str):

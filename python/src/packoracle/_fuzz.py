@@ -258,7 +258,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None,
          value_consumer: Optional[Callable[[dict, dict], Any]] = None,
          value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False,
-         optimizer_steps: int = 1) -> FuzzResult:
+         optimizer_steps: int = 1, select_top_fraction: float = 1.0) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -286,6 +286,14 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     feeds optimizer step ``micro_step // grad_accum_steps``, and its totals must give every optimizer step the
     declared objective over that step alone (a denominator counted over the whole generation batch fails
     ``denominator``). The request always holds ``optimizer_steps`` (1 without a schedule).
+    ``select_top_fraction=q`` (0 < q < 1) declares a selection inside the objective (RL recipes keeping the
+    top-20% entropy tokens): of each optimizer step's targets (all its micro-batches; the whole step without a
+    schedule) only the ⌈q·n⌉ with the highest scores count, the scores the kit's, one per slot in the request's
+    ``slot_scores[m][r][slot]`` (indexed as ``slot_losses``; distinct, so no tie to break; oracle/selection.h),
+    and the request's ``selection`` says the rule, ``{"top_fraction": q, "scope": "optimizer_step"}``. Both keys
+    are there only under a selection. The totals must give the objective over the selected targets alone
+    (Σ of their losses / their number under global_targets), whatever the split: a threshold taken per
+    micro-batch fails ``denominator`` where it keeps another number of targets, ``loss`` where other ones.
 
     ``microbatch_consumer(microbatch, policy)`` is an attention consumer (the code that turns a packed batch into
     attention: a model's mask construction, an attention path): it gets a whole micro-batch (the ``microbatch``
@@ -355,7 +363,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
         max_documents=max_documents, decoder=decoder, save_regressions=save_regressions, name=name,
         sft_masks=sft_masks, timeout=timeout, gradient=gradient, stats=stats, exec_reducer=exec_reducer,
         exec_consumer=exec_consumer, value_tolerance=value_tolerance, step_view=step_view,
-        optimizer_steps=optimizer_steps, max_timeout=MAX_TIMEOUT)
+        optimizer_steps=optimizer_steps, select_top_fraction=select_top_fraction, max_timeout=MAX_TIMEOUT)
     resolved = resolve(policy)
     label = a.name or "+".join(_name_of(f) for f in roles.given())
     emitted: Optional[list] = [] if a.step_view else None
@@ -372,7 +380,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
                "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
                "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
-               "optimizer_steps": a.optimizer_steps}
+               "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction}
     call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, a.gradient,
                      value_consumer, a.value_tolerance, a.step_view)
     replay = _replay_line(call)

@@ -1,5 +1,6 @@
 """The arguments of packoracle.fuzz, checked: each named in the TypeError or ValueError a bad one raises, and the
-combinations that state nothing (no role at all, optimizer_steps without a reducer) refused before any case."""
+combinations that state nothing (no role at all, optimizer_steps or select_top_fraction without a reducer) refused
+before any case."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ class FuzzArgs:
     value_tolerance: Optional[tuple[float, float]]
     step_view: bool
     optimizer_steps: int
+    select_top_fraction: float
     parameters: list  # the value consumer's parameters, under gradient=True
 
 
@@ -84,7 +86,7 @@ def _gradient_parameters(roles: Roles, gradient: bool) -> list:
 def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, max_row_length: Any,
             max_documents: Any, decoder: Any, save_regressions: Any, name: Any, sft_masks: Any, timeout: Any,
             gradient: Any, stats: Any, exec_reducer: Any, exec_consumer: Any, value_tolerance: Any, step_view: Any,
-            optimizer_steps: Any, max_timeout: float) -> FuzzArgs:
+            optimizer_steps: Any, select_top_fraction: Any, max_timeout: float) -> FuzzArgs:
     """fuzz()'s arguments checked, or TypeError/ValueError naming the first bad one."""
     exec_reducer = _args.optional_text(exec_reducer, AT, "exec_reducer")
     exec_consumer = _args.optional_text(exec_consumer, AT, "exec_consumer")
@@ -92,6 +94,9 @@ def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, m
     optimizer_steps = _args.integer(optimizer_steps, AT, "optimizer_steps", 1, MAX_OPTIMIZER_STEPS)
     if optimizer_steps > 1 and roles.reducer is None and exec_reducer is None:
         raise TypeError("fuzz: optimizer_steps states a loss reducer's schedule: give a reducer")
+    select_top_fraction = _args.fraction(select_top_fraction, AT, "select_top_fraction")
+    if select_top_fraction < 1 and roles.reducer is None and exec_reducer is None:
+        raise TypeError("fuzz: select_top_fraction states a selection in a loss reducer's objective: give a reducer")
     step_view = _args.flag(step_view, AT, "step_view")
     if step_view and roles.microbatch_consumer is None and roles.value_consumer is None:
         raise TypeError("fuzz: step_view=True hands the step to microbatch_consumer= or value_consumer=: give one")
@@ -112,5 +117,5 @@ def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, m
         stats=_args.flag(stats, AT, "stats"),
         exec_reducer=exec_reducer, exec_consumer=exec_consumer,
         value_tolerance=_args.optional_tolerance(value_tolerance, AT, "value_tolerance"),
-        step_view=step_view, optimizer_steps=optimizer_steps,
+        step_view=step_view, optimizer_steps=optimizer_steps, select_top_fraction=select_top_fraction,
         parameters=_gradient_parameters(roles, gradient))

@@ -22,7 +22,9 @@ PackRequest RequestFromJson(const nlohmann::json& json, const std::string& where
 // structs: a loss reducer's
 // {"record":"reduce_request","id":..,"policy":{..},"dp_world_size":..,"grad_accum_steps":..,
 //  "context_parallel_size":..,"context_parallel_scheme":..,"cp_shards":[m][r][k][[start,end],..],
-//  "microbatches":[<microbatch records, no producer>],"slot_losses":[m][r][slot]}
+//  "microbatches":[<microbatch records, no producer>],"slot_losses":[m][r][slot]}, with
+//  "selection":{"top_fraction":q,"scope":"optimizer_step"},"slot_scores":[m][r][slot] after them only where a
+//  selection is declared (ReduceRequest::selection)
 // and an attention consumer's {"record":"consume_request","id":..,"policy":{..},"microbatch":<record>}.
 nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& request, std::int64_t id);
 nlohmann::ordered_json ConsumeRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,

@@ -68,6 +68,9 @@ struct FuzzOptions {
   std::string exec_consumer;
   double exec_timeout = 10.0;
   std::int64_t optimizer_steps = 1;  // the reducer's generation batch feeds this many optimizer steps (CheckOptions)
+  // A selection declared in the reducer's objective: the top fraction q ∈ (0, 1] of each optimizer step's targets
+  // by the kit's scores (CheckOptions::selection, oracle/selection.h); 1: none.
+  double select_top_fraction = 1.0;
   // The line that replays a reproduce string, shown in the failure's report (the command line's
   // `packoracle fuzz --exec ... --reproduce ...`, or the Python call); empty: no replay line.
   std::function<std::string(const std::string& reproduce)> replay_command;

@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 19> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 20> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -80,6 +80,10 @@ inline constexpr std::array<FuzzOption, 19> kFuzzOptions = {{
      "a reducer's schedule: hand it each case's step as one generation batch feeding this many optimizer steps "
      "(GRPO/PPO steps_per_generation > gradient accumulation), each checked against the declared objective over "
      "that optimizer step alone (default 1)"},
+    {"--select-top-fraction", "select_top_fraction", &FuzzOptions::select_top_fraction, false, true, 0,
+     "a selection in a reducer's objective: keep the top fraction q in (0, 1] of each optimizer step's targets by "
+     "the score the kit supplies per slot (reduce_request slot_scores; RL recipes keeping the top-20% entropy "
+     "tokens), every target's weight, count and loss then those of the selected ones alone (default 1: none)"},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.
@@ -92,5 +96,8 @@ inline const FuzzOption* FuzzOptionOfKeyword(std::string_view keyword) {
 // The flags that repeat the options marked `replayed` that `o` holds away from their defaults (" --preset P
 // --max-row-length 16 ..."), each value quoted for a POSIX shell: what a replay command line adds.
 std::string ReplayedFlags(const FuzzOptions& o);
+
+// The shortest text that reads back as `v` (0.2, not std::to_string's 0.200000): how a replayed fraction is written.
+std::string ShortestText(double v);
 
 }  // namespace packoracle::jobs

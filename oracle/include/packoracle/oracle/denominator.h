@@ -14,6 +14,9 @@
 // optimizer step o, over its micro-batches only, with M = A:
 //   global_targets   L_o = Σ_{r, m∈o, p} w_p ℓ_p / Σ_{r, m∈o, p} w_p               (never Σ over the generation)
 // Micro-step s feeds optimizer step s / A (OptimizerStepOf).
+// A declared selection (the top fraction of an optimizer step's targets by a score the kit supplies) replaces
+// every w_p above by the selected weight w'_p = w_p · [p selected within its optimizer step]: selection.h states
+// which, SelectedTargets gives the batch every formula here then reads.
 #pragma once
 
 #include <cstdint>

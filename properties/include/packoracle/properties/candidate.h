@@ -36,6 +36,7 @@
 
 #include "packoracle/oracle/document.h"
 #include "packoracle/oracle/policy.h"
+#include "packoracle/oracle/selection.h"
 #include "packoracle/properties/mask_runs.h"
 
 namespace packoracle {
@@ -300,6 +301,14 @@ struct ReduceRequest {
   // each optimizer step on its own (under global_targets a micro-batch is divided by its optimizer step's
   // targets, never by the generation batch's). 1: the request is one optimizer step, as before schedules.
   std::int64_t optimizer_steps = 1;
+  // A selection declared as part of the objective (DESIGN §4 `loss`, oracle/selection.h): keep, within each
+  // optimizer step (all ranks, all its micro-batches), the top `selection.top_fraction` of the weighted targets
+  // by the score the kit supplies, and weight, count and normalise those alone. slot_scores[m][r][slot] is the
+  // score of the target at each slot (indexed as slot_losses; 0 where the slot has no target); the kit's scores
+  // are distinct within a step, so no tie has to be broken. Inactive (top_fraction 1): no selection, and
+  // slot_scores is empty.
+  SelectionRule selection;
+  std::vector<std::vector<std::vector<double>>> slot_scores;  // [microbatch][row][slot]
 };
 
 // One ProducerTotals per micro-batch of the request, in the same order.

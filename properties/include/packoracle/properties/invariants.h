@@ -95,6 +95,11 @@ struct CheckOptions {
   // gradient accumulation steps), each of ⌈M/K⌉ micro-steps; its totals must give each optimizer step the
   // declared objective over that step alone. 1: the step is one optimizer step (every reducer before schedules).
   std::int64_t optimizer_steps = 1;
+  // A selection declared as part of the objective (DESIGN §4 `loss`, oracle/selection.h): the loss reducer is
+  // handed the kit's score of every target (ReduceRequest::slot_scores, KitScores) and the rule, and its totals
+  // must give each optimizer step the declared objective over the targets the rule selects within that
+  // optimizer step, whatever the split. Inactive by default (top_fraction 1).
+  SelectionRule selection;
 };
 
 // How packoracle verify checks one step of a dump, on the fast path and through CheckCase alike (and how the
@@ -190,5 +195,10 @@ Layout LayoutFromSpans(const std::vector<CandidateMicrobatch>& microbatches, con
 
 // Per-target losses of a request as the oracle indexes them (by effective document).
 TargetLosses LossesOf(const PackRequest& request, const std::vector<EffectiveDocument>& docs);
+// The scores the kit supplies for a selection (CheckOptions::selection), indexed as LossesOf's: scores[d][k] for
+// token k of effective document d. Every entry of the step gets its own score, a rank r/T among the T entries
+// of all documents (so no two are equal and no tie is ever broken), the order drawn from the documents' tokens
+// and target losses by a hash: a function of the case alone, the same for every split of its step.
+TargetScores KitScores(const PackRequest& request, const std::vector<EffectiveDocument>& docs);
 
 }  // namespace packoracle
