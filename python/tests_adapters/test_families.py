@@ -27,6 +27,42 @@ def test_the_row_runs_in_its_family_environment_to_its_examined_verdict(name):
     assert row.version == adapters.get(name).written_for
     assert row.roles["pack"].verdict in ("holds", "fails") and row.explanation("pack")[0] in ("", "explained")
     assert row.realpack and all(not v.startswith("not run") for v in row.realpack.values())
+    if adapters.get(name).make_reducer is not None:  # its loss reducer, served in the venv over the exec protocol
+        assert not row.role_notes and row.roles["loss"].verdict in ("holds", "fails"), row.roles["loss"]
+        assert row.explanation("loss")[0] in ("", "explained"), row.roles["loss"].counterexample
+
+
+# Each family reducer row against its examined finding, in its venv: the wiring serves the row's own reducer
+# (another mode's totals would not match that row's finding: token-sum-norm's denominator is not token-mean's).
+FAMILY_REDUCERS = [a.name for a in adapters.all_adapters() if a.family and a.make_reducer is not None]
+
+
+@pytest.mark.parametrize("name", FAMILY_REDUCERS)
+def test_each_family_reducer_row_gives_its_examined_verdict(name):
+    (row,) = run(cases=60, only=[name])
+    finding = adapters.get(name).findings.get("loss")
+    outcome = row.roles["loss"]
+    assert outcome.verdict == ("fails" if finding else "holds"), outcome.counterexample
+    assert row.explanation("loss")[0] == ("explained" if finding else ""), outcome.counterexample
+
+
+def test_a_family_row_served_the_wrong_reducer_is_caught():
+    """verl's token-mean row with seq-mean-token-sum-norm's reducer served in its place: a per-micro-batch padded
+    width for a denominator, which global_targets does not allow (the `denominator` or `loss` invariant)."""
+    from packoracle.conformance._remote import served_command
+
+    a = adapters.get("verl/agg-loss-token-mean")
+    python = _envs.python_of(_envs.ensure("verl"))
+    remote = FamilyPacker(python, a.name)
+    wrong = served_command(python, "reducer", "verl/agg-loss-seq-mean-token-sum-norm")
+    try:
+        with pytest.raises(packoracle.Counterexample) as caught:
+            packoracle.fuzz(remote, a.resolved_policy(), exec_reducer=wrong, cases=60, seed=7, max_row_length=16,
+                            max_documents=8, timeout=600)
+    finally:
+        remote.close()
+    assert caught.value.invariant in ("denominator", "loss"), caught.value.report
+    assert "non-finite" not in str(caught.value.violations[0][1]), caught.value.report  # not token-mean's NaN
 
 
 def test_a_corrupted_answer_from_a_family_venv_is_caught():
@@ -77,3 +113,32 @@ def test_the_fla_naive_op_is_document_causal_under_cu_seqlens_in_its_environment
         out = subprocess.run([python, "-c", _FLA_CHECK], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "smoke: holds" in out.stdout and "whole row: attention" in out.stdout, out.stdout
+
+
+def test_the_fla_naive_op_holds_as_an_exec_consumer_of_the_matrix():
+    """The matrix's fla cell: the op served in the fla venv (packoracle.exec_server), fuzzed from here."""
+    from packoracle.adapters.fla_consumers import CONSUMERS
+    from packoracle.conformance._consumers import run_builders
+
+    cells = run_builders(40, 20261201, lambda name: name.startswith("fla/"))
+    assert [c.consumer.name for c in cells] == [c.name for c in CONSUMERS]
+    assert all(c.verdict == "holds" and c.cases == 40 for c in cells), [(c.verdict, c.detail) for c in cells]
+
+
+def test_an_fla_op_fed_the_whole_row_as_one_sequence_is_caught_over_the_exec_protocol(tmp_path):
+    """The op handed [0, T] for cu_seqlens (a caller who forgets the boundaries), served in the fla venv: the
+    exec consumer's answer shows the state crossing documents (`attention`)."""
+    from packoracle.conformance._remote import packoracle_shim
+
+    (tmp_path / "fla_whole_row.py").write_text(
+        "import numpy as np\nfrom packoracle.adapters import fla_consumers as f\n"
+        "def whole_row(mb, policy):\n"
+        "    return [f.dependency('gated_delta_product', [0, len(r['input_ids'])], len(r['input_ids']))\n"
+        "            for r in mb['rows']]\n")
+    python = _envs.python_of(_envs.ensure("fla"))
+    command = (f"env -u VIRTUAL_ENV PYTHONNOUSERSITE=1 PYTHONPATH={packoracle_shim()}:{tmp_path} {python} "
+               f"-m packoracle.exec_server --microbatch-consumer fla_whole_row:whole_row")
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, "hf-flatten", exec_consumer=command, cases=60, seed=1, max_row_length=16,
+                        max_documents=8, timeout=600)
+    assert caught.value.invariant == "attention", caught.value.report

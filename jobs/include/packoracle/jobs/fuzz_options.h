@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 19> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 20> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -80,6 +80,9 @@ inline constexpr std::array<FuzzOption, 19> kFuzzOptions = {{
      "a reducer's schedule: hand it each case's step as one generation batch feeding this many optimizer steps "
      "(GRPO/PPO steps_per_generation > gradient accumulation), each checked against the declared objective over "
      "that optimizer step alone (default 1)"},
+    // packoracle.fuzz's deadline of each answer (default 60 s) holds for its exec roles too: a reducer or consumer
+    // in another interpreter may take as long as one in-process (a family venv's first answer imports its library).
+    {"", "timeout", &FuzzOptions::exec_timeout},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.
