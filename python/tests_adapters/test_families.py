@@ -5,6 +5,7 @@ fuzzed as consumers inside the fla venv. Nothing here skips: an environment that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -27,9 +28,6 @@ def test_the_row_runs_in_its_family_environment_to_its_examined_verdict(name):
     assert row.version == adapters.get(name).written_for
     assert row.roles["pack"].verdict in ("holds", "fails") and row.explanation("pack")[0] in ("", "explained")
     assert row.realpack and all(not v.startswith("not run") for v in row.realpack.values())
-    if adapters.get(name).make_reducer is not None:  # its loss reducer, served in the venv over the exec protocol
-        assert not row.role_notes and row.roles["loss"].verdict in ("holds", "fails"), row.roles["loss"]
-        assert row.explanation("loss")[0] in ("", "explained"), row.roles["loss"].counterexample
 
 
 # Each family reducer row against its examined finding, in its venv: the wiring serves the row's own reducer
@@ -42,8 +40,48 @@ def test_each_family_reducer_row_gives_its_examined_verdict(name):
     (row,) = run(cases=60, only=[name])
     finding = adapters.get(name).findings.get("loss")
     outcome = row.roles["loss"]
+    assert not row.role_notes and row.unavailable is None, (row.role_notes, row.unavailable)
     assert outcome.verdict == ("fails" if finding else "holds"), outcome.counterexample
     assert row.explanation("loss")[0] == ("explained" if finding else ""), outcome.counterexample
+
+
+# Run by the verl venv's interpreter: what packoracle.conformance._served serves for each verl row, against that
+# adapter's own reducer, on one step where the four modes give four different answers (rows of different widths
+# and target counts, on two ranks).
+_SERVED_CHECK = """
+import json
+import numpy as np
+from packoracle import adapters, Policy
+from packoracle.conformance import _served
+policy = Policy(dict(adapters.get("verl/agg-loss-token-mean").policy)).to_dict()
+rows = [[11, 12, 13, 14], [21, 22], [31, 32, 33]]
+mbs = [{"record": "microbatch", "step": 0, "micro_step": 0, "rank": k % 2,
+        "rows": [{"input_ids": np.array(r), "labels": np.array([-100] + r[1:]), "position_ids": np.arange(len(r))}]}
+       for k, r in enumerate(rows)]
+request = {"policy": policy, "dp_world_size": 2, "microbatches": mbs,
+           "slot_losses": [[[1.0 + k + s for s in range(len(r))]] for k, r in enumerate(rows)]}
+out = {}
+for a in adapters.all_adapters():
+    if a.family == "verl":
+        out[a.name] = [getattr(_served, a.name)(request), a.reducer()(request)]
+print(json.dumps(out))
+"""
+
+
+def test_the_served_reducer_of_each_verl_row_is_that_rows_own():
+    python = _envs.python_of(_envs.ensure("verl"))
+    with tempfile.TemporaryDirectory() as shim:
+        os.makedirs(os.path.join(shim, "site-packages"))
+        os.symlink(os.path.dirname(packoracle.__file__), os.path.join(shim, "site-packages", "packoracle"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(shim, "site-packages"), PYTHONNOUSERSITE="1")
+        out = subprocess.run([python, "-c", _SERVED_CHECK], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    answers = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(answers) == 4
+    for name, (served, own) in answers.items():
+        assert served == own, name
+    totals = [json.dumps(own) for _, own in answers.values()]
+    assert len(set(totals)) == 4, totals  # each mode answers differently: a mix-up could not pass
 
 
 def test_a_family_row_served_the_wrong_reducer_is_caught():

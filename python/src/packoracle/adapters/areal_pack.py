@@ -163,10 +163,15 @@ _WRAPS = Finding(
 ADAPTERS = (
     Adapter(name="areal/packed-mb", system="areal", distribution="areal", written_for=WRITTEN_FOR,
             configuration="split_padded_tensor_dict_into_mb_list(batch, MicroBatchSpec(max_tokens_per_mb=L)); "
-                          "pack_tensor_dict(mb) for each; labels torch.roll(input_ids, -1) as the FSDP engine",
+                          "pack_tensor_dict(mb) for each; labels torch.roll(input_ids, -1) as the FSDP engine; "
+                          "loss: compute_packed_sft_loss(logprobs, entropy, mb) × loss_mask.count_nonzero() / "
+                          "compute_total_loss_weight(...) × dp_size, as train_lm and the engine scale it",
             policy=POLICY, imports=("areal.utils.data", "areal.api.cli_args", "torch"),
-            make_packer=packed_packer, make_reducer=sft_reducer, family="areal", findings={"pack": _WRAPS},
+            make_packer=packed_packer, make_reducer=sft_reducer, family="areal",
+            # The loss role meets the packer's wrap first: the reducer trains the wrapped slot as the mask says.
+            findings={"pack": _WRAPS, "loss": _WRAPS},
             notes="installed with --no-deps (areal 1.0.4 pins torch<2.11 and ~280 packages); samples padded as "
                   "the engine's batch, the loss mask rolled as lm_engine.py does, labels rolled over the packed "
-                  "stream as fsdp_engine.py does"),
+                  "stream as fsdp_engine.py does; lm_engine.py (compute_packed_sft_loss) is loaded from its file, "
+                  "as the package areal.trainer imports datasets, which the SFT loss does not need"),
 )
