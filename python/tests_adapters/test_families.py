@@ -45,6 +45,21 @@ def test_each_family_reducer_row_gives_its_examined_verdict(name):
     assert row.explanation("loss")[0] == ("explained" if finding else ""), outcome.counterexample
 
 
+def test_a_family_rows_loss_failure_replays_from_the_main_venv():
+    """The page's replay line of a family row: packoracle.conformance.replay(name, "loss", reproduce) drives the
+    reducer in its venv again and raises the same failure on the same case."""
+    from packoracle import conformance
+
+    (row,) = run(cases=60, only=["openrlhf/aggregate-loss-token"])
+    outcome = row.roles["loss"]
+    assert outcome.verdict == "fails", outcome
+    with pytest.raises(packoracle.Counterexample) as again:
+        conformance.replay("openrlhf/aggregate-loss-token", "loss", outcome.reproduce)
+    assert again.value.invariant == outcome.invariant and again.value.reproduce == outcome.reproduce
+    with pytest.raises(ValueError, match="role must be 'pack' or 'loss'"):
+        conformance.replay("openrlhf/aggregate-loss-token", "reduce", outcome.reproduce)
+
+
 # Run by the verl venv's interpreter: what packoracle.conformance._served serves for each verl row, against that
 # adapter's own reducer, on one step where the four modes give four different answers (rows of different widths
 # and target counts, on two ranks).
