@@ -250,8 +250,8 @@ def replay(name: str, role: str, reproduce: str) -> None:
     over the exec protocol). Raises the Counterexample; returns when the case passes."""
     adapter = _adapters.get(name)
     if role not in ("pack", "loss") or (role == "loss" and adapter.make_reducer is None):
-        roles = "'pack' or 'loss'" if adapter.make_reducer is not None else "'pack' (it has no loss reducer)"
-        raise ValueError(f"replay: role must be {roles} for {name}, got {role!r}")
+        allowed = "'pack' or 'loss'" if adapter.make_reducer is not None else "'pack' (it has no loss reducer)"
+        raise ValueError(f"replay: role must be {allowed} for {name}, got {role!r}")
     row, roles = _row(adapter, None)
     try:
         if row.unavailable is not None:
