@@ -56,11 +56,23 @@ def test_a_buggy_role_in_another_interpreter_is_caught_and_its_replay_line_repro
 ])
 def test_a_crashing_or_hanging_role_fails_its_case_and_the_kit_goes_on(keyword, role, function, invariant, says):
     with pytest.raises(packoracle.Counterexample) as info:
-        small_fuzz(None, "reference", cases=100, decoder=False, **{keyword: served(role, function)})
+        small_fuzz(None, "reference", cases=100, decoder=False, timeout=10, **{keyword: served(role, function)})
     e = info.value
     assert e.invariant == invariant, str(e)
     assert says in str(e)
     assert e.shrinks > 0  # shrinking went on against restarted interpreters
+
+
+def test_fuzzs_timeout_is_the_exec_roles_deadline():
+    """A reducer whose process answers its first request after 3 s (a library's import): under timeout=1 that
+    case fails as a hang, under the default (60 s) it passes."""
+    slow = served("reducer", "reduce_token_mean").replace(
+        " -m packoracle.exec_server ", " -c 'import time; time.sleep(3); import runpy; "
+        "runpy.run_module(\"packoracle.exec_server\", run_name=\"__main__\")' ", 1)
+    with pytest.raises(packoracle.Counterexample) as info:
+        small_fuzz(None, "reference", cases=8, exec_reducer=slow, timeout=1)
+    assert info.value.invariant == "loss" and "no complete answer to reduce request" in str(info.value)
+    assert small_fuzz(None, "reference", cases=8, exec_reducer=slow).cases == 8
 
 
 def test_an_exception_in_the_served_callable_is_quoted_in_the_report():

@@ -79,7 +79,7 @@ def test_the_matrix_shows_the_report_without_its_replay_line():
     own), whatever the text around it says."""
     adapter = SimpleNamespace(packer=lambda: as_packer(pack_row_shifted), reducer=lambda: None,
                               resolved_policy=lambda: "reference", max_row_length=16, max_documents=8,
-                              name="row-shifted", sft_masks=True)
+                              name="row-shifted", sft_masks=True, family="")
     outcome = _fuzz_role(adapter, "pack", CASES, 7)
     assert outcome.verdict == "fails" and outcome.invariant == "targets"
     e = _counterexample(as_packer(pack_row_shifted), "reference", seed=7, name="row-shifted (pack)")

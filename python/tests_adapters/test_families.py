@@ -5,6 +5,7 @@ fuzzed as consumers inside the fla venv. Nothing here skips: an environment that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -27,6 +28,94 @@ def test_the_row_runs_in_its_family_environment_to_its_examined_verdict(name):
     assert row.version == adapters.get(name).written_for
     assert row.roles["pack"].verdict in ("holds", "fails") and row.explanation("pack")[0] in ("", "explained")
     assert row.realpack and all(not v.startswith("not run") for v in row.realpack.values())
+
+
+# Each family reducer row against its examined finding, in its venv: the wiring serves the row's own reducer
+# (another mode's totals would not match that row's finding: token-sum-norm's denominator is not token-mean's).
+FAMILY_REDUCERS = [a.name for a in adapters.all_adapters() if a.family and a.make_reducer is not None]
+
+
+@pytest.mark.parametrize("name", FAMILY_REDUCERS)
+def test_each_family_reducer_row_gives_its_examined_verdict(name):
+    (row,) = run(cases=60, only=[name])
+    finding = adapters.get(name).findings.get("loss")
+    outcome = row.roles["loss"]
+    assert not row.role_notes and row.unavailable is None, (row.role_notes, row.unavailable)
+    assert outcome.verdict == ("fails" if finding else "holds"), outcome.counterexample
+    assert row.explanation("loss")[0] == ("explained" if finding else ""), outcome.counterexample
+
+
+def test_a_family_rows_loss_failure_replays_from_the_main_venv():
+    """The page's replay line of a family row: packoracle.conformance.replay(name, "loss", reproduce) drives the
+    reducer in its venv again and raises the same failure on the same case."""
+    from packoracle import conformance
+
+    (row,) = run(cases=60, only=["openrlhf/aggregate-loss-token"])
+    outcome = row.roles["loss"]
+    assert outcome.verdict == "fails", outcome
+    with pytest.raises(packoracle.Counterexample) as again:
+        conformance.replay("openrlhf/aggregate-loss-token", "loss", outcome.reproduce)
+    assert again.value.invariant == outcome.invariant and again.value.reproduce == outcome.reproduce
+    with pytest.raises(ValueError, match="role must be 'pack' or 'loss'"):
+        conformance.replay("openrlhf/aggregate-loss-token", "reduce", outcome.reproduce)
+
+
+# Run by the verl venv's interpreter: what packoracle.conformance._served serves for each verl row, against that
+# adapter's own reducer, on one step where the four modes give four different answers (rows of different widths
+# and target counts, on two ranks).
+_SERVED_CHECK = """
+import json
+import numpy as np
+from packoracle import adapters, Policy
+from packoracle.conformance import _served
+policy = Policy(dict(adapters.get("verl/agg-loss-token-mean").policy)).to_dict()
+rows = [[11, 12, 13, 14], [21, 22], [31, 32, 33]]
+mbs = [{"record": "microbatch", "step": 0, "micro_step": 0, "rank": k % 2,
+        "rows": [{"input_ids": np.array(r), "labels": np.array([-100] + r[1:]), "position_ids": np.arange(len(r))}]}
+       for k, r in enumerate(rows)]
+request = {"policy": policy, "dp_world_size": 2, "microbatches": mbs,
+           "slot_losses": [[[1.0 + k + s for s in range(len(r))]] for k, r in enumerate(rows)]}
+out = {}
+for a in adapters.all_adapters():
+    if a.family == "verl":
+        out[a.name] = [getattr(_served, a.name)(request), a.reducer()(request)]
+print(json.dumps(out))
+"""
+
+
+def test_the_served_reducer_of_each_verl_row_is_that_rows_own():
+    python = _envs.python_of(_envs.ensure("verl"))
+    with tempfile.TemporaryDirectory() as shim:
+        os.makedirs(os.path.join(shim, "site-packages"))
+        os.symlink(os.path.dirname(packoracle.__file__), os.path.join(shim, "site-packages", "packoracle"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(shim, "site-packages"), PYTHONNOUSERSITE="1")
+        out = subprocess.run([python, "-c", _SERVED_CHECK], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    answers = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(answers) == 4
+    for name, (served, own) in answers.items():
+        assert served == own, name
+    totals = [json.dumps(own) for _, own in answers.values()]
+    assert len(set(totals)) == 4, totals  # each mode answers differently: a mix-up could not pass
+
+
+def test_a_family_row_served_the_wrong_reducer_is_caught():
+    """verl's token-mean row with seq-mean-token-sum-norm's reducer served in its place: a per-micro-batch padded
+    width for a denominator, which global_targets does not allow (the `denominator` or `loss` invariant)."""
+    from packoracle.conformance._remote import served_command
+
+    a = adapters.get("verl/agg-loss-token-mean")
+    python = _envs.python_of(_envs.ensure("verl"))
+    remote = FamilyPacker(python, a.name)
+    wrong = served_command(python, "reducer", "verl/agg-loss-seq-mean-token-sum-norm")
+    try:
+        with pytest.raises(packoracle.Counterexample) as caught:
+            packoracle.fuzz(remote, a.resolved_policy(), exec_reducer=wrong, cases=60, seed=7, max_row_length=16,
+                            max_documents=8, timeout=600)
+    finally:
+        remote.close()
+    assert caught.value.invariant in ("denominator", "loss"), caught.value.report
+    assert "non-finite" not in str(caught.value.violations[0][1]), caught.value.report  # not token-mean's NaN
 
 
 def test_a_corrupted_answer_from_a_family_venv_is_caught():
@@ -77,3 +166,32 @@ def test_the_fla_naive_op_is_document_causal_under_cu_seqlens_in_its_environment
         out = subprocess.run([python, "-c", _FLA_CHECK], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "smoke: holds" in out.stdout and "whole row: attention" in out.stdout, out.stdout
+
+
+def test_the_fla_naive_op_holds_as_an_exec_consumer_of_the_matrix():
+    """The matrix's fla cell: the op served in the fla venv (packoracle.exec_server), fuzzed from here."""
+    from packoracle.adapters.fla_consumers import CONSUMERS
+    from packoracle.conformance._consumers import run_builders
+
+    cells = run_builders(40, 20261201, lambda name: name.startswith("fla/"))
+    assert [c.consumer.name for c in cells] == [c.name for c in CONSUMERS]
+    assert all(c.verdict == "holds" and c.cases == 40 for c in cells), [(c.verdict, c.detail) for c in cells]
+
+
+def test_an_fla_op_fed_the_whole_row_as_one_sequence_is_caught_over_the_exec_protocol(tmp_path):
+    """The op handed [0, T] for cu_seqlens (a caller who forgets the boundaries), served in the fla venv: the
+    exec consumer's answer shows the state crossing documents (`attention`)."""
+    from packoracle.conformance._remote import packoracle_shim
+
+    (tmp_path / "fla_whole_row.py").write_text(
+        "import numpy as np\nfrom packoracle.adapters import fla_consumers as f\n"
+        "def whole_row(mb, policy):\n"
+        "    return [f.dependency('gated_delta_product', [0, len(r['input_ids'])], len(r['input_ids']))\n"
+        "            for r in mb['rows']]\n")
+    python = _envs.python_of(_envs.ensure("fla"))
+    command = (f"env -u VIRTUAL_ENV PYTHONNOUSERSITE=1 PYTHONPATH={packoracle_shim()}:{tmp_path} {python} "
+               f"-m packoracle.exec_server --microbatch-consumer fla_whole_row:whole_row")
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, "hf-flatten", exec_consumer=command, cases=60, seed=1, max_row_length=16,
+                        max_documents=8, timeout=600)
+    assert caught.value.invariant == "attention", caught.value.report

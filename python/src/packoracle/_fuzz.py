@@ -346,13 +346,15 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     attention consumer, driven over the exec protocol (DESIGN §6, "Other roles"), for a callable that lives in
     another interpreter (another venv): there, ``python -m packoracle.exec_server --reducer module:function``
     (or ``packoracle.exec_server.serve(reducer=f)``) serves the same callable ``reducer=`` takes here. Its
-    faults (an exception, a crash, a hang past 10 s, then the adaptive deadline) fail the case under ``loss`` /
-    ``attention``, the process restarted for the next case; the replay line repeats the command.
+    faults (an exception, a crash, a hang past ``timeout``, then the adaptive deadline) fail the case under
+    ``loss`` / ``attention``, the process restarted for the next case; the replay line repeats the command.
 
     ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that
     does not come in time fails that case with the stack where the callable was stopped, and the cases that
     follow get 20 times the slowest answer so far (at least 0.5 s), so that a hang is shrunk in seconds. The
     deadline is kept in the main thread (SIGALRM); off it, or while another SIGALRM timer is armed, it is not.
+    The exec roles' answers have the same ``timeout`` (their process's first answer includes its start-up: an
+    interpreter importing its library), kept by the exec channel (None: 86,400 s).
 
     Raises TypeError or ValueError naming the argument for a bad argument (an integer that is not one or is
     out of its range, a time that is not a finite number of seconds, an empty reproduce string)."""
@@ -380,7 +382,9 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
                "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
                "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
-               "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction}
+               "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction,
+               # the exec roles' deadline (jobs::kFuzzOptions maps it to exec_timeout): no deadline is the longest
+               "timeout": MAX_TIMEOUT if a.timeout is None else a.timeout}
     call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, a.gradient,
                      value_consumer, a.value_tolerance, a.step_view)
     replay = _replay_line(call)

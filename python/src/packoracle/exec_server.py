@@ -10,8 +10,8 @@ In the other interpreter, either a script::
 
 or without one: ``python -m packoracle.exec_server --reducer mymodule:reducer`` (``--consumer`` per row,
 ``--microbatch-consumer`` per micro-batch; several roles may be served by one process: records are dispatched
-by kind). The callables get what packoracle.fuzz hands them in-process (rows as numpy arrays) and answer in the
-same forms; their answers are read by the same drivers (packoracle._drivers): a consumer's segment ids, dense
+by kind; whatever the callables or their libraries print goes to stderr). The callables get what packoracle.fuzz
+hands them in-process (rows as numpy arrays) and answer in the same forms; their answers are read by the same drivers (packoracle._drivers): a consumer's segment ids, dense
 mask, mask function, mask_mod or BlockMask travel as the runs of visible keys they mean. An exception, or an
 answer that is no answer, becomes an ``error`` record quoting it: the kit fails that case under the role's
 invariant. Needs numpy and packoracle's Python sources, not the compiled core.
@@ -130,9 +130,24 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--consumer", help="module:function, a per-row attention consumer (row, policy)")
     parser.add_argument("--microbatch-consumer", help="module:function, an attention consumer (microbatch, policy)")
     args = parser.parse_args(argv)
+    protocol = _protocol_stdout()
     serve(reducer=_callable(args.reducer) if args.reducer else None,
           consumer=_callable(args.consumer) if args.consumer else None,
-          microbatch_consumer=_callable(args.microbatch_consumer) if args.microbatch_consumer else None)
+          microbatch_consumer=_callable(args.microbatch_consumer) if args.microbatch_consumer else None,
+          stdout=protocol)
+
+
+def _protocol_stdout() -> IO[str]:
+    """The real stdout, kept for the protocol's lines alone; whatever the served library prints from then on
+    (Python's print, a logger made at its import, C code writing to file descriptor 1) goes to stderr, where
+    the kit keeps it as the child's stderr tail. A line of theirs on stdout would be a malformed answer."""
+    import os
+
+    sys.stdout.flush()
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol
 
 
 if __name__ == "__main__":

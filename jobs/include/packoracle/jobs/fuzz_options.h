@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 20> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 21> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -84,6 +84,9 @@ inline constexpr std::array<FuzzOption, 20> kFuzzOptions = {{
      "a selection in a reducer's objective: keep the top fraction q in (0, 1] of each optimizer step's targets by "
      "the score the kit supplies per slot (reduce_request slot_scores; RL recipes keeping the top-20% entropy "
      "tokens), every target's weight, count and loss then those of the selected ones alone (default 1: none)"},
+    // packoracle.fuzz's deadline of each answer (default 60 s) holds for its exec roles too: a reducer or consumer
+    // in another interpreter may take as long as one in-process (a family venv's first answer imports its library).
+    {"", "timeout", &FuzzOptions::exec_timeout},
 }};
 
 // The entry whose keyword is `keyword`, or nullptr.

@@ -19,7 +19,12 @@ micro-batches' order is the library's (``forward_indices``), which also says whe
 
 from __future__ import annotations
 
-from ._base import Adapter, Finding, Packer, assign, documents_of
+from types import ModuleType
+from typing import Any, cast
+
+import numpy as np
+
+from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
 
 WRITTEN_FOR = "1.0.4"
 
@@ -68,6 +73,81 @@ def packed_packer() -> Packer:
     return pack
 
 
+def _lm_engine() -> ModuleType:
+    """``areal/trainer/sft/lm_engine.py`` loaded from the installed distribution's file: importing the package
+    ``areal.trainer`` runs its ``__init__``, which imports the DPO trainer and its dataloader, hence ``datasets``
+    (not in requirements/areal.lock: the SFT loss does not need it). The code run is the file's, byte for byte;
+    only the package ``__init__`` is skipped (as rl_losses loads OpenRLHF's loss.py)."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    name = "_packoracle_areal_lm_engine"
+    if name not in sys.modules:
+        path = importlib.metadata.distribution("areal").locate_file("areal/trainer/sft/lm_engine.py")
+        spec = importlib.util.spec_from_file_location(name, cast("Any", path))
+        module = importlib.util.module_from_spec(cast("Any", spec))
+        sys.modules[name] = module
+        cast("Any", spec).loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _single_process_group() -> None:
+    """A one-process gloo group, so that compute_total_loss_weight's all_reduce runs (the identity on one
+    process: the kit hands it every rank's micro-batches, so their sum is the all-reduced total)."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        store = tempfile.NamedTemporaryFile(prefix="packoracle-areal-", delete=False).name
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+
+
+def sft_reducer() -> Reducer:
+    """The SFT engine's loss over the kit's step (``trainer/sft/lm_engine.py`` train_lm: ``loss_fn``
+    compute_packed_sft_loss, ``loss_weight_fn`` = ``loss_mask.count_nonzero()``), each packed row one engine
+    micro-batch: logprobs = minus the kit's slot losses (float32, as the engine's), its loss scaled as
+    ``_compute_logprobs_and_loss`` scales it, ``local_weight / total_loss_weight * dp_size``
+    (``fsdp_engine.py:2120``, loss_multiplier = dp size; 0 for a micro-batch without a trained token, as there)
+    with ``total_loss_weight`` from ``compute_total_loss_weight`` (every rank's micro-batches: its all-reduce).
+    DDP averages the ranks' gradients, so a row's share of the step objective is that scaled loss / dp_size."""
+    import torch
+    from areal.engine.core.train_engine import compute_total_loss_weight
+
+    compute_packed_sft_loss = _lm_engine().compute_packed_sft_loss
+    _single_process_group()
+
+    def engine_input(row: dict) -> dict:
+        return {"cu_seqlens": torch.as_tensor(np.asarray(row["cu_seqlens"]).reshape(-1)),
+                "loss_mask": torch.as_tensor(np.asarray(row["loss_mask"]).reshape(-1))}
+
+    def weight(mb: dict) -> Any:
+        return mb["loss_mask"].count_nonzero()  # lm_engine.py's loss_weight_fn
+
+    def reduce(request: dict) -> list[dict]:
+        from types import SimpleNamespace
+
+        dp = int(request["dp_world_size"])
+        rows = [[engine_input(row) for row in mb["rows"]] for mb in request["microbatches"]]
+        total = compute_total_loss_weight(SimpleNamespace(mbs=[r for mb in rows for r in mb]), weight, None)
+        out = []
+        for m, mb in enumerate(rows):
+            loss_sum = share = 0.0
+            for r, inputs in enumerate(mb):
+                logprobs = -torch.as_tensor(np.asarray(request["slot_losses"][m][r], dtype=np.float32))
+                loss_sum += float(torch.where(inputs["loss_mask"].bool(), -logprobs, 0).sum())
+                if weight(inputs) == 0:  # fsdp_engine.py:2063: logits.mean() * 0.0
+                    continue
+                loss = compute_packed_sft_loss(logprobs, torch.zeros_like(logprobs), inputs)
+                share += float(loss * (weight(inputs) / total * dp)) / dp
+            out.append({"loss_sum": loss_sum, "denominator": float(total), "denominator_scope": "global",
+                        "loss": share})
+        return out
+
+    return reduce
+
+
 # Pre-shifted targets with a separate loss mask; the boundary prediction is masked (the rolled per-sample mask).
 POLICY = {"preset": "hf-flatten", "label_alignment": "pre_shifted", "loss_mask": True,
           "boundary_source": "cu_seqlens", "padding": "none", "boundary_target": "excluded"}
@@ -83,10 +163,15 @@ _WRAPS = Finding(
 ADAPTERS = (
     Adapter(name="areal/packed-mb", system="areal", distribution="areal", written_for=WRITTEN_FOR,
             configuration="split_padded_tensor_dict_into_mb_list(batch, MicroBatchSpec(max_tokens_per_mb=L)); "
-                          "pack_tensor_dict(mb) for each; labels torch.roll(input_ids, -1) as the FSDP engine",
+                          "pack_tensor_dict(mb) for each; labels torch.roll(input_ids, -1) as the FSDP engine; "
+                          "loss: compute_packed_sft_loss(logprobs, entropy, mb) × loss_mask.count_nonzero() / "
+                          "compute_total_loss_weight(...) × dp_size, as train_lm and the engine scale it",
             policy=POLICY, imports=("areal.utils.data", "areal.api.cli_args", "torch"),
-            make_packer=packed_packer, family="areal", findings={"pack": _WRAPS},
+            make_packer=packed_packer, make_reducer=sft_reducer, family="areal",
+            # The loss role meets the packer's wrap first: the reducer trains the wrapped slot as the mask says.
+            findings={"pack": _WRAPS, "loss": _WRAPS},
             notes="installed with --no-deps (areal 1.0.4 pins torch<2.11 and ~280 packages); samples padded as "
                   "the engine's batch, the loss mask rolled as lm_engine.py does, labels rolled over the packed "
-                  "stream as fsdp_engine.py does"),
+                  "stream as fsdp_engine.py does; lm_engine.py (compute_packed_sft_loss) is loaded from its file, "
+                  "as the package areal.trainer imports datasets, which the SFT loss does not need"),
 )

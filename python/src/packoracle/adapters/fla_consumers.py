@@ -15,9 +15,12 @@ shows as a dependency across it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._base import Finding
 
 WRITTEN_FOR = "0.6.0"
 HEADS, DIM = 2, 4
@@ -85,13 +88,20 @@ def consumer(op: str) -> Callable[[dict, dict], list]:
 @dataclass(frozen=True)
 class FlaConsumer:
     """One naive op as a consumer: its name, the call, the policy whose rows it is fed (varlen: one flattened row
-    with cu_seqlens, hf-flatten)."""
+    with cu_seqlens, hf-flatten). A cell of the matrix's mask builders (conformance._consumers.run_builders), run
+    in the fla environment: its consumer served there by packoracle.exec_server, fuzz's exec_consumer."""
 
     name: str
     op: str
     call: str
     policy: str = "hf-flatten"
     family: str = "fla"
+    written_for: str = WRITTEN_FOR
+    finding: Optional[Finding] = None  # the examined failure, as a mask builder's (None: it holds)
+
+    def replay(self, reproduce: str) -> str:
+        return (f"packoracle.conformance.replay_consumer({self.name!r}, \"{reproduce}\")  # from the main venv, "
+                f"the op in the {self.family} environment")
 
 
 CONSUMERS = (

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 from .. import _core
 from .. import adapters as _adapters
 from .._checks import check_step, verify
-from .._fuzz import Counterexample, Refuse, fuzz
+from .._fuzz import DEFAULT_TIMEOUT, Counterexample, Refuse, fuzz
 from ..report import Report
+from ._remote import without_machine
 
 if TYPE_CHECKING:
     from ..adapters._base import Packer
@@ -94,19 +95,30 @@ def portable(text: str) -> str:
     return _KIT_LINE.sub(r"\1,", _MACHINE_PATH.sub('File "', text))
 
 
+# The deadline of each answer of a family row's roles: their process's first answer includes its start-up (an
+# interpreter importing verl, ray and transformers: half a minute on a loaded 2-core machine).
+FAMILY_TIMEOUT = 600.0
+
+
 def _fuzz_role(adapter: _adapters.Adapter, role: str, cases: int, seed: int,
-               packer: Optional[Packer] = None) -> Outcome:
-    """One role fuzzed: `packer` is the adapter's own unless given (a family row's, driven in its venv)."""
+               packer: Optional[Packer] = None, exec_reducer: Optional[str] = None,
+               reproduce: Optional[str] = None) -> Outcome:
+    """One role fuzzed: `packer` is the adapter's own unless given (a family row's, driven in its venv); a
+    family row's loss reducer is `exec_reducer`, the command serving it in its venv (_remote.served_command)."""
     packer = packer if packer is not None else adapter.packer()
-    reducer = adapter.reducer() if role == "loss" else None
+    reducer = adapter.reducer() if role == "loss" and exec_reducer is None else None
+    exec_reducer = exec_reducer if role == "loss" else None
     start = time.perf_counter()
     try:
         result = fuzz(packer, adapter.resolved_policy(), reducer=reducer, cases=cases, seed=seed,
                       max_row_length=adapter.max_row_length, max_documents=adapter.max_documents,
-                      name=f"{adapter.name} ({role})",
-                      sft_masks=adapter.sft_masks)
+                      name=f"{adapter.name} ({role})", sft_masks=adapter.sft_masks, reproduce=reproduce,
+                      exec_reducer=exec_reducer, timeout=FAMILY_TIMEOUT if adapter.family else DEFAULT_TIMEOUT)
     except Counterexample as e:  # the report without its replay line: the page prints its own
-        return Outcome("fails", e.invariant or "", portable(e.report).rstrip() + "\n", e.reproduce, 0,
+        if reproduce is not None:
+            raise
+        report = portable(e.report if exec_reducer is None else without_machine(e.report, exec_reducer))
+        return Outcome("fails", e.invariant or "", report.rstrip() + "\n", e.reproduce, 0,
                        time.perf_counter() - start)
     return Outcome("holds", cases=result.cases, seconds=time.perf_counter() - start)
 
@@ -205,22 +217,51 @@ def run(cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED, only: Sequence[str
         raise KeyError(f"conformance: no adapter or system called {', '.join(map(repr, unknown))}")
     rows = []
     for adapter in selected:
-        _apply_env(adapter)
-        if adapter.family:
-            row, packer, close = _family_row(adapter, progress)
-        else:
-            row = Row(adapter, adapter.installed_version(), adapter.unavailable())
-            packer, close = (adapter.packer() if row.unavailable is None else None), None
+        row, roles = _row(adapter, progress)
         try:
-            _run_roles(row, packer, cases, seed, progress)
+            _run_roles(row, roles, cases, seed, progress)
         finally:
-            if close is not None:
-                close()
+            roles.close()
         rows.append(row)
     return rows
 
 
-def _run_roles(row: Row, packer: Optional[Packer], cases: int, seed: int,
+@dataclass
+class _Roles:
+    """What a row's roles are driven with: its packer (in-process, or a family venv's worker) and, for a family
+    row, the command serving its loss reducer in that venv; close() ends the worker."""
+
+    packer: Optional[Packer] = None
+    exec_reducer: Optional[str] = None
+    close: Callable[[], None] = lambda: None
+
+
+def _row(adapter: _adapters.Adapter, progress: Optional[Callable[[str], None]]) -> tuple[Row, _Roles]:
+    _apply_env(adapter)
+    if adapter.family:
+        return _family_row(adapter, progress)
+    row = Row(adapter, adapter.installed_version(), adapter.unavailable())
+    return row, _Roles(adapter.packer() if row.unavailable is None else None)
+
+
+def replay(name: str, role: str, reproduce: str) -> None:
+    """Replays one failure of the matrix (the page's replay line): adapter ``name``'s ``role`` ("pack" or
+    "loss") on the case of ``reproduce``, its library where the matrix runs it (a family row's in its venv,
+    over the exec protocol). Raises the Counterexample; returns when the case passes."""
+    adapter = _adapters.get(name)
+    if role not in ("pack", "loss") or (role == "loss" and adapter.make_reducer is None):
+        allowed = "'pack' or 'loss'" if adapter.make_reducer is not None else "'pack' (it has no loss reducer)"
+        raise ValueError(f"replay: role must be {allowed} for {name}, got {role!r}")
+    row, roles = _row(adapter, None)
+    try:
+        if row.unavailable is not None:
+            raise RuntimeError(f"replay: {name} cannot run here: {row.unavailable}")
+        _fuzz_role(adapter, role, 1, DEFAULT_SEED, roles.packer, roles.exec_reducer, reproduce=reproduce)
+    finally:
+        roles.close()
+
+
+def _run_roles(row: Row, driven: _Roles, cases: int, seed: int,
                progress: Optional[Callable[[str], None]]) -> None:
     adapter = row.adapter
     roles = ["pack"] + (["loss"] if adapter.make_reducer is not None else [])
@@ -228,46 +269,40 @@ def _run_roles(row: Row, packer: Optional[Packer], cases: int, seed: int,
         if row.unavailable is not None or role in row.role_notes:
             row.roles[role] = Outcome("cannot run")
             continue
-        row.roles[role] = _fuzz_role(adapter, role, cases, seed, packer)
+        row.roles[role] = _fuzz_role(adapter, role, cases, seed, driven.packer, driven.exec_reducer)
         if progress:
             o = row.roles[role]
             rate = f", {o.cases / o.seconds:.0f} cases/s" if o.cases and o.seconds > 0 else ""
             progress(f"{adapter.name} ({role}): {o.verdict} {o.invariant} [{o.seconds:.1f} s{rate}]")
-    if row.unavailable is None and packer is not None:
-        row.realpack = _realpack(adapter, packer)
+    if row.unavailable is None and driven.packer is not None:
+        row.realpack = _realpack(adapter, driven.packer)
 
 
-# Why a family row's loss role is not run: its reducer is a callable of the family venv, and the exec protocol
-# carries packers only (a reducer role over it is issue 45 item 1).
-REDUCER_NOT_CARRIED = ("its reducer runs in the {family} environment, and the exec protocol does not carry a "
-                       "reducer yet (issue 45 item 1)")
-
-
-def _family_row(adapter: _adapters.Adapter, progress: Optional[Callable[[str], None]]
-                ) -> tuple[Row, Optional[Packer], Optional[Callable[[], None]]]:
+def _family_row(adapter: _adapters.Adapter, progress: Optional[Callable[[str], None]]) -> tuple[Row, _Roles]:
     """The row of an adapter whose library lives in a family environment: that venv built (or found in the
-    cache), the library's version and availability as it sees them, and its packer driven there."""
+    cache), the library's version and availability as it sees them, its packer driven there (a worker,
+    _remote.FamilyPacker) and its loss reducer served there (packoracle.exec_server, fuzz's exec_reducer)."""
     from ._envs import EnvironmentUnavailable, ensure, python_of
-    from ._remote import FamilyPacker
+    from ._remote import FamilyPacker, served_command
 
     try:
         venv = ensure(adapter.family, log=progress)
     except EnvironmentUnavailable as e:
         return Row(adapter, None, f"the {adapter.family} environment is not available: {e}",
-                   environment=adapter.family), None, None
+                   environment=adapter.family), _Roles()
     remote = FamilyPacker(python_of(venv), adapter.name)
     try:
         ready = remote.ready()
     except RuntimeError as e:
         remote.close()
         return Row(adapter, None, f"its worker did not start in the {adapter.family} environment: "
-                                  f"{str(e).strip().splitlines()[-1]}", environment=adapter.family), None, None
+                                  f"{str(e).strip().splitlines()[-1]}", environment=adapter.family), _Roles()
     row = Row(adapter, ready["version"], ready["unavailable"], environment=adapter.family)
-    if adapter.make_reducer is not None:
-        row.role_notes["loss"] = REDUCER_NOT_CARRIED.format(family=adapter.family)
-    return row, (remote if adapter.make_packer is not None else None), remote.close
+    reducer = served_command(python_of(venv), "reducer", adapter.name) if adapter.make_reducer is not None else None
+    return row, _Roles(remote if adapter.make_packer is not None else None, reducer, remote.close)
 
 
+from ._consumers import replay_consumer  # noqa: E402,F401 (the page's replay line of a family consumer)
 from ._render import counterexamples_page, matrix_table, splice_readme, to_json, unexplained  # noqa: E402
 
 

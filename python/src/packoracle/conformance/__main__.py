@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 from .. import adapters as _adapters
 from . import DEFAULT_CASES, DEFAULT_SEED, run
 from ._consumers import DEFAULT_CONSUMER_CASES, README_BEGIN, README_END, consumer_table, consumers_section, \
-    builders_table, run_builders, run_consumers, unexplained_cells
+    builders_table, family_builders, run_builders, run_consumers, unexplained_cells
 from ._render import PAGE, README_BEGIN as MATRIX_BEGIN, counterexamples_page, matrix_table, splice_readme, to_json, \
     unexplained
 
@@ -75,6 +75,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         for b in BUILDERS:
             print(f"{b.name:40s} {b.written_for:10s} mask builder under {b.policy}")
+        for c in family_builders():
+            print(f"{c.name:40s} {c.written_for:10s} consumer under {c.policy}, runs in the {c.family} environment")
         print(f"consumers: transformers/FAMILY/ATTENTION/FEED/... cells, {len(FAMILIES)} families "
               f"({', '.join(FAMILIES)}) × {len(ATTENTION)} ({', '.join(ATTENTION)}) × {len(FEEDS)} feeds × "
               f"{len(CACHE)} use_cache settings (--only consumers, or a prefix such as transformers/llama/sdpa)")
@@ -146,8 +148,9 @@ def _families() -> tuple:
 
 def _builders() -> tuple:
     from ..adapters.mask_builders import BUILDERS
+    from ._consumers import family_builders
 
-    return tuple(b.name for b in BUILDERS)
+    return tuple(b.name for b in BUILDERS + family_builders())
 
 
 class _Tables:

@@ -22,11 +22,13 @@ from ._render import report_link
 
 if TYPE_CHECKING:
     from ..adapters._base import Finding
+    from ..adapters.fla_consumers import FlaConsumer
     from ..adapters.mask_builders import MaskBuilder
     from ..adapters.transformers_models import ModelConsumer
 
-Consumer = Union["ModelConsumer", "MaskBuilder"]
-"""A cell's consumer: a model of the consumer column, or another library's mask builder."""
+Consumer = Union["ModelConsumer", "MaskBuilder", "FlaConsumer"]
+"""A cell's consumer: a model of the consumer column, another library's mask builder, or a family library's
+consumer (an fla naive op)."""
 
 DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
@@ -64,7 +66,7 @@ def _last_line(text: str) -> str:
     return (errors or lines or [""])[-1]
 
 
-def run_cell(consumer: Consumer, cases: int, seed: int) -> Cell:
+def run_cell(consumer: Union[ModelConsumer, MaskBuilder], cases: int, seed: int) -> Cell:
     try:
         drive = consumer.consumer()
         control = consumer.kernel_control() if hasattr(consumer, "kernel_control") else 0.0
@@ -128,16 +130,62 @@ def run_consumers(cases: int, seed: int, selected: Callable[[str], bool] = lambd
     return cells
 
 
+def run_family_cell(consumer: FlaConsumer, cases: int, seed: int, reproduce: Optional[str] = None) -> Cell:
+    """A consumer whose library lives in a family environment (the fla naive ops): served there by
+    packoracle.exec_server (_served, _remote.served_command) and fuzzed from here as fuzz's exec_consumer, so
+    its answers are read by the exec protocol's consumer role. With ``reproduce``, that one case, its
+    Counterexample raised."""
+    from . import FAMILY_TIMEOUT
+    from ._envs import EnvironmentUnavailable, ensure, python_of
+    from ._remote import served_command, without_machine
+
+    try:
+        venv = ensure(consumer.family)
+    except EnvironmentUnavailable as e:
+        return Cell(consumer, "cannot run", f"the {consumer.family} environment is not available: {e}")
+    command = served_command(python_of(venv), "microbatch-consumer", consumer.name)
+    start = time.perf_counter()
+    try:
+        result = fuzz(None, consumer.policy, exec_consumer=command, cases=cases, seed=seed, name=consumer.name,
+                      timeout=FAMILY_TIMEOUT, reproduce=reproduce, **SMALL_CASES)
+    except Counterexample as e:
+        if reproduce is not None:
+            raise
+        e.report = without_machine(e.report, command)
+        return _failed_cell(consumer, e, time.perf_counter() - start)
+    return Cell(consumer, "holds", seconds=time.perf_counter() - start, cases=result.cases)
+
+
+def family_builders() -> tuple:
+    """The mask builders' section's consumers that run in a family environment (run_family_cell)."""
+    from ..adapters.fla_consumers import CONSUMERS
+
+    return CONSUMERS
+
+
+def replay_consumer(name: str, reproduce: str) -> None:
+    """Replays a family consumer's failure of the matrix (its replay line): raises the Counterexample."""
+    chosen = [c for c in family_builders() if c.name == name]
+    if not chosen:
+        raise KeyError(f"replay_consumer: no family consumer {name!r}; there are: "
+                       f"{', '.join(c.name for c in family_builders())}")
+    cell = run_family_cell(chosen[0], 1, 0, reproduce=reproduce)
+    if cell.verdict == "cannot run":
+        raise RuntimeError(f"replay_consumer: {name} cannot run here: {cell.detail}")
+
+
 def run_builders(cases: int, seed: int, selected: Callable[[str], bool] = lambda name: True,
                  progress: Optional[Callable[[str], None]] = None) -> list[Cell]:
-    """The other libraries' mask builders (packoracle.adapters.mask_builders), each under its declared policy."""
+    """The other libraries' mask builders (packoracle.adapters.mask_builders), each under its declared policy,
+    then the consumers of family environments (the fla naive ops, run_family_cell)."""
     from ..adapters.mask_builders import BUILDERS
 
     cells = []
-    for builder in BUILDERS:
+    for builder in BUILDERS + family_builders():
         if not selected(builder.name):
             continue
-        cells.append(run_cell(builder, cases, seed))
+        cells.append(run_family_cell(builder, cases, seed) if getattr(builder, "family", "")
+                     else run_cell(builder, cases, seed))
         if progress:
             c = cells[-1]
             progress(f"{builder.name}: {c.verdict} [{c.seconds:.1f} s]")
@@ -151,7 +199,9 @@ def builders_table(cells: list[Cell], page: str = "docs/conformance.md", finding
     for c in cells:
         b = cast("MaskBuilder", c.consumer)  # the builders' cells (run_builders)
         verdict = _cell_text(c, findings, page) + (f": {c.detail}" if c.detail else "")
-        out.append(f"| {b.name} {b.written_for} | `{b.call}` | `{b.policy}` | {verdict.replace('|', '/')} |")
+        family = getattr(b, "family", "")  # a family library's consumer: served in its venv over the exec protocol
+        where = f" (`{family}` environment, exec consumer)" if family else ""
+        out.append(f"| {b.name} {b.written_for}{where} | `{b.call}` | `{b.policy}` | {verdict.replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
 

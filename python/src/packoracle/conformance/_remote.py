@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -41,6 +42,40 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+_SHIM: list[str] = []
+
+
+def packoracle_shim() -> str:
+    """A folder holding packoracle alone (a link to this package), for a family interpreter's PYTHONPATH: the main
+    venv's libraries must not leak into the family's. It is called site-packages so that a traceback's paths are
+    cut as every installed package's are (conformance.portable). One per process, removed at exit."""
+    if not _SHIM:
+        root = tempfile.mkdtemp(prefix="packoracle-family-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        os.makedirs(os.path.join(root, "site-packages"))
+        os.symlink(package, os.path.join(root, "site-packages", "packoracle"))
+        _SHIM.append(os.path.join(root, "site-packages"))
+    return _SHIM[0]
+
+
+def served_command(python: str, role: str, name: str) -> str:
+    """The shell command that serves the role ``name`` names (``_served``: an adapter's reducer, an fla op's
+    consumer) with ``python``, a family venv's interpreter, over the exec protocol: what
+    ``packoracle.fuzz(exec_reducer=..., exec_consumer=...)`` runs. ``role``: exec_server's flag without its
+    dashes ("reducer", "microbatch-consumer"). The environment is the worker's (packoracle alone on the path)."""
+    return (f"env -u VIRTUAL_ENV PYTHONNOUSERSITE=1 PYTHONPATH={shlex.quote(packoracle_shim())} "
+            f"{shlex.quote(python)} -m packoracle.exec_server --{role} "
+            f"{shlex.quote('packoracle.conformance._served:' + name)}")
+
+
+def without_machine(text: str, command: str) -> str:
+    """``text`` (a failure's report) with a served_command written as its portable part: the family venv's
+    interpreter and the folder on its path are this machine's (the page must read the same everywhere)."""
+    portable = command[command.index(" -m packoracle.exec_server "):].replace(" -m ", "python -m ", 1)
+    return text.replace(command, portable)
+
+
 class FamilyPacker:
     """The packer of adapter ``name`` in the venv of ``python``: callable as an in-process packer is.
 
@@ -53,13 +88,7 @@ class FamilyPacker:
         self.python, self.name, self.path = python, name, tuple(path)
         self._process: Optional[subprocess.Popen] = None
         self._stderr: Optional[IO[str]] = None
-        self._shim = tempfile.mkdtemp(prefix="packoracle-family-")
-        atexit.register(shutil.rmtree, self._shim, ignore_errors=True)
-        # Only packoracle itself on the worker's path (the main venv's libraries must not leak into the family's).
-        # The folder is called site-packages so that a traceback's paths are cut as every installed package's are.
-        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        os.makedirs(os.path.join(self._shim, "site-packages"))
-        os.symlink(package, os.path.join(self._shim, "site-packages", "packoracle"))
+        self._shim = packoracle_shim()
         self._ready: Optional[dict] = None
 
     def ready(self) -> dict:
@@ -69,8 +98,7 @@ class FamilyPacker:
         return self._ready
 
     def _start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join((os.path.join(self._shim, "site-packages"),) + self.path),
-                   PYTHONNOUSERSITE="1")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join((self._shim,) + self.path), PYTHONNOUSERSITE="1")
         env.pop("VIRTUAL_ENV", None)
         self._stderr = tempfile.TemporaryFile("w+")
         self._process = subprocess.Popen([self.python, "-m", "packoracle.conformance._worker", self.name],

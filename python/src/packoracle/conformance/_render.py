@@ -99,7 +99,9 @@ def _section(row: "Row") -> list[str]:
            f"- call: `{a.configuration}`", f"- {a.system} {_version(row)}; declared policy {policy_text(a)}"]
     if row.environment != "main":
         out.append(f"- environment: its own venv, built from requirements/{row.environment}.lock and cached "
-                   f"(docs/hardening.md); its packer is driven there over the exec protocol's framing")
+                   f"(docs/hardening.md); its packer is driven there over the exec protocol's framing"
+                   + ("" if a.make_reducer is None else ", its loss reducer served there by packoracle.exec_server "
+                                                        "(fuzz's exec_reducer)"))
     if row.unavailable:
         out.append(f"- cannot run here: {row.unavailable}")
     for role, why in row.role_notes.items():
@@ -130,9 +132,13 @@ def _failure(row: "Row", role: str, outcome: Outcome) -> list[str]:
         out.append("**Not examined yet.**")
     options = (", reducer=a.reducer()" if role == "loss" else "") + f", max_row_length={a.max_row_length}, max_documents={a.max_documents}" + (
         "" if a.sft_masks else ", sft_masks=False")
-    where = f" (in the {row.environment} environment's interpreter)" if row.environment != "main" else ""
-    out += ["", f"Replay{where}: `a = packoracle.adapters.get(\"{a.name}\"); packoracle.fuzz(a.packer(), a.resolved_policy()"
-                f"{options}, reproduce=\"{outcome.reproduce}\")`", "", "```", outcome.counterexample.rstrip(), "```", ""]
+    if row.environment != "main":  # the library in its venv, its roles driven there (conformance.replay)
+        line = (f"Replay (from the main venv, the library in the {row.environment} environment): "
+                f"`packoracle.conformance.replay(\"{a.name}\", \"{role}\", \"{outcome.reproduce}\")`")
+    else:
+        line = (f"Replay: `a = packoracle.adapters.get(\"{a.name}\"); packoracle.fuzz(a.packer(), a.resolved_policy()"
+                f"{options}, reproduce=\"{outcome.reproduce}\")`")
+    out += ["", line, "", "```", outcome.counterexample.rstrip(), "```", ""]
     return out
 
 
