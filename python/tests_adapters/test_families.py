@@ -17,7 +17,7 @@ from packoracle.conformance import _envs, run
 from packoracle.conformance._remote import FamilyPacker
 
 ONE_PER_FAMILY = ["grain/first-fit", "litgpt/sft-collate", "areal/packed-mb", "verl/agg-loss-token-mean",
-                  "openrlhf/aggregate-loss-token"]
+                  "openrlhf/aggregate-loss-token", "axolotl/multipack-ffd", "llamafactory/neat-packing-fa2"]
 
 
 @pytest.mark.parametrize("name", ONE_PER_FAMILY)
@@ -47,6 +47,26 @@ def test_a_corrupted_answer_from_a_family_venv_is_caught():
     finally:
         remote.close()
     assert caught.value.invariant == "positions"
+
+
+def test_axolotl_refuses_an_over_long_sample_and_packs_the_rest_in_its_environment():
+    """excess_length_strategy raise: the library's length filter raises for a sample longer than sequence_len,
+    the kit's refusal; the same documents within the row length come back as rows of exactly L slots."""
+    a = adapters.get("axolotl/multipack-ffd")
+    remote = FamilyPacker(_envs.python_of(_envs.ensure("axolotl")), a.name)
+    docs = [[11, 12, 13], [21, 22, 23, 24, 25], [31], [41, 42, 43, 44, 45, 46, 47], [51, 52]]
+    request = {"id": 0, "row_length": 8, "micro_batch_rows": 1, "dp_world_size": 1,
+               "policy": a.resolved_policy().to_dict(), "target_losses": {},
+               "documents": [{"doc_uid": f"d{k}", "tokens": t, "supervised": [1] * len(t)} for k, t in enumerate(docs)]}
+    try:
+        rows = [r for mb in remote(request) for r in mb["rows"]]
+        assert [len(r["input_ids"]) for r in rows] == [8] * len(rows)
+        assert sorted(t for r in rows for t, d in zip(r["input_ids"], r["doc_ids"]) if d != -1) == sorted(sum(docs, []))
+        request["row_length"] = 6
+        with pytest.raises(packoracle.Refuse, match="d3"):
+            remote(request)
+    finally:
+        remote.close()
 
 
 # Run by the fla venv's interpreter, packoracle on its path: the naive op fuzzed as a consumer under cu_seqlens
