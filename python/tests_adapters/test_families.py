@@ -97,3 +97,36 @@ def test_the_fla_naive_op_is_document_causal_under_cu_seqlens_in_its_environment
         out = subprocess.run([python, "-c", _FLA_CHECK], env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "smoke: holds" in out.stdout and "whole row: attention" in out.stdout, out.stdout
+
+
+# Run by the llamafactory venv's interpreter: LLaMA-Factory's 4-D mask fuzzed as a mask-level consumer over the
+# kit's rows (must hold), then the same function handed the mask plain packing (packing without neat_packing)
+# gives it, every slot 1 (must be caught: documents attend to each other).
+_LLAMAFACTORY_MASK_CHECK = """
+import numpy as np
+from packoracle import Counterexample, fuzz
+from packoracle.adapters.llamafactory_pack import block_diagonal_mask
+policy = {"preset": "hf-flatten", "boundary_source": "doc_ids", "padding": "right", "pad_keys": "masked"}
+fuzz(None, policy, microbatch_consumer=block_diagonal_mask, cases=60, seed=1, max_row_length=16, max_documents=8)
+print("neat: holds")
+def plain(mb, policy):
+    return block_diagonal_mask({"rows": [dict(r, doc_ids=np.zeros_like(np.asarray(r["doc_ids"]))) for r in mb["rows"]]},
+                               policy)
+try:
+    fuzz(None, policy, microbatch_consumer=plain, cases=60, seed=1, max_row_length=16, max_documents=8)
+    print("plain: holds")
+except Counterexample as e:
+    print("plain:", e.invariant)
+"""
+
+
+def test_llamafactory_s_4d_mask_is_document_causal_in_its_environment():
+    python = _envs.python_of(_envs.ensure("llamafactory"))
+    with tempfile.TemporaryDirectory() as shim:
+        os.makedirs(os.path.join(shim, "site-packages"))
+        os.symlink(os.path.dirname(packoracle.__file__), os.path.join(shim, "site-packages", "packoracle"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(shim, "site-packages"), PYTHONNOUSERSITE="1")
+        out = subprocess.run([python, "-c", _LLAMAFACTORY_MASK_CHECK], env=env, capture_output=True, text=True,
+                             timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "neat: holds" in out.stdout and "plain: attention" in out.stdout, out.stdout

@@ -128,3 +128,24 @@ ADAPTERS = (
                   " cutoff_len = L + 1 (a packed row keeps one pad slot); the collator's flash-attention path "
                   "drops the padding"),
 )
+
+
+def block_diagonal_mask(microbatch: dict, policy: dict) -> list:
+    """LLaMA-Factory's 4-D mask as an attention consumer (the mask level): each row's document ids re-spelled as
+    the neat-packing attention mask (1..k in the row, 0 for padding) and handed to ``prepare_4d_attention_mask``
+    (data/collator.py), as ``SFTDataCollatorWith4DAttentionMask(block_diag_attn=True)`` does with eager/sdpa
+    attention; what it returns (0 where attending, the dtype's minimum elsewhere) read as True = allowed. Runs
+    where llamafactory is installed: its family environment (python/tests_adapters/test_families.py)."""
+    from . import _llamafactory_torchaudio  # noqa: F401  (before llamafactory.data)
+    import numpy as np
+    import torch
+    from llamafactory.data.collator import prepare_4d_attention_mask
+
+    out = []
+    for row in microbatch["rows"]:
+        ids = np.asarray(row["doc_ids"], dtype=np.int64).reshape(-1)
+        _, index = np.unique(ids, return_inverse=True)  # the kit's ids (any integers, -1 padding) as 1..k, 0
+        index = np.where(ids < 0, 0, index + (0 if (ids < 0).any() else 1))
+        mask = prepare_4d_attention_mask(torch.as_tensor(index)[None], torch.float32)
+        out.append((mask[0, 0] == 0).numpy())
+    return out
