@@ -50,7 +50,8 @@ stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file 
   --cache-dir "$venv/mypy-cache" -p packoracle
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 if ((full)); then
-  # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla), built once and
+  # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla, axolotl,
+  # llamafactory), built once and
   # then found in ~/.cache/packoracle/envs/ (keyed by each lock; pip's cache keeps the downloads): seconds when
   # cached, the cold cost in docs/hardening.md. The adapter tests and the
   # conformance stage drive their rows there.

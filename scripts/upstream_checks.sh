@@ -4,7 +4,7 @@
 # 1 (the bug, on the pinned release; its last line starts "FAIL") and with --with-fix 0 (the fix or workaround
 # applied; "OK"). Exit 77 both ways ("SKIP") is "skipped": the script needs what this machine lacks (CUDA
 # flash-attn, or a library's own environment whose venv is not built); printed as such, never counted as passed.
-# A script whose name starts with a family environment's name (verl-, openrlhf-, areal-: requirements/<family>.lock)
+# A script whose name starts with a family environment's name (verl-, openrlhf-, areal-, llamafactory-: requirements/<family>.lock)
 # runs in that venv when it is built (the conformance stage builds it). One line per script; any other outcome
 # fails the stage.
 #

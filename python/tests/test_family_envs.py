@@ -179,3 +179,34 @@ def test_a_missing_lock_or_family_says_why(empty_family):
         _envs.ensure("empty")
     with pytest.raises(_envs.EnvironmentUnavailable, match="no family environment called 'nope'"):
         _envs.ensure("nope")
+
+
+def _pins(family: _envs.Family) -> list[str]:
+    with open(_envs.lock_path(family)) as f:
+        return [line.split("#")[0].strip() for line in f if line.split("#")[0].strip()]
+
+
+@pytest.mark.parametrize("name", sorted(_envs.FAMILIES))
+def test_every_family_lock_is_a_whole_freeze_without_torch(name):
+    """The lock is installed with --no-deps after torch 2.13.0 alone: every line must pin one version (a range or
+    a bare name would be resolved against nothing), and torch must not be in it (a second torch would replace the
+    CPU wheel, as LLaMA-Factory's plain install does)."""
+    family = _envs.FAMILIES[name]
+    pins = _pins(family)
+    assert pins, f"{family.lock} pins nothing"
+    loose = [p for p in pins if "==" not in p or any(c in p for c in "<>~!,;@")]
+    assert not loose, f"{family.lock}: lines that pin no single version: {loose}"
+    names = {p.split("==")[0].lower().replace("_", "-") for p in pins}
+    # CUDA's runtime wheels (nvidia-cublas, cuda-toolkit, ...); nvidia-ml-py is NVML's pure-Python binding
+    cuda = sorted(n for n in names if n.startswith("cuda-") or (n.startswith("nvidia-") and n != "nvidia-ml-py"))
+    assert "torch" not in names and not cuda, f"{family.lock} installs torch or CUDA's wheels: {cuda}"
+
+
+def test_every_family_has_adapters_and_every_adapter_s_family_is_registered():
+    from packoracle import adapters
+
+    families = {a.family for a in adapters.all_adapters() if a.family}
+    unregistered = families - set(_envs.FAMILIES)
+    assert not unregistered, f"adapters name families without a lock entry: {sorted(unregistered)}"
+    consumers_only = {"fla"}  # its naive ops run as consumers inside the venv (tests_adapters/test_families.py)
+    assert set(_envs.FAMILIES) - families == consumers_only, set(_envs.FAMILIES) - families

@@ -18,7 +18,7 @@ from packoracle.conformance import _envs, run
 from packoracle.conformance._remote import FamilyPacker
 
 ONE_PER_FAMILY = ["grain/first-fit", "litgpt/sft-collate", "areal/packed-mb", "verl/agg-loss-token-mean",
-                  "openrlhf/aggregate-loss-token"]
+                  "openrlhf/aggregate-loss-token", "axolotl/multipack-ffd", "llamafactory/neat-packing-fa2"]
 
 
 @pytest.mark.parametrize("name", ONE_PER_FAMILY)
@@ -138,6 +138,26 @@ def test_a_corrupted_answer_from_a_family_venv_is_caught():
     assert caught.value.invariant == "positions"
 
 
+def test_axolotl_refuses_an_over_long_sample_and_packs_the_rest_in_its_environment():
+    """excess_length_strategy raise: the library's length filter raises for a sample longer than sequence_len,
+    the kit's refusal; the same documents within the row length come back as rows of exactly L slots."""
+    a = adapters.get("axolotl/multipack-ffd")
+    remote = FamilyPacker(_envs.python_of(_envs.ensure("axolotl")), a.name)
+    docs = [[11, 12, 13], [21, 22, 23, 24, 25], [31], [41, 42, 43, 44, 45, 46, 47], [51, 52]]
+    request = {"id": 0, "row_length": 8, "micro_batch_rows": 1, "dp_world_size": 1,
+               "policy": a.resolved_policy().to_dict(), "target_losses": {},
+               "documents": [{"doc_uid": f"d{k}", "tokens": t, "supervised": [1] * len(t)} for k, t in enumerate(docs)]}
+    try:
+        rows = [r for mb in remote(request) for r in mb["rows"]]
+        assert [len(r["input_ids"]) for r in rows] == [8] * len(rows)
+        assert sorted(t for r in rows for t, d in zip(r["input_ids"], r["doc_ids"]) if d != -1) == sorted(sum(docs, []))
+        request["row_length"] = 6
+        with pytest.raises(packoracle.Refuse, match="d3"):
+            remote(request)
+    finally:
+        remote.close()
+
+
 # Run by the fla venv's interpreter, packoracle on its path: the naive op fuzzed as a consumer under cu_seqlens
 # (must hold), then the same op handed the whole row as one sequence, as a caller who forgets cu_seqlens does
 # (must be caught: the state runs across documents).
@@ -195,3 +215,36 @@ def test_an_fla_op_fed_the_whole_row_as_one_sequence_is_caught_over_the_exec_pro
         packoracle.fuzz(None, "hf-flatten", exec_consumer=command, cases=60, seed=1, max_row_length=16,
                         max_documents=8, timeout=600)
     assert caught.value.invariant == "attention", caught.value.report
+
+
+# Run by the llamafactory venv's interpreter: LLaMA-Factory's 4-D mask fuzzed as a mask-level consumer over the
+# kit's rows (must hold), then the same function handed the mask plain packing (packing without neat_packing)
+# gives it, every slot 1 (must be caught: documents attend to each other).
+_LLAMAFACTORY_MASK_CHECK = """
+import numpy as np
+from packoracle import Counterexample, fuzz
+from packoracle.adapters.llamafactory_pack import block_diagonal_mask
+policy = {"preset": "hf-flatten", "boundary_source": "doc_ids", "padding": "right", "pad_keys": "masked"}
+fuzz(None, policy, microbatch_consumer=block_diagonal_mask, cases=60, seed=1, max_row_length=16, max_documents=8)
+print("neat: holds")
+def plain(mb, policy):
+    return block_diagonal_mask({"rows": [dict(r, doc_ids=np.zeros_like(np.asarray(r["doc_ids"]))) for r in mb["rows"]]},
+                               policy)
+try:
+    fuzz(None, policy, microbatch_consumer=plain, cases=60, seed=1, max_row_length=16, max_documents=8)
+    print("plain: holds")
+except Counterexample as e:
+    print("plain:", e.invariant)
+"""
+
+
+def test_llamafactory_s_4d_mask_is_document_causal_in_its_environment():
+    python = _envs.python_of(_envs.ensure("llamafactory"))
+    with tempfile.TemporaryDirectory() as shim:
+        os.makedirs(os.path.join(shim, "site-packages"))
+        os.symlink(os.path.dirname(packoracle.__file__), os.path.join(shim, "site-packages", "packoracle"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(shim, "site-packages"), PYTHONNOUSERSITE="1")
+        out = subprocess.run([python, "-c", _LLAMAFACTORY_MASK_CHECK], env=env, capture_output=True, text=True,
+                             timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "neat: holds" in out.stdout and "plain: attention" in out.stdout, out.stdout

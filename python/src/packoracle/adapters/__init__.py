@@ -16,7 +16,8 @@ from ._base import Adapter, Finding, documents_of
 
 # One module per library; each defines ADAPTERS (a tuple of Adapter).
 MODULES = ("transformers_hf", "trl_sft", "torchtune_packed", "megatron_gpt", "olmo_core", "nemo_packing",
-           "torchtitan_text", "rl_losses", "grain_pack", "litgpt_sft", "areal_pack")
+           "torchtitan_text", "rl_losses", "grain_pack", "litgpt_sft", "areal_pack", "axolotl_pack",
+           "llamafactory_pack")
 
 
 def all_adapters() -> tuple[Adapter, ...]:

@@ -184,7 +184,12 @@ def _realpack(adapter: _adapters.Adapter, packer: Packer) -> dict:
             except Exception as e:  # the library raised: that is its verdict on this input
                 out[label] = f"fails: the packer raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 continue
-            report = check_step(answer, request["documents"], policy, dp_world_size=dp, row_length=REALPACK_ROW_LENGTH)
+            try:
+                report = check_step(answer, request["documents"], policy, dp_world_size=dp,
+                                    row_length=REALPACK_ROW_LENGTH)
+            except (TypeError, ValueError) as e:  # as fuzz reads such an answer: the shape invariant
+                out[label] = f"fails: shape (the answer is not a packed batch: {str(e).splitlines()[0]})"
+                continue
             out[label] = "holds" if report.ok else "fails: " + _invariants(report)
             if adapter.dump is not None:
                 differs = _dump_verdict(adapter, request, answer, report)

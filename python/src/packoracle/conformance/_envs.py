@@ -54,6 +54,8 @@ FAMILIES = {f.name: f for f in (
     Family("openrlhf", no_build_isolation=True),
     Family("areal"),
     Family("fla"),
+    Family("axolotl"),
+    Family("llamafactory"),
 )}
 
 
