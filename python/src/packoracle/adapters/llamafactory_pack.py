@@ -116,7 +116,7 @@ _UNPAD = Finding(
     "refused nor truncated.", report="docs/upstream/llamafactory-unpad-position-ids.md")
 
 ADAPTERS = (
-    Adapter(name="llamafactory/neat-packing-fa2", system="LLaMA-Factory", distribution="llamafactory",
+    Adapter(name="llamafactory/neat-packing-fa2", system="llamafactory", distribution="llamafactory",
             written_for=WRITTEN_FOR,
             configuration="PackedSupervisedDatasetProcessor(DataArguments(cutoff_len=L+1, neat_packing=True))"
                           ".preprocess_dataset(examples); SFTDataCollatorWith4DAttentionMask(pad_to_multiple_of=8, "
