@@ -1,8 +1,8 @@
 """Imported (by the llamafactory adapter's ``imports``, before ``llamafactory.data``) only where llamafactory is
 installed, its family environment: registers a stub ``torchaudio`` module. ``llamafactory.data.mm_plugin``
 imports torchaudio at module level, and torchaudio's PyPI wheel needs CUDA's ``libc10_cuda.so``; the family
-venv leaves it out (requirements/llamafactory.lock) and nothing the packing path calls uses it
-(../shared/reference/libraries-2026-12.md §4). A spec is needed: transformers' ``is_torchaudio_available()``
+venv leaves it out (requirements/llamafactory.lock, whose header records the repaired install) and nothing the
+packing path calls uses it (only the multimodal plugins do). A spec is needed: transformers' ``is_torchaudio_available()``
 calls ``importlib.util.find_spec``."""
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ model's flash path finds the documents from ``position_ids`` (each starts at 0).
 
 The family environment ``llamafactory`` (requirements/llamafactory.lock; LLaMA-Factory pins transformers
 <= 5.6.0). Its ``data`` package imports ``torchaudio`` at module level, whose PyPI wheel needs CUDA's
-libraries; a module stub stands in for it (``_llamafactory_torchaudio``), as the reference's recipe does
-(../shared/reference/libraries-2026-12.md §4): nothing the packing path calls uses it.
+libraries; a module stub stands in for it (``_llamafactory_torchaudio``): nothing the packing path calls uses
+it (only the multimodal plugins do).
 
-The adapter's part, as the reference says: the tokenizer/template step (``_encode_data_example``) is replaced
+The adapter's part: the tokenizer/template step (``_encode_data_example``) is replaced
 by one that returns each document's tokens and its labels (the token where supervised, -100 elsewhere), since
 the kit's documents are already token ids; everything after it is the library's. The kit's row length L is the
 most tokens a row holds: the processor gets ``cutoff_len = L + 1``. Each row goes to its own collator call
