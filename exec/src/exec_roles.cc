@@ -14,8 +14,11 @@ template <class Verdict>
 Verdict Shared(AnswerLine& parsed, const char* role) {
   if (parsed.kind == AnswerLine::Kind::kEnd) return {Verdict::Kind::kEnd, {}};
   if (parsed.kind == AnswerLine::Kind::kRefusal) {
-    return {Verdict::Kind::kFault, std::string("the ") + role + " answered with an error record (a " + role +
-                                       " has no refusal): " + parsed.message};
+    // An error record fails the case (a role has no refusal), but it is an answer in protocol: the channel keeps
+    // the child, so a served library (a family venv's reducer: 30 s of imports) is not started again at every
+    // shrinking step. The role turns the outcome into its ExecRoleFault.
+    return {Verdict::Kind::kRefusal, std::string("the ") + role + " answered with an error record (a " + role +
+                                         " has no refusal): " + parsed.message};
   }
   return {Verdict::Kind::kFault, std::move(parsed.message)};
 }

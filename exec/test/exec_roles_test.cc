@@ -152,6 +152,26 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// An error record fails the case under the role's invariant like a fault, but it is an answer in protocol: the
+// child keeps running through the whole shrinking (a served library is imported once, not at every step).
+TEST_F(ExecRoles, AnErrorRecordFailsTheCaseAndKeepsTheChild) {
+  for (const bool reducer : {true, false}) {
+    Candidate c = Roles("error", reducer, !reducer);
+    ExecChannel& channel = reducer ? ChannelOf(c.reducer) : ChannelOf(c.consumer);
+    VerifyOptions options = Small(60);
+    options.check.determinism = false;
+    const VerifyReport report = Verify(c, options);
+    ASSERT_FALSE(report.passed);
+    EXPECT_EQ(report.broken(), reducer ? Invariant::kLoss : Invariant::kAttention) << report.text;
+    const std::string& sentence = report.failure->violations.front().sentence;
+    EXPECT_NE(sentence.find("answered with an error record"), std::string::npos) << sentence;
+    EXPECT_NE(sentence.find("cannot answer"), std::string::npos) << sentence;
+    EXPECT_EQ(channel.stats().starts, 1) << "an error record restarted the child";
+    EXPECT_EQ(channel.stats().faults, 0);
+    EXPECT_GE(channel.stats().refusals, 2) << "shrinking met the error record again";
+  }
+}
+
 TEST(ParseAnswerLineRoles, ReadsTotalsAndMasksOnlyForTheirRole) {
   using Kind = AnswerLine::Kind;
   const std::string where = "line 1 of the answer";

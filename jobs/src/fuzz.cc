@@ -163,11 +163,12 @@ void ReportFailure(const Candidate& candidate, const FuzzOptions& o, FuzzOutcome
   render.reproduce_command = ReplayLine(o, out.failure->reproduce);
   render.headline = o.headline;
   render.regression_draft = o.regression_draft;
+  render.check = BaseOptions(o).check;  // the draft repeats a reducer's schedule and selection
   DescribeFailure(*out.failure, render);  // its sections and text, under the run's headline and replay line
   out.failure_text = out.failure->text;
   if (o.save_regressions.empty()) return;
   try {
-    out.regression_path = SaveRegression(o.save_regressions, candidate.name, *out.failure);
+    out.regression_path = SaveRegression(o.save_regressions, candidate.name, *out.failure, render.check);
   } catch (const std::exception& e) {
     out.regression_error = e.what();
   }

@@ -71,6 +71,12 @@ void CheckExecFuzzOptions(const ExecFuzzOptions& o, const std::function<void()>&
   }
   CheckFuzzOptions(o.fuzz, [&] {
     if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout must be a number of seconds in (0, 86400]");
+    // A schedule and a selection are handed to a loss reducer (reduce_request); an exec packer's own producer
+    // totals are never told of them, so without a reducer they would be judged against an objective unseen.
+    if (o.fuzz.optimizer_steps > 1 && o.fuzz.exec_reducer.empty()) {
+      throw InputError("--optimizer-steps " + std::to_string(o.fuzz.optimizer_steps) +
+                       " states a loss reducer's schedule: give --exec-reducer CMD");
+    }
     if (o.fuzz.select_top_fraction < 1 && o.fuzz.exec_reducer.empty()) {
       throw InputError("--select-top-fraction " + ShortestText(o.fuzz.select_top_fraction) +
                        " states a selection in a loss reducer's objective: give --exec-reducer CMD");

@@ -98,6 +98,17 @@ TEST(CheckFuzzOptions, RefusesWhatNoRunCanUse) {
   EXPECT_THROW(CheckExecFuzzOptions(exec), InputError) << "a selection without --exec-reducer states nothing";
   exec.fuzz.exec_reducer = "true";
   EXPECT_NO_THROW(CheckExecFuzzOptions(exec));
+  exec.fuzz.select_top_fraction = 1;
+  exec.fuzz.optimizer_steps = 2;
+  exec.fuzz.exec_reducer.clear();
+  try {
+    CheckExecFuzzOptions(exec);
+    ADD_FAILURE() << "a schedule without --exec-reducer states nothing: the packer is never told of it";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--optimizer-steps 2"), std::string::npos) << e.what();
+  }
+  exec.fuzz.exec_reducer = "true";
+  EXPECT_NO_THROW(CheckExecFuzzOptions(exec));
 }
 
 

@@ -21,9 +21,36 @@ std::string FileSafe(const std::string& s) {
   return out;
 }
 
+// The options a replay must repeat (a loss reducer's schedule and selection), written only where they are not
+// at their defaults.
+nlohmann::ordered_json SavedCheck(const CheckOptions& check) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (check.optimizer_steps != 1) out["optimizer_steps"] = check.optimizer_steps;
+  if (check.selection.active()) out["select_top_fraction"] = check.selection.top_fraction;
+  return out;
+}
+
+CheckOptions LoadedCheck(const nlohmann::json& j, const std::string& path) {
+  CheckOptions check;
+  if (!j.is_object()) throw InputError(path + ": field 'check' is not an object: " + j.dump());
+  for (const auto& [key, value] : j.items()) {
+    if (key == "optimizer_steps" && value.is_number_integer() && value.get<std::int64_t>() >= 1) {
+      check.optimizer_steps = value.get<std::int64_t>();
+    } else if (key == "select_top_fraction" && value.is_number() && value.get<double>() > 0 &&
+               value.get<double>() <= 1) {
+      check.selection.top_fraction = value.get<double>();
+    } else {
+      throw InputError(path + ": field 'check' holds " + key + " = " + value.dump() +
+                       " (it takes optimizer_steps, an integer >= 1, and select_top_fraction, in (0, 1])");
+    }
+  }
+  return check;
+}
+
 }  // namespace
 
-std::string SaveRegression(const std::string& directory, const std::string& candidate, const VerifyReport& report) {
+std::string SaveRegression(const std::string& directory, const std::string& candidate, const VerifyReport& report,
+                           const CheckOptions& check) {
   if (report.passed || !report.counterexample || !report.broken()) {
     throw InputError("SaveRegression: the report of '" + candidate + "' holds no failure to save");
   }
@@ -36,6 +63,7 @@ std::string SaveRegression(const std::string& directory, const std::string& cand
   j["reproduce"] = report.reproduce;
   j["sentence"] = report.failure->violations.front().sentence;
   j["request"] = RequestToJson(*report.counterexample);
+  if (auto saved = SavedCheck(check); !saved.empty()) j["check"] = std::move(saved);
   const std::string body = j.dump(1);
   const auto hash = std::hash<std::string>{}(RequestToJson(*report.counterexample).dump()) % 0xFFFFFF;
   char suffix[16];
@@ -71,6 +99,7 @@ Regression LoadRegression(const std::string& path) {
   r.reproduce = j.value("reproduce", "");
   r.sentence = j.value("sentence", "");
   r.request = RequestFromJson(field("request"), path + ": request");
+  if (j.contains("check")) r.check = LoadedCheck(j.at("check"), path);
   return r;
 }
 

@@ -25,6 +25,14 @@ std::string Num(double v) {
   return os.str();
 }
 
+// A double that reads back as itself in C++ source (the draft's selection fraction).
+std::string Num17(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
 std::string PolicyLine(const Policy& policy) {
   std::string out = policy.preset.empty() ? std::string("(custom policy)") : "preset " + policy.preset;
   const auto values = PolicyKeyValues(policy);
@@ -362,7 +370,7 @@ std::string DraftPreamble(const std::string& candidate, const Candidate::Source&
 
 // A gtest that replays the case: compiles and fails as printed where the candidate has a C++ expression.
 std::string RegressionDraft(const std::string& candidate, const Candidate::Source& source, const PackRequest& request,
-                            Invariant head) {
+                            Invariant head, const CheckOptions& check) {
   std::ostringstream os;
   os << DraftPreamble(candidate, source)
      << "TEST(" << Identifier(candidate) << "Regression, " << Identifier(Name(head)) << ") {\n"
@@ -375,7 +383,12 @@ std::string RegressionDraft(const std::string& candidate, const Candidate::Sourc
      << SourceLosses(request);
   if (request.delimiters == Delimiters::kIncluded) os << "  request.delimiters = packoracle::Delimiters::kIncluded;\n";
   if (!source.expression.empty()) os << "  auto candidate = " << source.expression << ";\n";
-  os << "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request));\n"
+  // A loss reducer's schedule and selection are part of what the case was checked against.
+  const bool scheduled = check.optimizer_steps != 1 || check.selection.active();
+  if (scheduled) os << "  packoracle::CheckOptions check;\n";
+  if (check.optimizer_steps != 1) os << "  check.optimizer_steps = " << check.optimizer_steps << ";\n";
+  if (check.selection.active()) os << "  check.selection.top_fraction = " << Num17(check.selection.top_fraction) << ";\n";
+  os << "  EXPECT_TRUE(packoracle::CheckOneCase(candidate, request" << (scheduled ? ", check" : "") << "));\n"
      << "}\n";
   return os.str();
 }
@@ -396,7 +409,7 @@ ReportSections BuildReportSections(const std::string& candidate, const PackReque
   out.invariance = Invariance(request, result, head);
   out.reproduce = run.reproduce;
   out.reproduce_command = options.reproduce_command;
-  if (options.regression_draft) out.regression_draft = RegressionDraft(candidate, run.source, request, head);
+  if (options.regression_draft) out.regression_draft = RegressionDraft(candidate, run.source, request, head, options.check);
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <map>
 #include <string>
@@ -14,6 +16,8 @@
 #include "packoracle/oracle.h"
 #include "packoracle/properties/generators.h"
 #include "packoracle/properties/invariants.h"
+#include "packoracle/properties/regression.h"
+#include "packoracle/properties/verify.h"
 
 namespace packoracle {
 namespace {
@@ -174,6 +178,46 @@ TEST(Selection, AReducerIgnoringTheSelectionIsCaught) {
   const CaseResult result = CheckCase(plain, Rollouts(), Selecting(0.5));
   ASSERT_FALSE(result.passed());
   EXPECT_EQ(result.violations.front().invariant, Invariant::kDenominator) << Text(result);
+}
+
+// A saved regression and the C++ draft keep the schedule and the selection the case was checked under: the case
+// alone (its documents and policy) replays as another objective, under which the per-micro-batch reducer passes.
+TEST(Selection, ASavedRegressionAndItsDraftKeepTheScheduleAndTheSelection) {
+  Candidate buggy = MakeCandidate("top-fraction-per-microbatch", TopFractionReducer{true});
+  VerifyOptions options;
+  options.check = Selecting(0.5, 2);
+  const VerifyReport report = VerifyOne(buggy, Rollouts(), options);
+  ASSERT_FALSE(report.passed);
+  ASSERT_TRUE(report.sections);
+  const std::string& draft = report.sections->regression_draft;
+  EXPECT_NE(draft.find("  check.optimizer_steps = 2;\n  check.selection.top_fraction = 0.5;\n"), std::string::npos) << draft;
+  EXPECT_NE(draft.find("CheckOneCase(candidate, request, check)"), std::string::npos) << draft;
+
+  const std::string dir = testing::TempDir() + "/selection_regressions";
+  std::filesystem::remove_all(dir);
+  const Regression loaded = LoadRegression(SaveRegression(dir, buggy.name, report, options.check));
+  EXPECT_EQ(loaded.check.optimizer_steps, 2);
+  EXPECT_EQ(loaded.check.selection.top_fraction, 0.5);
+  VerifyOptions replay;
+  replay.check = loaded.check;
+  EXPECT_FALSE(VerifyOne(buggy, loaded.request, replay).passed) << "the saved options replay the failure";
+  EXPECT_TRUE(VerifyOne(buggy, loaded.request).passed) << "without them the case checks another objective";
+
+  // Saved without a schedule or selection, the file is as before them: no "check" field.
+  std::ifstream plain(SaveRegression(dir + "/plain", buggy.name, report));
+  const std::string text((std::istreambuf_iterator<char>(plain)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("\"check\""), std::string::npos) << text;
+
+  const std::string bad = dir + "/bad.json";
+  std::ofstream(bad) << R"({"schema":"packoracle-regression","version":1,"candidate":"x","invariant":"loss",)"
+                     << R"("request":{"record":"request","id":0,"row_length":8,"micro_batch_rows":1,"dp_world_size":1,)"
+                     << R"("policy":{"preset":"reference"},"documents":[]},"check":{"optimizer_steps":0}})";
+  try {
+    LoadRegression(bad);
+    ADD_FAILURE() << "a check of 0 optimizer steps was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer_steps = 0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

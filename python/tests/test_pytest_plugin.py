@@ -14,7 +14,7 @@ import pytest
 
 import packoracle
 from packoracle._fuzz import DEFAULT_CASES
-from tests import packers
+from tests import packers, selection_reducers
 from tests.helpers import small_fuzz
 
 pytest_plugins = ["pytester"]
@@ -320,3 +320,40 @@ def test_unreadable_or_stale_regressions_warn_and_do_not_stop_the_run(inner):
                                  "*PackoracleRegressionWarning: packoracle: cannot replay saved regression *"
                                  "pack_reference-targets-000000.json*"])
     assert result_of(inner)["cases"] == 10
+
+
+SELECTING = textwrap.dedent('''
+    import json
+
+    from selection_reducers import reduce_top_fraction_per_microbatch
+
+
+    def recording(request):
+        with open("seen.jsonl", "a") as f:
+            f.write(json.dumps([request.get("selection"), request["optimizer_steps"]]) + "\\n")
+        return reduce_top_fraction_per_microbatch(request)
+    recording.__name__ = recording.__qualname__ = "reduce_top_fraction_per_microbatch"  # the saved case's candidate
+
+
+    def test_reducer(packoracle_fuzz):  # names neither the schedule nor the selection
+        packoracle_fuzz(None, "reference", reducer=recording, decoder=False, max_row_length=16, max_documents=8)
+''')
+
+
+def test_a_saved_regression_replays_under_the_schedule_and_selection_it_failed_under(pytester):
+    saved_in = pytester.path / ".packoracle" / "regressions"
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, "reference", reducer=selection_reducers.reduce_top_fraction_per_microbatch,
+                        select_top_fraction=0.5, optimizer_steps=2, save_regressions=str(saved_in), cases=200,
+                        decoder=False, max_row_length=16, max_documents=8)
+    (saved_file,) = regressions(pytester)
+    assert str(saved_file) == caught.value.regression
+    assert json.loads(saved_file.read_text())["check"] == {"optimizer_steps": 2, "select_top_fraction": 0.5}
+    pytester.makepyfile(selection_reducers=open(selection_reducers.__file__).read(), test_inner=SELECTING)
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"regression: this is the saved regression {saved_file}, replayed before the "
+                                 f"generated cases: it fails again"])
+    with open(pytester.path / "seen.jsonl") as f:
+        first = json.loads(f.readline())
+    assert first == [{"top_fraction": 0.5, "scope": "optimizer_step"}, 2]

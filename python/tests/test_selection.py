@@ -81,3 +81,4 @@ def test_a_fraction_outside_its_range_is_refused_naming_it(value, error):
 def test_a_selection_needs_a_reducer():
     with pytest.raises(TypeError, match="select_top_fraction"):
         packoracle.fuzz(lambda r: [], "reference", select_top_fraction=0.5, cases=1)
+

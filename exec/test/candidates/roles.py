@@ -8,6 +8,7 @@ only, one process for both roles: records are dispatched by kind (`reduce_reques
     roles.py --bug hang      both hang on a request with more than one row (or micro-batch)
     roles.py --bug crash     both abort (SIGABRT) on a request with more than one row (or micro-batch)
     roles.py --bug wrong-id  both answer a request with more than one row for another id
+    roles.py --bug error     both answer a request with more than one row with an error record (and live on)
 """
 import json
 import os
@@ -86,8 +87,12 @@ def consume(request):
 
 for line in sys.stdin:
     request = json.loads(line)
-    answer = reduce(request) if request["record"] == "reduce_request" else consume(request)
     big = len(request.get("microbatches") or request.get("microbatch", {}).get("rows", [])) > 1
+    if BUG == "error" and big:
+        sys.stdout.write(json.dumps({"record": "error", "id": request["id"], "message": "cannot answer"}) + "\n")
+        sys.stdout.flush()
+        continue
+    answer = reduce(request) if request["record"] == "reduce_request" else consume(request)
     rid = request["id"] + 1000 if BUG == "wrong-id" and big else request["id"]
     for record in answer + [{"record": "end"}]:
         record["id"] = rid

@@ -141,11 +141,12 @@ inline std::string ReproduceCommand(const std::string& reproduce) {
 
 // Runs the candidate against generated cases; the AssertionResult carries the full report on failure.
 // Saves the failure of `report` when PACKORACLE_REGRESSIONS names a directory; returns a line for the message.
-inline std::string MaybeSaveRegression(const std::string& candidate, const VerifyReport& report) {
+inline std::string MaybeSaveRegression(const std::string& candidate, const VerifyReport& report,
+                                       const CheckOptions& check = {}) {
   const char* dir = std::getenv("PACKORACLE_REGRESSIONS");
   if (dir == nullptr || report.passed) return "";
   const std::string directory = EnvironmentText("PACKORACLE_REGRESSIONS", dir, "a directory");
-  return "saved as " + SaveRegression(directory, candidate, report) + "\n";
+  return "saved as " + SaveRegression(directory, candidate, report, check) + "\n";
 }
 
 inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOptions options = OptionsFromEnvironment()) {
@@ -154,7 +155,7 @@ inline ::testing::AssertionResult VerifyCandidate(Candidate& candidate, VerifyOp
   options.reproduce_command = ReproduceCommand(report.reproduce);
   options.headline = TestHeadline(candidate.name);
   DescribeFailure(report, options);
-  return ::testing::AssertionFailure() << "\n" << report.text << MaybeSaveRegression(candidate.name, report);
+  return ::testing::AssertionFailure() << "\n" << report.text << MaybeSaveRegression(candidate.name, report, options.check);
 }
 
 // Replays every saved regression of `directory` whose candidate is `candidate.name` (or all of them when
@@ -165,7 +166,9 @@ inline ::testing::AssertionResult ReplayRegressions(Candidate& candidate, const 
   for (const Regression& r : LoadRegressions(directory)) {
     if (!all && r.candidate != candidate.name) continue;
     ++replayed;
-    VerifyReport report = VerifyOne(candidate, r.request);
+    VerifyOptions options;
+    options.check = r.check;  // the schedule and selection it was found under
+    VerifyReport report = VerifyOne(candidate, r.request, options);
     if (!report.passed) failures += "\n" + r.path + " fails again:\n" + report.text;
   }
   if (failures.empty()) return ::testing::AssertionSuccess() << replayed << " regressions replayed";
@@ -187,18 +190,23 @@ template <int&... ExplicitBarrier, class T>
   return VerifyCandidate(candidate, std::move(options));
 }
 
-// One given case (a regression): passes when the candidate keeps every invariant on it.
-inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackRequest& request) {
-  VerifyReport report = VerifyOne(candidate, request);
+// One given case (a regression): passes when the candidate keeps every invariant on it. `check`: what it is
+// checked against beyond the request (a loss reducer's schedule and selection), as the regression draft says.
+inline ::testing::AssertionResult CheckOneCase(Candidate& candidate, const PackRequest& request,
+                                               const CheckOptions& check = {}) {
+  VerifyOptions options;
+  options.check = check;
+  VerifyReport report = VerifyOne(candidate, request, options);
   if (report.passed) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "\n" << report.text;
 }
 
 template <class T>
   requires(Packer<T> || LossReducer<T> || AttentionConsumer<T> || ValueConsumer<T>)
-::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request) {
+::testing::AssertionResult CheckOneCase(T candidate_object, const PackRequest& request,
+                                        const CheckOptions& check = {}) {
   Candidate candidate = MakeCandidate(TypeName<T>(), std::move(candidate_object), ClaimedPolicies<T>());
-  return CheckOneCase(candidate, request);
+  return CheckOneCase(candidate, request, check);
 }
 
 // ---- The abstract typed suite: one test per invariant -----------------------------------------------------

@@ -151,6 +151,15 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v)))
 
 
+def _saved_check(saved: dict) -> dict:
+    """The options a saved case was checked under beyond itself: its ``check`` object (optimizer_steps,
+    select_top_fraction), as packoracle.fuzz's keywords; {} for a file without one."""
+    check = saved.get("check")
+    if not isinstance(check, dict):
+        return {}
+    return {k: check[k] for k in ("optimizer_steps", "select_top_fraction") if k in check}
+
+
 def _saved_regressions(directory: Optional[Path], candidate: str, policy: dict) -> list[tuple[Path, dict]]:
     """The saved cases of this candidate and policy, in file-name order."""
     if directory is None or not directory.is_dir():
@@ -241,8 +250,10 @@ class PackoracleFuzz:
         __tracebackhide__ = True
         import packoracle
 
-        replay_options = {k: v for k, v in options.items() if k not in ("cases", "seed", "time")}
+        base_options = {k: v for k, v in options.items() if k not in ("cases", "seed", "time")}
         for path, saved in _saved_regressions(directory, options["name"], resolved):
+            # the schedule and selection the case failed under (saved only where not at their defaults)
+            replay_options = {**_saved_check(saved), **base_options}
             seen: list = []
             recorder = None
             if packer is not None:

@@ -20,8 +20,9 @@
 //   then {"record":"end","id":N}.
 // Neither role refuses: an `error` record, like a crash, a hang, a malformed line or a wrong id, is a failure of
 // that case. It reaches the checker as an ExecRoleFault (a std::exception), which reports it under the role's
-// invariant (`loss` for a reducer, `attention` for a consumer) with the case's input; the child is restarted at
-// the next request and shrinking goes on.
+// invariant (`loss` for a reducer, `attention` for a consumer) with the case's input, and shrinking goes on.
+// After a fault the next request starts a fresh child; an error record is an answer in protocol, so its child
+// keeps running (a served library is imported once, not again at every shrinking step).
 #pragma once
 
 #include <cstdint>
