@@ -79,7 +79,8 @@ ConsumerAnswer ExecConsumer::ConsumeMicrobatchWithWork(const CandidateMicrobatch
   return Ask(microbatch, policy, &layout);
 }
 
-ConsumerAnswer ExecConsumer::Ask(const CandidateMicrobatch& microbatch, const Policy& policy, const StepLayout* layout) {
+ConsumerAnswer ExecConsumer::Ask(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                 const StepLayout* layout) {
   const std::int64_t id = ++next_id_;
   const std::size_t rows = microbatch.rows.size();
   Request line;
@@ -140,25 +141,28 @@ ValueAnswer ExecValueConsumer::ConsumeValues(const CandidateMicrobatch& microbat
     if (parsed.kind == AnswerLine::Kind::kValues) {
       if (parsed.row != static_cast<std::int64_t>(answer.rows.size()) || answer.rows.size() >= rows ||
           answer.parameter_gradient) {
-        return LineVerdict{LineVerdict::Kind::kFault, where + " answers row " + std::to_string(parsed.row) + " where row " +
-                                                          std::to_string(answer.rows.size()) + " of the micro-batch's " +
-                                                          std::to_string(rows) + " was next" + order};
+        return LineVerdict{LineVerdict::Kind::kFault,
+                           where + " answers row " + std::to_string(parsed.row) + " where row " +
+                               std::to_string(answer.rows.size()) + " of the micro-batch's " + std::to_string(rows) +
+                               " was next" + order};
       }
       answer.rows.push_back(std::move(parsed.values));
       return LineVerdict{LineVerdict::Kind::kMore, {}};
     }
     if (parsed.kind == AnswerLine::Kind::kGradient) {
-      if (!request.gradient || answer.parameter_gradient || answer.rows.size() != rows)
-        return LineVerdict{LineVerdict::Kind::kFault,
-                           where + " is a gradient record " + (!request.gradient ? "the request did not ask for" : "out of order") + order};
+      if (!request.gradient || answer.parameter_gradient || answer.rows.size() != rows) {
+        const char* why = !request.gradient ? "the request did not ask for" : "out of order";
+        return LineVerdict{LineVerdict::Kind::kFault, where + " is a gradient record " + why + order};
+      }
       answer.parameter_gradient = std::move(parsed.gradient);
       return LineVerdict{LineVerdict::Kind::kMore, {}};
     }
-    if (parsed.kind == AnswerLine::Kind::kEnd && (answer.rows.size() != rows || (request.gradient && !answer.parameter_gradient))) {
+    const bool no_gradient = request.gradient && !answer.parameter_gradient;
+    if (parsed.kind == AnswerLine::Kind::kEnd && (answer.rows.size() != rows || no_gradient)) {
       return LineVerdict{LineVerdict::Kind::kFault,
-                         where + " ends the answer after " + std::to_string(answer.rows.size()) + " of the micro-batch's " +
-                             std::to_string(rows) + " rows of values" +
-                             (request.gradient && !answer.parameter_gradient ? " and no gradient record" : "") + order};
+                         where + " ends the answer after " + std::to_string(answer.rows.size()) + " of the " +
+                             std::to_string(rows) + " rows of values" + (no_gradient ? " and no gradient record" : "") +
+                             order};
     }
     return Shared<LineVerdict>(parsed, "value consumer");
   });

@@ -119,7 +119,8 @@ def values(request):
         pieces += len(row["doc_spans"])
         out.append({"record": "values", "row": r, "values": slots})
     if request["gradient"]:
-        out.append({"record": "gradient", "parameter_gradient": [gradient / max(pieces, 1) if BUG == "mean-grad" else gradient]})
+        mean = gradient / max(pieces, 1)  # the bug: a loss averaged over the micro-batch's pieces
+        out.append({"record": "gradient", "parameter_gradient": [mean if BUG == "mean-grad" else gradient]})
     return out
 
 

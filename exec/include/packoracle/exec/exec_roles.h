@@ -1,7 +1,7 @@
 // The loss reducer, the attention consumer and the value consumer roles over the exec protocol (DESIGN §6,
-// "Other roles"): a candidate's reducer or consumer in another process (any language; a Python callable in another interpreter
-// through `python -m packoracle.serve`), with the deadlines, restarts and faults of the packer's channel
-// (exec_channel.h).
+// "Other roles"): a candidate's reducer or consumer in another process (any language; a Python callable in
+// another interpreter through `python -m packoracle.exec_server`), with the deadlines, restarts and faults of
+// the packer's channel (exec_channel.h).
 //
 //   packoracle::Candidate c;                       // the kit's reference packer makes the rows
 //   c.reducer = std::make_shared<packoracle::ExecReducer>("python3 my_reducer.py", packoracle::ExecOptions{});
