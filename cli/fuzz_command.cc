@@ -54,9 +54,13 @@ goes on shrinking. No candidate process outlives the kit.
 Other roles (DESIGN §6): --exec-reducer CMD runs the candidate's loss reducer as such a process (it gets
 {"record":"reduce_request",..,"microbatches":[..],"slot_losses":[..]} and answers {"record":"totals",
 "id":N,"totals":[<producer object>,..]} then end), --exec-consumer CMD its attention consumer (it gets
-{"record":"consume_request",..,"microbatch":{..}} and answers one {"record":"mask","id":N,"row":r,
-"runs":{..}} or {..,"mask":[[0/1,..],..]} per row, then end). Without --exec the kit's reference packer makes
-the rows. Their faults fail the case under `loss` and `attention`, with the same deadlines and restarts.
+{"record":"consume_request",..,"microbatch":{..},"layout":{..}} and answers one {"record":"mask","id":N,"row":r,
+"runs":{..}} or {..,"mask":[[0/1,..],..]} per row, then optionally {"record":"work",..} with what it computes,
+then end; with --exec, "emitted" holds the packer's own record), --exec-value-consumer CMD its value consumer
+(it gets {"record":"value_request",..,"microbatch":{..},"layout":{..},"gradient":false} and answers one
+{"record":"values","id":N,"row":r,"values":[[..],..]} per row, then end). Without --exec the kit's reference
+packer makes the rows. Their faults fail the case under `loss`, `attention` and `packing_invariance`, with the
+same deadlines and restarts.
 
 The run: --cases cases (default 1000), or with --time and no --cases as many as fit in the time. Cases come
 in batches of 32 (batch 0 uses --seed, batch b a seed derived from it; without --profile each case draws its
@@ -235,8 +239,8 @@ Runner AddFuzzCommand(CLI::App& app) {
       "unusable input)");
   fuzz->footer(kFooter);
   fuzz->add_option("--exec", o->job.exec,
-                   "the command that runs the candidate's packer (via /bin/sh -c); required unless --exec-reducer "
-                   "or --exec-consumer is given");
+                   "the command that runs the candidate's packer (via /bin/sh -c); required unless --exec-reducer, "
+                   "--exec-consumer or --exec-value-consumer is given");
   AddFuzzOptionFlags(*fuzz, o->job.fuzz);
   o->cases_option = fuzz->get_option("--cases");
   fuzz->add_option("--timeout", o->job.timeout, "seconds the candidate has for one answer")->capture_default_str();

@@ -72,6 +72,19 @@ void CheckLine(std::string_view line, const std::string& where, packoracle::Answ
       }
       break;
     }
+    case Kind::kWork:
+      if (role != packoracle::AnswerRole::kConsumer) Bug("a work record taken for another role's answer");
+      break;
+    case Kind::kValues: {
+      if (role != packoracle::AnswerRole::kValueConsumer) Bug("a values record taken for another role's answer");
+      const auto& v = parsed.values;
+      if (!v.values.empty() && (v.features < 1 || v.values.size() % static_cast<std::size_t>(v.features) != 0))
+        Bug("values accepted that are not slots × features");
+      break;
+    }
+    case Kind::kGradient:
+      if (role != packoracle::AnswerRole::kValueConsumer) Bug("a gradient record taken for another role's answer");
+      break;
   }
 }
 
@@ -88,7 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     begin = end + 1;
     const std::string where = "line " + std::to_string(++line_no) + " of the answer to request 7";
     for (const auto role : {packoracle::AnswerRole::kPacker, packoracle::AnswerRole::kReducer,
-                            packoracle::AnswerRole::kConsumer}) {
+                            packoracle::AnswerRole::kConsumer, packoracle::AnswerRole::kValueConsumer}) {
       CheckLine(line, where, role);
     }
   }

@@ -2,6 +2,7 @@
 // (JSON, an object, its record kind, its id) is the same for every role; the records that carry the answer are
 // the role's: a packer's microbatch records, a loss reducer's totals, an attention consumer's masks.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,7 @@ const char* AnswerKind(AnswerRole role) {
     case AnswerRole::kPacker: return "microbatch";
     case AnswerRole::kReducer: return "totals";
     case AnswerRole::kConsumer: return "mask";
+    case AnswerRole::kValueConsumer: return "values";
   }
   return "?";
 }
@@ -54,6 +56,86 @@ std::vector<std::int64_t> Integers(const Json& j, const std::string& field, cons
   return out;
 }
 
+// A runs object, {"row_offsets":[..],"run_begin":[..],"run_end":[..],"source":..} (mask_runs.h), its n the
+// offsets' count less one. Its shape against a row is the checker's (Malformed); here only its types.
+MaskRuns RunsFromJson(const Json& runs, const std::string& at) {
+  if (!runs.is_object()) throw InputError(at + " must be an object of row_offsets, run_begin, run_end");
+  MaskRuns out;
+  out.row_offsets = Integers(runs, "row_offsets", at);
+  out.run_begin = Integers(runs, "run_begin", at);
+  out.run_end = Integers(runs, "run_end", at);
+  out.n = static_cast<std::int64_t>(out.row_offsets.size()) - 1;
+  const auto source = runs.find("source");
+  const std::string name = source != runs.end() && source->is_string() ? source->get<std::string>() : "runs";
+  if (name != "runs" && name != "function" && name != "dense") {
+    throw InputError(at + ": field 'source' must be \"runs\", \"function\" or \"dense\" (how the consumer answered)");
+  }
+  out.source = name == "dense" ? MaskSource::kDense : name == "function" ? MaskSource::kFunction : MaskSource::kRuns;
+  return out;
+}
+
+// {"record":"work","id":N,"rows":[<runs>, ...],"extra_rows":[<runs>, ...]} (added after version 1, DESIGN §6):
+// what the consumer computes for the micro-batch, ComputedWork. `rows` absent or null: each row computes what
+// its mask attends; `extra_rows` absent: none.
+ComputedWork WorkFromJson(const Json& j, const std::string& where) {
+  ComputedWork out;
+  for (const char* field : {"rows", "extra_rows"}) {
+    const auto list = j.find(field);
+    if (list == j.end() || list->is_null()) continue;
+    if (!list->is_array()) throw InputError(where + ": field '" + field + "' must be an array of runs objects");
+    auto& into = std::string_view(field) == "rows" ? out.rows : out.extra_rows;
+    for (std::size_t k = 0; k < list->size(); ++k)
+      into.push_back(RunsFromJson((*list)[k], where + ": " + field + "[" + std::to_string(k) + "]"));
+  }
+  return out;
+}
+
+// A value as a value consumer writes it: a number, or a quoted non-finite token (QuoteNonFiniteTokens: Python
+// writes a NaN output as NaN, which is a value the comparison must see, never close to anything).
+double ValueNumber(const Json& v, const std::string& at) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto text = v.get<std::string>();
+    if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "Infinity") return std::numeric_limits<double>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  }
+  throw InputError(at + " must be a number, got " + v.dump());
+}
+
+// {"record":"values","id":N,"row":r,"values":[[v, ...] per slot]}: row r's outputs, n × features (features ≥ 1,
+// the same for every slot); the count against the row is the value comparison's (value_invariance.cc).
+void ValuesFromJson(const Json& j, const std::string& where, AnswerLine& out) {
+  const auto row = j.find("row");
+  if (row == j.end() || !row->is_number_integer() || row->is_number_unsigned() && row->get<std::uint64_t>() > INT64_MAX)
+    throw InputError(where + ": field 'row' must be the index of the row the values answer");
+  out.row = row->get<std::int64_t>();
+  const auto slots = j.find("values");
+  if (slots == j.end() || !slots->is_array())
+    throw InputError(where + ": field 'values' must be an array of slots, each an array of its features' values");
+  for (std::size_t i = 0; i < slots->size(); ++i) {
+    const Json& slot = (*slots)[i];
+    const std::string at = where + ": values[" + std::to_string(i) + "]";
+    if (!slot.is_array() || slot.empty() ||
+        (i > 0 && static_cast<std::int64_t>(slot.size()) != out.values.features))
+      throw InputError(at + " must be an array of the row's features (as many for every slot, at least one)");
+    out.values.features = static_cast<std::int64_t>(slot.size());
+    for (std::size_t f = 0; f < slot.size(); ++f)
+      out.values.values.push_back(ValueNumber(slot[f], at + "[" + std::to_string(f) + "]"));
+  }
+}
+
+// {"record":"gradient","id":N,"parameter_gradient":[..]}: the probe loss's parameter gradient, flattened.
+std::vector<double> GradientFromJson(const Json& j, const std::string& where) {
+  const auto list = j.find("parameter_gradient");
+  if (list == j.end() || !list->is_array())
+    throw InputError(where + ": field 'parameter_gradient' must be an array of numbers");
+  std::vector<double> out;
+  for (std::size_t k = 0; k < list->size(); ++k)
+    out.push_back(ValueNumber((*list)[k], where + ": parameter_gradient[" + std::to_string(k) + "]"));
+  return out;
+}
+
 // {"record":"mask","id":N,"row":r,"runs":{"row_offsets":[..],"run_begin":[..],"run_end":[..],"source":..}} or
 // with "mask":[[0/1, ...], ...] (dense, n × n): row r's mask. The runs' shape against the row is the checker's
 // (Malformed); here only their types.
@@ -69,18 +151,7 @@ void MaskFromJson(const Json& j, const std::string& where, AnswerLine& out) {
                              "(n × n, 0/1)");
   }
   if (runs != j.end()) {
-    if (!runs->is_object()) throw InputError(where + ": field 'runs' must be an object");
-    const std::string at = where + ": runs";
-    out.mask.row_offsets = Integers(*runs, "row_offsets", at);
-    out.mask.run_begin = Integers(*runs, "run_begin", at);
-    out.mask.run_end = Integers(*runs, "run_end", at);
-    out.mask.n = static_cast<std::int64_t>(out.mask.row_offsets.size()) - 1;
-    const auto source = runs->find("source");
-    const std::string name = source != runs->end() && source->is_string() ? source->get<std::string>() : "runs";
-    if (name != "runs" && name != "function" && name != "dense") {
-      throw InputError(at + ": field 'source' must be \"runs\", \"function\" or \"dense\" (how the consumer answered)");
-    }
-    out.mask.source = name == "dense" ? MaskSource::kDense : name == "function" ? MaskSource::kFunction : MaskSource::kRuns;
+    out.mask = RunsFromJson(*runs, where + ": runs");
     return;
   }
   if (!dense->is_array()) throw InputError(where + ": field 'mask' must be an array of rows of 0/1");
@@ -159,8 +230,23 @@ AnswerLine ParseAnswerLine(std::string_view text, std::int64_t request_id, const
       out.kind = AnswerLine::Kind::kMask;
       return out;
     }
+    if (type == "work" && role == AnswerRole::kConsumer) {
+      out.work = WorkFromJson(j, where);
+      out.kind = AnswerLine::Kind::kWork;
+      return out;
+    }
+    if (type == answer_kind && role == AnswerRole::kValueConsumer) {
+      ValuesFromJson(j, where, out);
+      out.kind = AnswerLine::Kind::kValues;
+      return out;
+    }
+    if (type == "gradient" && role == AnswerRole::kValueConsumer) {
+      out.gradient = GradientFromJson(j, where);
+      out.kind = AnswerLine::Kind::kGradient;
+      return out;
+    }
   } catch (const InputError& e) {
-    return fault(std::string("the candidate's ") + answer_kind + " record cannot be read: " + e.what());
+    return fault(std::string("the candidate's ") + type + " record cannot be read: " + e.what());
   }
   if (type == "end") {
     out.kind = AnswerLine::Kind::kEnd;

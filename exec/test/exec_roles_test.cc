@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "packoracle/exec/exec_candidate.h"
+
 #include <memory>
 #include <string>
 
@@ -247,6 +249,187 @@ TEST(ExecRoleRequests, CarryWhatTheRoleNeeds) {
   EXPECT_EQ(k["record"], "consume_request");
   EXPECT_EQ(k["microbatch"]["rows"][0]["doc_spans"][0]["doc_uid"], "a");
   EXPECT_TRUE(k["policy"].is_object());
+}
+
+// ---- The whole step over exec: layout, emitted record, work and values (step_roles.py) -------------------
+
+// The kit's reference packer's rows (or an exec packer's), and step_roles.py `bug` as the consumer, the value
+// consumer, or both.
+Candidate StepRoles(const std::string& bug, bool consumer, bool values, const Policy& policy,
+                    bool gradients = false, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  Candidate c;
+  c.name = "step_roles.py " + bug;
+  c.policies = {policy};
+  const std::string command = Script("step_roles.py", "--bug " + bug);
+  if (consumer) c.consumer = std::make_shared<ExecConsumer>(command, Quick(timeout));
+  if (values) c.values = std::make_shared<ExecValueConsumer>(command, Quick(timeout), gradients);
+  return c;
+}
+
+const Policy& Reference() { return FindPreset("reference").policy; }
+
+TEST_F(ExecRoles, AConsumerDividingCuSeqlensByTheCpSizeOfTheLayoutIsCaughtAndItsHeldShardsTwinPasses) {
+  Candidate divided = StepRoles("cp-divided", true, false, Reference());
+  const VerifyReport report = Verify(divided, Small());
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kAttention) << report.text;
+  Candidate held = StepRoles("cp-held", true, false, Reference());
+  const VerifyReport fixed = Verify(held, Small());
+  EXPECT_TRUE(fixed.passed) << fixed.text;
+  EXPECT_TRUE(fixed.checked.count(Invariant::kAttention));
+}
+
+TEST_F(ExecRoles, AConsumersWorkRecordIsMeasuredADenseDummyRowBreaksConsumerOverheadZeroAndItsTwinKeepsIt) {
+  Policy promised = Reference();
+  promised.consumer_overhead = 0;
+  Candidate dummy = StepRoles("dense-dummy", true, false, promised);
+  const VerifyReport report = Verify(dummy, Small());
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kEfficiency) << report.text;
+  EXPECT_NE(report.text.find("extra row"), std::string::npos) << report.text;
+  Candidate aligned = StepRoles("aligned", true, false, promised);
+  const VerifyReport kept = Verify(aligned, Small());
+  EXPECT_TRUE(kept.passed) << kept.text;
+  EXPECT_TRUE(kept.checked.count(Invariant::kEfficiency));
+}
+
+TEST_F(ExecRoles, AValueConsumerLeakingItsStateAcrossDocumentsIsCaughtAndItsResettingTwinPasses) {
+  Candidate leak = StepRoles("reset-leak", false, true, Reference());
+  const VerifyReport report = Verify(leak, Small());
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kPackingInvariance) << report.text;
+  ASSERT_TRUE(report.counterexample);
+  EXPECT_EQ(report.counterexample->documents.size(), 2u) << report.text;
+  Candidate reset = StepRoles("reset", false, true, Reference(), /*gradients=*/true);
+  const VerifyReport fixed = Verify(reset, Small());
+  EXPECT_TRUE(fixed.passed) << fixed.text;
+  EXPECT_TRUE(fixed.checked.count(Invariant::kPackingInvariance));
+  EXPECT_TRUE(fixed.checked.count(Invariant::kGradient));
+}
+
+TEST_F(ExecRoles, AValueConsumerAveragingItsGradientOverPiecesIsCaughtUnderGradient) {
+  Candidate mean = StepRoles("mean-grad", false, true, Reference(), /*gradients=*/true);
+  const VerifyReport report = Verify(mean, Small());
+  ASSERT_FALSE(report.passed);
+  EXPECT_EQ(report.broken(), Invariant::kGradient) << report.text;
+}
+
+TEST_F(ExecRoles, AHangingOrCrashingValueConsumerFailsItsCaseAndIsContained) {
+  const std::vector<std::pair<std::string, std::string>> bugs = {
+      {"value-hang", "no complete answer to value request"}, {"value-crash", "SIGABRT"}};
+  for (const auto& [bug, says] : bugs) {
+    std::deque<pid_t> groups;
+    {
+      Candidate c = StepRoles(bug, false, true, Reference(), false, std::chrono::seconds(3));
+      auto& channel = *std::dynamic_pointer_cast<ExecValueConsumer>(c.values);
+      VerifyOptions options = Small(60);
+      options.check.determinism = false;
+      const VerifyReport report = Verify(c, options);
+      ASSERT_FALSE(report.passed) << bug;
+      EXPECT_EQ(report.broken(), Invariant::kPackingInvariance) << report.text;
+      EXPECT_NE(report.text.find(says), std::string::npos) << report.text;
+      EXPECT_GT(channel.stats().starts, channel.stats().faults) << "a fresh child after every fault";
+      groups = channel.recent_pids();
+    }
+    ExpectNoLeftovers(groups);
+  }
+}
+
+TEST_F(ExecRoles, AnExecConsumerGetsTheExecPackersOwnRecordAndOnlyWhenThePackerIsOne) {
+  auto wired = [](bool emitted) {
+    Candidate c;
+    c.name = "reference_packer.py --extra + step_roles.py emitted";
+    c.policies = {Reference()};
+    auto packer = std::make_shared<ExecPacker>(Script("reference_packer.py", "--extra"), Quick());
+    auto consumer = std::make_shared<ExecConsumer>(Script("step_roles.py", "--bug emitted"), Quick());
+    if (emitted) consumer->ReadEmitted([packer] { return &packer->emitted(); });
+    c.packer = packer;
+    c.consumer = consumer;
+    return c;
+  };
+  Candidate given = wired(true);
+  const VerifyReport report = Verify(given, Small(60));
+  EXPECT_TRUE(report.passed) << report.text;
+  EXPECT_TRUE(report.checked.count(Invariant::kAttention));
+  const auto& records = std::dynamic_pointer_cast<ExecPacker>(given.packer)->emitted();
+  ASSERT_FALSE(records.empty());
+  EXPECT_NE(records.front().find("\"packer_own\""), std::string::npos) << records.front();
+  Candidate without = wired(false);
+  const VerifyReport failed = Verify(without, Small(60));
+  ASSERT_FALSE(failed.passed);
+  EXPECT_EQ(failed.broken(), Invariant::kAttention) << failed.text;
+  EXPECT_NE(failed.text.find("no emitted record"), std::string::npos) << failed.text;
+}
+
+TEST(ExecRoleRequests, TheStepFieldsAreAppendedAndWrittenOnlyWhenGiven) {
+  CandidateMicrobatch mb;
+  CandidateRow row;
+  row.input_ids = {11, 12, 13};
+  row.labels = {12, 13, -100};
+  row.doc_spans = {{"a", 0, 3, 0}};
+  mb.rows = {row};
+  const Policy& policy = Reference();
+  const auto plain = ConsumeRequestToJson(mb, policy, 6);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : plain.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"record", "id", "policy", "microbatch"})) << "what version 1 wrote";
+  StepLayout layout = WholeRowsLayout(mb);
+  layout.microbatch = 1;
+  layout.context_parallel_size = 2;
+  layout.cp_shards = {{{CpChunk{0, 1}, CpChunk{2, 3}}, {CpChunk{1, 2}}}};
+  const nlohmann::ordered_json emitted = {{"record", "microbatch"}, {"packer_own", {{"k", 1}}}};
+  const auto told = ConsumeRequestToJson(mb, policy, 6, {&layout, &emitted});
+  keys.clear();
+  for (const auto& [key, value] : told.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"record", "id", "policy", "microbatch", "layout", "emitted"}));
+  EXPECT_EQ(told["layout"]["microbatch"], 1);
+  EXPECT_EQ(told["layout"]["context_parallel_scheme"], "contiguous");
+  EXPECT_EQ(told["layout"]["cp_shards"][0][0], nlohmann::json({{0, 1}, {2, 3}}));
+  EXPECT_EQ(told["emitted"]["packer_own"]["k"], 1);
+  ValueRequest ask;
+  ask.layout = layout;
+  const auto values = ValueRequestToJson(mb, policy, ask, 9);
+  EXPECT_EQ(values["record"], "value_request");
+  EXPECT_EQ(values["gradient"], false);
+  EXPECT_FALSE(values.contains("slot_weights") || values.contains("emitted"));
+  ask.gradient = true;
+  ask.slot_weights = {{0.5, 0.25, 0.0}};
+  EXPECT_EQ(ValueRequestToJson(mb, policy, ask, 9)["slot_weights"][0][1], 0.25);
+}
+
+TEST(ParseAnswerLineRoles, ReadsWorkValuesAndGradientRecordsOnlyForTheirRole) {
+  using Kind = AnswerLine::Kind;
+  const std::string where = "line 2 of the answer";
+  const AnswerLine work = ParseAnswerLine(
+      R"({"record":"work","id":4,"extra_rows":[{"row_offsets":[0,1,2],"run_begin":[0,0],"run_end":[2,2]}]})", 4, where,
+      AnswerRole::kConsumer);
+  ASSERT_EQ(work.kind, Kind::kWork) << work.message;
+  EXPECT_TRUE(work.work.rows.empty());
+  ASSERT_EQ(work.work.extra_rows.size(), 1u);
+  EXPECT_EQ(work.work.extra_rows[0].n, 2);
+  const AnswerLine values =
+      ParseAnswerLine(R"({"record":"values","id":4,"row":0,"values":[[1.5,2],[NaN,0]]})", 4, where, AnswerRole::kValueConsumer);
+  ASSERT_EQ(values.kind, Kind::kValues) << values.message;
+  EXPECT_EQ(values.values.features, 2);
+  ASSERT_EQ(values.values.values.size(), 4u);
+  EXPECT_TRUE(std::isnan(values.values.values[2])) << "a NaN output is a value the comparison sees";
+  const AnswerLine gradient =
+      ParseAnswerLine(R"({"record":"gradient","id":4,"parameter_gradient":[0.5,-1]})", 4, where, AnswerRole::kValueConsumer);
+  ASSERT_EQ(gradient.kind, Kind::kGradient) << gradient.message;
+  EXPECT_EQ(gradient.gradient, (std::vector<double>{0.5, -1.0}));
+  for (const char* bad : {R"({"record":"values","id":4,"row":0,"values":[[1],[1,2]]})",
+                          R"({"record":"values","id":4,"values":[[1]]})",
+                          R"({"record":"values","id":4,"row":0,"values":[["x"]]})",
+                          R"({"record":"gradient","id":4})"}) {
+    EXPECT_EQ(ParseAnswerLine(bad, 4, where, AnswerRole::kValueConsumer).kind, Kind::kFault) << bad;
+  }
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"work","id":4,"rows":3})", 4, where, AnswerRole::kConsumer).kind, Kind::kFault);
+  // Each record only for its role: a packer or a reducer never reads work, an attention consumer never values.
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"work","id":4})", 4, where).kind, Kind::kFault);
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"values","id":4,"row":0,"values":[[1]]})", 4, where, AnswerRole::kConsumer).kind,
+            Kind::kFault);
+  EXPECT_EQ(ParseAnswerLine(R"({"record":"mask","id":4,"row":0,"mask":[[1]]})", 4, where, AnswerRole::kValueConsumer).kind,
+            Kind::kFault);
 }
 
 }  // namespace

@@ -250,13 +250,52 @@ nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& r, std::int64_t 
   return j;
 }
 
+nlohmann::ordered_json StepLayoutToJson(const StepLayout& layout) {
+  nlohmann::ordered_json j;
+  j["microbatch"] = layout.microbatch;
+  j["dp_rank"] = layout.dp_rank;
+  j["dp_world_size"] = layout.dp_world_size;
+  j["micro_step"] = layout.micro_step;
+  j["micro_steps"] = layout.micro_steps;
+  j["context_parallel_size"] = layout.context_parallel_size;
+  j["context_parallel_scheme"] = Name(layout.context_parallel_scheme);
+  auto& rows = j["cp_shards"] = nlohmann::ordered_json::array();
+  for (const auto& row : layout.cp_shards) {
+    auto& ranks = rows.emplace_back(nlohmann::ordered_json::array());
+    for (const auto& chunks : row) {
+      auto& out = ranks.emplace_back(nlohmann::ordered_json::array());
+      for (const auto& c : chunks) out.push_back({c.start, c.end});
+    }
+  }
+  return j;
+}
+
 nlohmann::ordered_json ConsumeRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
-                                            std::int64_t id) {
+                                            std::int64_t id, const StepContext& step) {
   nlohmann::ordered_json j;
   j["record"] = "consume_request";
   j["id"] = id;
   j["policy"] = PolicyToJson(policy);
   j["microbatch"] = MicrobatchToJson(microbatch);
+  // Added after version 1 (DESIGN §6), each written only when the kit has it, so that a consumer that never
+  // reads them runs unchanged: the micro-batch's place in the step, and the packer's own record of it.
+  if (step.layout) j["layout"] = StepLayoutToJson(*step.layout);
+  if (step.emitted) j["emitted"] = *step.emitted;
+  return j;
+}
+
+nlohmann::ordered_json ValueRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                          const ValueRequest& request, std::int64_t id,
+                                          const nlohmann::ordered_json* emitted) {
+  nlohmann::ordered_json j;
+  j["record"] = "value_request";
+  j["id"] = id;
+  j["policy"] = PolicyToJson(policy);
+  j["microbatch"] = MicrobatchToJson(microbatch);
+  j["layout"] = StepLayoutToJson(request.layout);
+  j["gradient"] = request.gradient;
+  if (request.gradient) j["slot_weights"] = request.slot_weights;  // the probe loss's u_i, only when asked
+  if (emitted) j["emitted"] = *emitted;
   return j;
 }
 

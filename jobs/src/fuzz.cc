@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packoracle/exec/exec_candidate.h"
 #include "packoracle/exec/exec_roles.h"
 #include "packoracle/fastcheck/case_check.h"
 #include "packoracle/jobs/fuzz_exec.h"
@@ -229,7 +230,8 @@ FuzzPolicies ResolveFuzzPolicies(const FuzzOptions& o) {
 
 double FuzzOutcome::cases_per_second() const { return static_cast<double>(cases_run) / std::max(seconds, 1e-9); }
 
-// The candidate with the roles options run as exec processes (FuzzOptions::exec_reducer, exec_consumer), each
+// The candidate with the roles options run as exec processes (FuzzOptions::exec_packer, exec_reducer,
+// exec_consumer, exec_value_consumer), each
 // started and checked first: InputError for a command that cannot start, or a role given twice.
 Candidate WithExecRoles(const Candidate& candidate, const FuzzOptions& o) {
   Candidate out = candidate;
@@ -246,11 +248,32 @@ Candidate WithExecRoles(const Candidate& candidate, const FuzzOptions& o) {
     if (out.reducer) throw InputError("--exec-reducer: the candidate has a loss reducer already (give one of them)");
     out.reducer = started("--exec-reducer", std::make_shared<ExecReducer>(o.exec_reducer, exec));
   }
+  EmittedSource emitted = o.emitted_records;
+  if (!o.exec_packer.empty()) {
+    if (out.packer) throw InputError("exec_packer: the candidate has a packer already (give one of them)");
+    auto packer = started("exec_packer", std::make_shared<ExecPacker>(o.exec_packer, exec));
+    if (o.on_emitted) packer->OnAnswer(o.on_emitted);
+    emitted = [packer] { return &packer->emitted(); };
+    out.packer = packer;
+  }
   if (!o.exec_consumer.empty()) {
     if (out.consumer) throw InputError("--exec-consumer: the candidate has an attention consumer already (give one of them)");
-    out.consumer = started("--exec-consumer", std::make_shared<ExecConsumer>(o.exec_consumer, exec));
+    auto consumer = started("--exec-consumer", std::make_shared<ExecConsumer>(o.exec_consumer, exec));
+    consumer->ReadEmitted(emitted);
+    out.consumer = consumer;
   }
-  if (out.name.empty()) out.name = NameFromCommand(!o.exec_reducer.empty() ? o.exec_reducer : o.exec_consumer);
+  if (!o.exec_value_consumer.empty()) {
+    if (out.values) throw InputError("--exec-value-consumer: the candidate has a value consumer already (give one of them)");
+    auto values = started("--exec-value-consumer", std::make_shared<ExecValueConsumer>(
+                                                       o.exec_value_consumer, exec, o.exec_value_gradients,
+                                                       o.exec_value_tolerance));
+    values->ReadEmitted(emitted);
+    out.values = values;
+  }
+  if (out.name.empty()) {
+    for (const std::string* command : {&o.exec_packer, &o.exec_reducer, &o.exec_consumer, &o.exec_value_consumer})
+      if (out.name.empty() && !command->empty()) out.name = NameFromCommand(*command);
+  }
   return out;
 }
 

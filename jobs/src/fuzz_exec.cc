@@ -65,9 +65,10 @@ std::string Fixed3(double v) {
 }  // namespace
 
 void CheckExecFuzzOptions(const ExecFuzzOptions& o, const std::function<void()>& more_checks) {
-  if (o.exec.empty() && o.fuzz.exec_reducer.empty() && o.fuzz.exec_consumer.empty()) {
-    throw InputError("--exec CMD is required (or --exec-reducer / --exec-consumer): the command that runs the "
-                     "candidate (see --help)");
+  if (o.exec.empty() && o.fuzz.exec_reducer.empty() && o.fuzz.exec_consumer.empty() &&
+      o.fuzz.exec_value_consumer.empty()) {
+    throw InputError("--exec CMD is required (or --exec-reducer / --exec-consumer / --exec-value-consumer): the "
+                     "command that runs the candidate (see --help)");
   }
   CheckFuzzOptions(o.fuzz, [&] {
     if (!(o.timeout > 0) || o.timeout > 86400) throw InputError("--timeout must be a number of seconds in (0, 86400]");
@@ -145,7 +146,10 @@ ExecFuzzResult RunExecFuzz(const ExecFuzzOptions& o, const ExecFuzzHooks& hooks)
   CheckExecFuzzOptions(o);
   const FuzzPolicies policies = ResolveFuzzPolicies(o.fuzz);
   ExecOptions exec_options;
-  const std::string& named = !o.exec.empty() ? o.exec : !o.fuzz.exec_reducer.empty() ? o.fuzz.exec_reducer : o.fuzz.exec_consumer;
+  const std::string& named = !o.exec.empty()                ? o.exec
+                             : !o.fuzz.exec_reducer.empty()  ? o.fuzz.exec_reducer
+                             : !o.fuzz.exec_consumer.empty() ? o.fuzz.exec_consumer
+                                                             : o.fuzz.exec_value_consumer;
   exec_options.name = o.name.empty() ? NameFromCommand(named) : o.name;
   exec_options.policies = policies.policies;
   exec_options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout * 1000.0 + 0.5));
@@ -167,6 +171,8 @@ ExecFuzzResult RunExecFuzz(const ExecFuzzOptions& o, const ExecFuzzHooks& hooks)
   if (exec) candidate.packer = std::make_shared<WatchedPacker>(exec, hooks);
   FuzzOptions fuzz = o.fuzz;
   fuzz.exec_timeout = o.timeout;
+  // The exec consumers get the packer's own records (their requests' `emitted`: DESIGN §6).
+  if (exec) fuzz.emitted_records = [exec] { return &exec->emitted(); };
   if (!fuzz.replay_command) fuzz.replay_command = [&o](const std::string& r) { return ExecReplayCommand(o, r); };
   ExecFuzzResult result;
   try {

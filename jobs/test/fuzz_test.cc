@@ -132,7 +132,8 @@ TEST(FuzzOptionsTable, TheReplayLineRepeatsEveryReplayedFlagAwayFromItsDefault) 
   }
   changed.policy_file.clear();  // a preset or a policy file: one of them
   EXPECT_EQ(ReplayedFlags(changed), " --preset 'x y' --max-row-length 3 --max-documents 3 --no-decoder --exec-reducer 'x y' "
-                                    "--exec-consumer 'x y' --optimizer-steps 3 --select-top-fraction 3");
+                                    "--exec-consumer 'x y' --exec-value-consumer 'x y' --exec-value-gradients "
+                                    "--optimizer-steps 3 --select-top-fraction 3");
   FuzzOptions fraction;
   fraction.select_top_fraction = 0.123456789;  // replayed exactly, not as std::to_string's 0.123457
   EXPECT_EQ(ReplayedFlags(fraction), " --select-top-fraction 0.123456789");

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -97,12 +98,33 @@ struct FuzzArgs {
   nb::object options;  // packoracle.fuzz's keywords (jobs::kFuzzOptions)
   bool microbatch_consumer = false;
   ValueDriver values;  // value_consumer=, its tolerance, gradient=True
+  nb::object emitted;  // fuzz(step_view=True)'s list of the packer's latest answer (None: no step view)
 };
 
-nb::dict RunFuzz(const FuzzArgs& a) {
+// The roles run as exec processes take what the in-process ones take from packoracle.fuzz's other arguments:
+// the exec value consumer gradient=True and value_tolerance, the step view the exec packer's records, each parsed
+// by Python's json (its own field names and nesting, as a Python packer's answer is kept).
+void ForExecRoles(const FuzzArgs& a, bool tolerance_given, jobs::FuzzOptions& options) {
+  if (!options.exec_value_consumer.empty()) {
+    options.exec_value_gradients = a.values.gradients;
+    if (tolerance_given) options.exec_value_tolerance = a.values.tolerance;
+  }
+  if (options.exec_packer.empty() || a.emitted.is_none()) return;
+  options.on_emitted = [emitted = a.emitted](const std::vector<std::string>& records) {
+    nb::gil_scoped_acquire gil;
+    nb::object loads = nb::module_::import_("json").attr("loads");
+    nb::list answer;
+    for (const auto& record : records) answer.append(loads(nb::str(record.c_str(), record.size())));
+    emitted.attr("clear")();  // the latest answer only, as _fuzz's packer driver keeps it
+    emitted.attr("append")(answer);
+  };
+}
+
+nb::dict RunFuzz(const FuzzArgs& a, bool tolerance_given) {
   auto state = std::make_shared<CallState>();
   Candidate candidate = CallableCandidate(a.name, a.packer, a.reducer, a.consumer, a.microbatch_consumer, state, a.values);
   jobs::FuzzOptions options = FuzzOptionsFromPython(a.options);
+  ForExecRoles(a, tolerance_given, options);
   options.policy = PolicyFromPython(a.policy, "policy");
   options.regression_draft = false;  // a Python user replays the case; the C++ draft is for C++ users
   jobs::CheckFuzzOptions(options);
@@ -161,17 +183,19 @@ void BindFuzz(nb::module_& m) {
       "fuzz",
       [](std::string name, nb::object packer, nb::object reducer, nb::object consumer, nb::object policy,
          nb::dict options, bool microbatch_consumer, nb::object values, std::optional<std::pair<double, double>> tolerance,
-         bool value_gradients) {
+         bool value_gradients, nb::object emitted) {
         ValueDriver driver{std::move(values), {}, value_gradients};
         if (tolerance) driver.tolerance = {tolerance->first, tolerance->second};
         return RunFuzz({std::move(name), std::move(packer), std::move(reducer), std::move(consumer), std::move(policy),
-                        std::move(options), microbatch_consumer, std::move(driver)});
+                        std::move(options), microbatch_consumer, std::move(driver), std::move(emitted)},
+                       tolerance.has_value());
       },
       nb::arg("name"), nb::arg("packer").none(), nb::arg("reducer").none(), nb::arg("consumer").none(), nb::arg("policy"),
       nb::arg("options"), nb::arg("microbatch_consumer") = false, nb::arg("values").none() = nb::none(),
       nb::arg("value_tolerance").none() = nb::none(), nb::arg("value_gradients") = false,
+      nb::arg("emitted").none() = nb::none(),
       "Runs the kit's generated cases against the drivers of packoracle.fuzz (use that function); `options`: its "
-      "keywords (fuzz_options()).");
+      "keywords (fuzz_options()); `emitted`: the step view's list, kept as the exec packer's latest answer.");
   m.def("fuzz_options", &FuzzOptionsTable,
         "The run's options (jobs::kFuzzOptions), each as {keyword, flag, replayed, default}: fuzz's `options` "
         "dict takes the keywords (\"\": none); `replayed`, a replay line repeats it away from its default.");

@@ -47,3 +47,30 @@ def consume_crash_on_two_rows(microbatch, policy):
     if len(microbatch["rows"]) > 1:
         os.abort()
     return consume_segment_ids(microbatch, policy)
+
+
+# ---- the whole step over exec (test_exec_step.py): served with --step-view, a Computed answer, values -------
+
+def reads_packer_own(microbatch, policy, step):
+    """Segment ids from a field only the exec packer's own record has (reference_packer.py --extra writes
+    ``packer_own``): what a model reading its collator's private key sees. Without the step's emitted record
+    there is nothing to read, and the consumer fails."""
+    return step["emitted"]["packer_own"]["segments"]
+
+
+ALIGN = 8  # the kernel's alignment: the micro-batch's tokens padded to a multiple of it
+
+
+def _aligned(dense_dummy_row):
+    def consume(microbatch, policy):
+        from packoracle import Computed
+
+        segments = [np.asarray(row["doc_ids"]) for row in microbatch["rows"]]
+        pad = -sum(int((s >= 0).sum()) for s in segments) % ALIGN
+        extra = [(pad, np.ones((pad, pad), dtype=bool))] if dense_dummy_row and pad else []
+        return Computed(segments, extra_rows=extra)
+    return consume
+
+
+consume_dense_dummy_row = _aligned(True)  # BUG: the alignment padding built as a dense dummy row (efficiency)
+consume_aligned = _aligned(False)         # fixed: the padding computes nothing

@@ -83,8 +83,8 @@ def test_the_python_replay_line_repeats_the_tables_replayed_keywords():
     options = {o["keyword"]: o["default"] for o in _core.fuzz_options() if o["keyword"]}
     assert _fuzz._the_call(_identity_packer, None, None, "reference", {}, options).args[2:] == ()
     replayed = [o["keyword"] for o in _core.fuzz_options() if o["keyword"] and o["replayed"]]
-    assert replayed == ["max_row_length", "max_documents", "decoder", "sft_masks", "exec_reducer", "exec_consumer",
-                        "optimizer_steps", "select_top_fraction"]
+    assert replayed == ["max_row_length", "max_documents", "decoder", "sft_masks", "exec_packer", "exec_reducer",
+                        "exec_consumer", "exec_value_consumer", "optimizer_steps", "select_top_fraction"]
     options.update(max_row_length=16, max_documents=8, decoder=False, sft_masks=False, stats=True,
                    exec_reducer="python3 r.py")
     assert _fuzz._the_call(_identity_packer, None, None, "reference", {}, options).args[2:] == (

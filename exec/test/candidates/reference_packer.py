@@ -11,6 +11,9 @@ seq_lens, doc_spans) with producer totals under the global token mean. The rules
 fixtures/golden/README.md; keys the reference preset does not use are handled only as far as cheap
 (bos/eos delimiters, truncate and split overflow).
 
+`--extra` adds a field of the packer's own to each microbatch record, nested as a real collator might:
+"packer_own":{"segments":[per row, its doc_ids]} (the kit ignores it; an exec consumer's step view reads it).
+
 The fault scripts next to it import `serve` and pass a hook that misbehaves; `--once MARKER` makes them
 misbehave only while the file MARKER does not exist (they create it), so that a restarted candidate works.
 """
@@ -134,10 +137,13 @@ def pack(request):
     lines = []
     for (rank, micro_step), batch in batches.items():
         loss_sum = batch["loss_sum"]
-        lines.append(json.dumps({
+        record = {
             "record": "microbatch", "step": 0, "micro_step": micro_step, "rank": rank, "rows": batch["rows"],
             "producer": {"loss_sum": loss_sum, "denominator": total, "denominator_scope": "global",
-                         "loss": loss_sum / total if total else 0.0}}, separators=(",", ":")))
+                         "loss": loss_sum / total if total else 0.0}}
+        if "--extra" in sys.argv:
+            record["packer_own"] = {"segments": [row["doc_ids"] for row in batch["rows"]]}
+        lines.append(json.dumps(record, separators=(",", ":")))
     lines.append('{"record":"end","id":%d}' % request["id"])
     return lines
 

@@ -115,7 +115,7 @@ def _microbatch_consumer_driver(consumer: Callable[..., Any],
                                 step_of: Optional[Callable[[dict], Any]] = None) -> Callable[..., tuple]:
     """The micro-batch form: ``consumer(microbatch, policy)`` answers every row of one micro-batch, in order;
     with `step_of` (fuzz(step_view=True): _values.step_viewer) ``consumer(microbatch, policy, step)``, the step
-    view of the layout the core hands. The exec server calls it without a layout (no step view there).
+    view of the layout the core hands (the exec server's: of the consume_request's layout and emitted record).
     ("ok", [runs per row]); for an answer wrapped in ``Computed`` (what the consumer computes, _masks.py),
     ("ok", ([runs per row], work)) with work as _masks.work_runs reads it."""
     def drive(microbatch: dict, policy: dict, layout: Optional[dict] = None) -> tuple:

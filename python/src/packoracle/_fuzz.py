@@ -258,7 +258,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
          exec_reducer: Optional[str] = None, exec_consumer: Optional[str] = None,
          value_consumer: Optional[Callable[[dict, dict], Any]] = None,
          value_tolerance: Optional[tuple[float, float]] = None, step_view: bool = False,
-         optimizer_steps: int = 1, select_top_fraction: float = 1.0) -> FuzzResult:
+         optimizer_steps: int = 1, select_top_fraction: float = 1.0, exec_packer: Optional[str] = None,
+         exec_value_consumer: Optional[str] = None) -> FuzzResult:
     """Checks a Python packer (and/or loss reducer, attention consumer) against generated cases.
 
     ``packer(request)`` gets the request of DESIGN §6 as a dict (``id``, ``row_length``, ``micro_batch_rows``,
@@ -342,12 +343,18 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     per-token supervision (pretraining datasets such as Megatron's GPTDataset); a reproduce string depends on it, as on ``max_row_length`` and
     ``max_documents``. ``stats=True`` measures every generated case (``FuzzResult.generated``).
 
-    ``exec_reducer`` / ``exec_consumer``: a command (run with /bin/sh -c) whose process is the loss reducer or the
-    attention consumer, driven over the exec protocol (DESIGN §6, "Other roles"), for a callable that lives in
-    another interpreter (another venv): there, ``python -m packoracle.exec_server --reducer module:function``
-    (or ``packoracle.exec_server.serve(reducer=f)``) serves the same callable ``reducer=`` takes here. Its
-    faults (an exception, a crash, a hang past ``timeout``, then the adaptive deadline) fail the case under
-    ``loss`` / ``attention``, the process restarted for the next case; the replay line repeats the command.
+    ``exec_reducer`` / ``exec_consumer`` / ``exec_value_consumer``: a command (run with /bin/sh -c) whose process
+    is the loss reducer, the attention consumer or the value consumer, driven over the exec protocol (DESIGN §6,
+    "Other roles"), for a callable that lives in another interpreter (another venv): there, ``python -m
+    packoracle.exec_server --reducer module:function`` (``--microbatch-consumer``, ``--value-consumer``, with
+    ``--step-view`` as step_view=True here; or ``packoracle.exec_server.serve(reducer=f)``) serves the same
+    callable ``reducer=`` takes here. Its faults (an exception, a crash, a hang past ``timeout``, then the
+    adaptive deadline) fail the case under ``loss`` / ``attention`` / ``packing_invariance``, the process
+    restarted for the next case; the replay line repeats the command. With ``gradient=True`` the exec value
+    consumer is asked for its parameter gradient too (its server answers from ``parameters()``).
+    ``exec_packer``: the packer as such a process (``packoracle fuzz --exec``'s candidate, the request and
+    records of §6); ``step_view=True`` then hands the consumers, as ``step["emitted"]``, the microbatch record
+    exactly as the child wrote it (its own extra fields and nesting).
 
     ``timeout``: the seconds each answer of a callable may take (default 60; None: no deadline). One that
     does not come in time fails that case with the stack where the callable was stopped, and the cases that
@@ -365,7 +372,8 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
         max_documents=max_documents, decoder=decoder, save_regressions=save_regressions, name=name,
         sft_masks=sft_masks, timeout=timeout, gradient=gradient, stats=stats, exec_reducer=exec_reducer,
         exec_consumer=exec_consumer, value_tolerance=value_tolerance, step_view=step_view,
-        optimizer_steps=optimizer_steps, select_top_fraction=select_top_fraction, max_timeout=MAX_TIMEOUT)
+        optimizer_steps=optimizer_steps, select_top_fraction=select_top_fraction, max_timeout=MAX_TIMEOUT,
+        exec_packer=exec_packer, exec_value_consumer=exec_value_consumer)
     resolved = resolve(policy)
     label = a.name or "+".join(_name_of(f) for f in roles.given())
     emitted: Optional[list] = [] if a.step_view else None
@@ -382,6 +390,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
                "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
                "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
+               "exec_packer": a.exec_packer or "", "exec_value_consumer": a.exec_value_consumer or "",
                "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction,
                # the exec roles' deadline (jobs::kFuzzOptions maps it to exec_timeout): no deadline is the longest
                "timeout": MAX_TIMEOUT if a.timeout is None else a.timeout}
@@ -392,6 +401,10 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
     values: dict[str, Any] = {} if value_consumer is None else {  # the value consumer's driver (_values.py)
         "values": _timed(value_consumer_driver(value_consumer, a.parameters, step_of), "value consumer", deadline),
         "value_tolerance": a.value_tolerance, "value_gradients": bool(a.parameters)}
+    if a.exec_value_consumer is not None:  # its tolerance and gradient=True, for the exec role the core starts
+        values = {"value_tolerance": a.value_tolerance, "value_gradients": a.gradient}
+    if emitted is not None and a.exec_packer is not None:
+        values["emitted"] = emitted  # the core keeps the exec packer's latest records there (the step view's)
     result = _core.fuzz(label, *drivers, resolved, options, microbatch_consumer=microbatch_consumer is not None,
                         **values)
     if not result["passed"]:

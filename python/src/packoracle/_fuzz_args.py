@@ -51,6 +51,8 @@ class FuzzArgs:
     stats: bool
     exec_reducer: Optional[str]
     exec_consumer: Optional[str]
+    exec_packer: Optional[str]
+    exec_value_consumer: Optional[str]
     value_tolerance: Optional[tuple[float, float]]
     step_view: bool
     optimizer_steps: int
@@ -58,22 +60,42 @@ class FuzzArgs:
     parameters: list  # the value consumer's parameters, under gradient=True
 
 
-def _check_roles(roles: Roles, exec_reducer: Optional[str], exec_consumer: Optional[str]) -> None:
-    if not roles.given() and exec_reducer is None and exec_consumer is None:
+@dataclass(frozen=True)
+class ExecRoles:
+    """The roles given as commands run over the exec protocol (None where not given)."""
+
+    packer: Optional[str] = None
+    reducer: Optional[str] = None
+    consumer: Optional[str] = None
+    value_consumer: Optional[str] = None
+
+    def any(self) -> bool:
+        return any(c is not None for c in (self.packer, self.reducer, self.consumer, self.value_consumer))
+
+
+def _check_roles(roles: Roles, commands: ExecRoles) -> None:
+    if not roles.given() and not commands.any():
         raise TypeError("fuzz: give a packer, a reducer or a consumer to check")
     if roles.consumer is not None and roles.microbatch_consumer is not None:
         raise TypeError("fuzz: give consumer= (per row) or microbatch_consumer= (per micro-batch), not both")
+    for label, given, command in (("packer", roles.packer, commands.packer),
+                                  ("value_consumer", roles.value_consumer, commands.value_consumer)):
+        if given is not None and command is not None:
+            raise TypeError(f"fuzz: give {label} or exec_{label}=, not both")
     for label in ("packer", "reducer", "consumer", "microbatch_consumer", "value_consumer"):
         f = getattr(roles, label)
         if f is not None and not callable(f):
             raise TypeError(f"fuzz: {label} must be callable, got {type(f).__name__}")
 
 
-def _gradient_parameters(roles: Roles, gradient: bool) -> list:
-    """The value consumer's parameters to differentiate under gradient=True (none for a reducer alone)."""
+def _gradient_parameters(roles: Roles, gradient: bool, exec_value_consumer: Optional[str]) -> list:
+    """The value consumer's parameters to differentiate under gradient=True (none for a reducer alone, or for a
+    value consumer served over exec: its server differentiates)."""
     if not gradient:
         return []
     if roles.reducer is None and roles.value_consumer is None:
+        if exec_value_consumer is not None:
+            return []
         raise TypeError("fuzz: gradient=True checks gradients: give a reducer (or a value_consumer)")
     try:
         import torch  # noqa: F401
@@ -86,11 +108,14 @@ def _gradient_parameters(roles: Roles, gradient: bool) -> list:
 def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, max_row_length: Any,
             max_documents: Any, decoder: Any, save_regressions: Any, name: Any, sft_masks: Any, timeout: Any,
             gradient: Any, stats: Any, exec_reducer: Any, exec_consumer: Any, value_tolerance: Any, step_view: Any,
-            optimizer_steps: Any, select_top_fraction: Any, max_timeout: float) -> FuzzArgs:
+            optimizer_steps: Any, select_top_fraction: Any, max_timeout: float, exec_packer: Any = None,
+            exec_value_consumer: Any = None) -> FuzzArgs:
     """fuzz()'s arguments checked, or TypeError/ValueError naming the first bad one."""
     exec_reducer = _args.optional_text(exec_reducer, AT, "exec_reducer")
     exec_consumer = _args.optional_text(exec_consumer, AT, "exec_consumer")
-    _check_roles(roles, exec_reducer, exec_consumer)
+    exec_packer = _args.optional_text(exec_packer, AT, "exec_packer")
+    exec_value_consumer = _args.optional_text(exec_value_consumer, AT, "exec_value_consumer")
+    _check_roles(roles, ExecRoles(exec_packer, exec_reducer, exec_consumer, exec_value_consumer))
     optimizer_steps = _args.integer(optimizer_steps, AT, "optimizer_steps", 1, MAX_OPTIMIZER_STEPS)
     if optimizer_steps > 1 and roles.reducer is None and exec_reducer is None:
         raise TypeError("fuzz: optimizer_steps states a loss reducer's schedule: give a reducer")
@@ -115,7 +140,8 @@ def checked(roles: Roles, *, cases: Any, seed: Any, time: Any, reproduce: Any, m
         timeout=None if timeout is None else _args.seconds(timeout, AT, "timeout", hi=max_timeout),
         gradient=gradient,
         stats=_args.flag(stats, AT, "stats"),
-        exec_reducer=exec_reducer, exec_consumer=exec_consumer,
+        exec_reducer=exec_reducer, exec_consumer=exec_consumer, exec_packer=exec_packer,
+        exec_value_consumer=exec_value_consumer,
         value_tolerance=_args.optional_tolerance(value_tolerance, AT, "value_tolerance"),
         step_view=step_view, optimizer_steps=optimizer_steps, select_top_fraction=select_top_fraction,
-        parameters=_gradient_parameters(roles, gradient))
+        parameters=_gradient_parameters(roles, gradient, exec_value_consumer))

@@ -16,6 +16,10 @@
 // loss reducer and the attention consumer roles over the same protocol are in exec_roles.h.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "packoracle/exec/exec_channel.h"
 
 namespace packoracle {
@@ -28,6 +32,17 @@ class ExecPacker final : public PackerRole, public ExecChannel {
 
   // Sends one request and reads its answer. Never throws; a misbehaving candidate gives a Fault.
   PackResult Pack(const PackRequest& request) override;
+
+  // The microbatch records of the latest answer exactly as the child wrote them (one JSON line each, in the
+  // answer's order, with whatever fields and nesting of its own it adds; empty after a refusal or a fault): what
+  // a consumer's step view hands as `emitted` (DESIGN §12, "The step a consumer sees"), in-process or over exec.
+  const std::vector<std::string>& emitted() const { return emitted_; }
+  // Called after every answer with emitted() (the Python binding's step view keeps them).
+  void OnAnswer(std::function<void(const std::vector<std::string>&)> observer) { on_answer_ = std::move(observer); }
+
+ private:
+  std::vector<std::string> emitted_;
+  std::function<void(const std::vector<std::string>&)> on_answer_;
 };
 
 // A candidate whose packer role is an ExecPacker running `command` (via /bin/sh -c). The child starts lazily,

@@ -185,8 +185,9 @@ class ExecChannel {
 };
 
 // The records an answer line may hold, by role: a packer's microbatch records, a loss reducer's totals, an
-// attention consumer's masks (each role's request kind: DESIGN §6).
-enum class AnswerRole { kPacker, kReducer, kConsumer };
+// attention consumer's masks and its work record, a value consumer's values and gradient records (each role's
+// request kind: DESIGN §6).
+enum class AnswerRole { kPacker, kReducer, kConsumer, kValueConsumer };
 
 // One line of a candidate's answer to request `request_id`, parsed (exposed for the fuzz target
 // fuzz/exec_answer_fuzzer.cc and for tests; every exec role reads every line through it). `where` names the line
@@ -194,12 +195,15 @@ enum class AnswerRole { kPacker, kReducer, kConsumer };
 // is one of the kinds below, and a fault carries a message that names the line and quotes it. A record kind of
 // another role than `role` is a fault.
 struct AnswerLine {
-  enum class Kind { kMicrobatch, kTotals, kMask, kEnd, kRefusal, kFault };
+  enum class Kind { kMicrobatch, kTotals, kMask, kWork, kValues, kGradient, kEnd, kRefusal, kFault };
   Kind kind = Kind::kFault;
   CandidateMicrobatch microbatch;        // kMicrobatch
   std::vector<ProducerTotals> totals;    // kTotals: the next micro-batches' totals, in order
-  std::int64_t row = 0;                  // kMask: the row of the micro-batch it answers
+  std::int64_t row = 0;                  // kMask, kValues: the row of the micro-batch it answers
   MaskRuns mask;                         // kMask
+  ComputedWork work;                     // kWork: what the consumer computes for the micro-batch
+  SlotValues values;                     // kValues: the row's output values
+  std::vector<double> gradient;          // kGradient: the parameter gradient of the probe loss
   std::string message;                   // kRefusal: the candidate's reason; kFault: what is wrong with the line
 };
 AnswerLine ParseAnswerLine(std::string_view text, std::int64_t request_id, const std::string& where,

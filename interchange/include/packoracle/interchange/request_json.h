@@ -25,10 +25,26 @@ PackRequest RequestFromJson(const nlohmann::json& json, const std::string& where
 //  "microbatches":[<microbatch records, no producer>],"slot_losses":[m][r][slot]}, with
 //  "selection":{"top_fraction":q,"scope":"optimizer_step"},"slot_scores":[m][r][slot] after them only where a
 //  selection is declared (ReduceRequest::selection)
-// and an attention consumer's {"record":"consume_request","id":..,"policy":{..},"microbatch":<record>}.
+// an attention consumer's {"record":"consume_request","id":..,"policy":{..},"microbatch":<record>}, with, added
+// after version 1 and each written only when given (StepContext), "layout":<StepLayoutToJson> and
+// "emitted":<the exec packer's own microbatch record, as its child wrote it>;
+// and a value consumer's {"record":"value_request","id":..,"policy":{..},"microbatch":<record>,"layout":{..},
+//  "gradient":bool} with "slot_weights":[row][slot] when gradient is true, and "emitted" when given.
 nlohmann::ordered_json ReduceRequestToJson(const ReduceRequest& request, std::int64_t id);
+// What a consumer may be told beside its micro-batch (null: not told; the request then is what version 1 wrote).
+struct StepContext {
+  const StepLayout* layout = nullptr;
+  const nlohmann::ordered_json* emitted = nullptr;
+};
 nlohmann::ordered_json ConsumeRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
-                                            std::int64_t id);
+                                            std::int64_t id, const StepContext& step = {});
+nlohmann::ordered_json ValueRequestToJson(const CandidateMicrobatch& microbatch, const Policy& policy,
+                                          const ValueRequest& request, std::int64_t id,
+                                          const nlohmann::ordered_json* emitted = nullptr);
+// A StepLayout (candidate.h) as the requests carry it: {"microbatch","dp_rank","dp_world_size","micro_step",
+// "micro_steps","context_parallel_size","context_parallel_scheme","cp_shards":[row][cp rank][[start,end],..]},
+// the names packoracle.StepView's layout has in Python.
+nlohmann::ordered_json StepLayoutToJson(const StepLayout& layout);
 
 // A `producer` object (DESIGN §5; the exec protocol's `totals` records hold a list of them): the fields of
 // kProducerTotalsFields, held to ProducerTotalsProblem's rule. InputError naming `where` and the field.

@@ -67,6 +67,20 @@ struct FuzzOptions {
   std::string exec_reducer;
   std::string exec_consumer;
   double exec_timeout = 10.0;
+  // The candidate's value consumer as an exec process (DESIGN §6 value_request records, §12 "Values and
+  // gradients"), asked for the probe loss's parameter gradient when exec_value_gradients, its values compared
+  // within exec_value_tolerance (packoracle.fuzz's value_tolerance; the command line's: the default).
+  std::string exec_value_consumer;
+  bool exec_value_gradients = false;
+  ValueTolerance exec_value_tolerance;
+  // The candidate's packer as an exec process (packoracle.fuzz's exec_packer=; the command line's --exec is
+  // ExecFuzzOptions::exec, started by RunExecFuzz): RunFuzz gives the candidate an ExecPacker running it.
+  std::string exec_packer;
+  // The exec packer's latest answer as its child wrote it (ExecPacker::emitted), handed to the exec consumers
+  // (their requests' `emitted`): set by RunExecFuzz for --exec; RunFuzz's own for exec_packer. Null: none.
+  std::function<const std::vector<std::string>*()> emitted_records;
+  // Called with the records after each answer of exec_packer's packer (the binding's step view keeps them).
+  std::function<void(const std::vector<std::string>&)> on_emitted;
   std::int64_t optimizer_steps = 1;  // the reducer's generation batch feeds this many optimizer steps (CheckOptions)
   // A selection declared in the reducer's objective: the top fraction q ∈ (0, 1] of each optimizer step's targets
   // by the kit's scores (CheckOptions::selection, oracle/selection.h); 1: none.

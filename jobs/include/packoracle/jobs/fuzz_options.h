@@ -37,7 +37,7 @@ struct FuzzOption {
   std::string_view help = {};
 };
 
-inline constexpr std::array<FuzzOption, 21> kFuzzOptions = {{
+inline constexpr std::array<FuzzOption, 24> kFuzzOptions = {{
     {"--preset", "", &FuzzOptions::preset, false, true, 0,
      "the preset the candidate implements (see `packoracle presets`)"},
     {"--policy", "", &FuzzOptions::policy_file, false, true, 0,
@@ -70,12 +70,22 @@ inline constexpr std::array<FuzzOption, 21> kFuzzOptions = {{
      "i/n: run shard i of n (batches b with b mod n == i; same --seed and --cases in every shard)"},
     {"", "sft_masks", &FuzzOptions::sft_masks, false, true},  // the command line's candidates take supervision
     {"", "headline", &FuzzOptions::headline},                 // the Python call, as the user made it
+    // packoracle.fuzz's exec packer (the command line's is --exec, ExecFuzzOptions::exec)
+    {"", "exec_packer", &FuzzOptions::exec_packer, false, true},
     {"--exec-reducer", "exec_reducer", &FuzzOptions::exec_reducer, false, true, 0,
      "a command that runs the candidate's loss reducer as a process over the exec protocol (DESIGN §6, other "
      "roles: reduce_request records, totals answers); without --exec the kit's reference packer makes the rows"},
     {"--exec-consumer", "exec_consumer", &FuzzOptions::exec_consumer, false, true, 0,
      "a command that runs the candidate's attention consumer as a process over the exec protocol (DESIGN §6, "
      "other roles: consume_request records, mask answers); the same command may serve --exec-reducer too"},
+    {"--exec-value-consumer", "exec_value_consumer", &FuzzOptions::exec_value_consumer, false, true, 0,
+     "a command that runs the candidate's value consumer as a process over the exec protocol (DESIGN §6, other "
+     "roles: value_request records, values answers): its per-position outputs of each packed micro-batch are "
+     "compared with each document piece's alone (packing_invariance)"},
+    // packoracle.fuzz sets it from gradient=True with exec_value_consumer=
+    {"--exec-value-gradients", "", &FuzzOptions::exec_value_gradients, false, true, 0,
+     "ask the --exec-value-consumer for the probe loss's parameter gradient too (value_request \"gradient\": "
+     "true, a gradient record answers): the packed micro-batch's must equal the sum of its pieces' (gradient)"},
     {"--optimizer-steps", "optimizer_steps", &FuzzOptions::optimizer_steps, false, true, 64,
      "a reducer's schedule: hand it each case's step as one generation batch feeding this many optimizer steps "
      "(GRPO/PPO steps_per_generation > gradient accumulation), each checked against the declared objective over "
