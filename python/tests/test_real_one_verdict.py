@@ -172,6 +172,19 @@ def test_every_entry_point_gives_verifys_verdict_on_left_padded_cases(preset, tm
         assert seen[("reference", True)] >= 10, seen
 
 
+# overflow: drop (axolotl's excess_length_strategy: drop, LLaMA-Factory's packed SFT): a document longer than the
+# row is in no row. The presets whose correct candidate honours it (greedy_rows leaves such a document out); the
+# other packers truncate it or refuse, which every entry point must find as verify does, or say "not checked"
+# where only the documents could tell.
+DROPPING = ("reference", "hf-flatten")
+
+
+@pytest.mark.parametrize("preset", DROPPING)
+def test_every_entry_point_gives_verifys_verdict_on_cases_that_drop_long_documents(preset, tmp_path):
+    seen = _one_verdict_on_generated_cases({"preset": preset, "overflow": "drop"}, preset, _packers(preset), tmp_path)
+    assert seen[(CORRECT[preset], True)] >= 10, seen
+
+
 def test_documents_with_or_without_their_delimiters_give_one_verdict_and_say_which(realpack_dumps):
     """A user holds Megatron's documents with their EOD (as its dataset and the dump keep them) or without (as a
     tokenizer gives them): the guard reads both, says which, and gives one verdict (was a ValueError)."""
