@@ -461,6 +461,38 @@ TEST(LeftPaddingAgreement, FastVerifierAgreesWithCheckCaseUnderLeftPadding) {
   EXPECT_GT(tally.violated, 0);
 }
 
+// overflow: drop in every case (MixedPolicy draws it in one mixed policy of five): the reference's rows, the same
+// corrupted, and the rows of a packer that truncates where the policy drops (the first L tokens of a long
+// document in a row: a coverage finding for both paths), so that TileDocument's dropped documents meet the
+// clean-row path, the generic passes and the dump mode.
+TEST(DropAgreement, FastVerifierAgreesWithCheckCaseUnderOverflowDrop) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  int dropping = 0;  // cases with a document the policy drops
+  EXPECT_TRUE(rc::check("overflow drop", [&] {
+    Policy policy = *gen::MixedPolicy();
+    gen::DropOverlong(policy);
+    RC_ASSERT(PolicyProblems(policy).empty());
+    const PackRequest request = *RequestFor({policy});
+    for (const auto& d : request.documents)
+      if (DroppedDocument(policy, request.row_length, InputTokens(policy, static_cast<std::int64_t>(d.tokens.size())))) {
+        ++dropping;
+        break;
+      }
+    const int how = *rc::gen::inRange(0, 3);
+    PackRequest packed_as = request;
+    if (how == 2) packed_as.policy.overflow = Overflow::kTruncate;
+    PackResult out = PackCatching(reference, packed_as);
+    if (how == 1)
+      Corrupt(out, *rc::gen::inRange(0, 18), *rc::gen::inRange<std::size_t>(0, 1000),
+              *rc::gen::inRange<std::int64_t>(-2, 30));
+    BothModes(request, out, tally);
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+  EXPECT_GE(dropping, 10);  // the generator draws documents longer than the row where the policy takes them
+}
+
 // CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.
 TEST(CheckCaseFast, SameVerdictAsCheckCase) {
   FastCaseCounters counters;

@@ -29,7 +29,7 @@ SpanDerivation::SpanDerivation(std::vector<std::vector<Token>> documents, Overfl
                                std::optional<Token> pad_id, bool left_padded)
     : owned_(std::move(documents)),
       docs_(owned_.begin(), owned_.end()),
-      cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
+      cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate || overflow == Overflow::kDrop),
       split_(overflow == Overflow::kSplit),
       pad_id_(pad_id),
       left_(left_padded && pad_id.has_value()) {
@@ -39,7 +39,7 @@ SpanDerivation::SpanDerivation(std::vector<std::vector<Token>> documents, Overfl
 SpanDerivation::SpanDerivation(std::vector<std::span<const Token>> documents, Overflow overflow,
                                std::optional<Token> pad_id, bool left_padded)
     : docs_(std::move(documents)),
-      cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate),
+      cut_(overflow == Overflow::kSplit || overflow == Overflow::kTruncate || overflow == Overflow::kDrop),
       split_(overflow == Overflow::kSplit),
       pad_id_(pad_id),
       left_(left_padded && pad_id.has_value()) {

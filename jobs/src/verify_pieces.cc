@@ -119,6 +119,11 @@ AuditViolation DocumentPieces::TilingViolation(const std::string& uid, std::int6
     // f.end: the inputs' end (under shift: document `size` less the label-only last token)
     v.expected = std::to_string(f.end) + (f.end < size ? " input tokens" : " tokens");
     v.actual = std::to_string(f.begin);
+  } else if (f.fault == TilingFault::kPlacedDropped) {
+    v.sentence = tokens + "are packed, but the document has " + std::to_string(size) +
+                 " tokens, more than the row holds, and the policy says overflow: drop (it belongs in no row)";
+    v.expected = "in no row";
+    v.actual = "token " + std::to_string(f.piece_offset);
   } else {
     v.sentence = tokens + (f.fault == TilingFault::kGap ? "are in no row of the dump" : "are packed twice");
     v.expected = "token " + std::to_string(f.expected);

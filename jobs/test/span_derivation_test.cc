@@ -55,6 +55,21 @@ TEST(SpanDerivation, AStreamsDroppedTailLeavesTheGreedyReadingAsItIs) {
   EXPECT_EQ(d.rows(), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 6, 0}, {1, 6, 1, 0}}}));
 }
 
+TEST(SpanDerivation, UnderOverflowDropALongDocumentIsInNoRowOrReadCutAsPacked) {
+  // axolotl's excess_length_strategy: drop: d1 (9 tokens, rows of 8) is in no row: it stays unplaced. Its first 8
+  // tokens in a row (a packer that truncates it) are read as d1 cut at the row's end, as the packer placed them,
+  // so that the checks name d1's piece as verify does from the dumped spans.
+  SpanDerivation d({{1, 2, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12}}, Overflow::kDrop, 0);
+  EXPECT_EQ(ReadAll(d, {{1, 2, 3, 0, 0, 0, 0, 0}}), (std::vector<std::vector<DerivedSpan>>{{{0, 0, 3, 0}}}));
+  EXPECT_EQ(d.misses(), 0);
+  EXPECT_EQ(d.Unplaced(), 1);
+  SpanDerivation truncated({{1, 2, 3}, {4, 5, 6, 7, 8, 9, 10, 11, 12}}, Overflow::kDrop, 0);
+  EXPECT_EQ(ReadAll(truncated, {{1, 2, 3, 0, 0, 0, 0, 0}, {4, 5, 6, 7, 8, 9, 10, 11}}),
+            (std::vector<std::vector<DerivedSpan>>{{{0, 0, 3, 0}}, {{1, 0, 8, 0}}}));
+  EXPECT_EQ(truncated.misses(), 0);
+  EXPECT_EQ(truncated.Unplaced(), 0);
+}
+
 TEST(SpanDerivation, TheSearchReadsAPadIdDocumentAsPaddingWhereTheGreedyReadingTookIt) {
   // The packer: [d0 pad] [d1 d2] [d3 d4]. The greedy reading puts d2 (a lone pad id) in row 0's padding, so
   // row 2's first token has no document left; the search reads row 0's tail as padding.

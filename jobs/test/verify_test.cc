@@ -507,6 +507,32 @@ TEST(VerifyTiling, TruncationExcusesOnlyTheTailPastTheRow) {
                 "document 'd0': tokens [3, 6) are in no row of the dump (--partial if the dump stops mid-run)"});
 }
 
+// overflow: drop (axolotl's default excess_length_strategy): a document record longer than the row belongs in no
+// row: absent it is no finding, its first L tokens in a row (a packer that truncated it) are named; without
+// document records nothing says how long the document was: verify says it cannot check, never a violation.
+TEST(VerifyTiling, DropLeavesADocumentLongerThanTheRowInNoRow) {
+  const std::string policy = R"({"preset":"reference","overflow":"drop"})";
+  const std::string documents = kDocument6 + R"({"record":"document","doc_uid":"d1","tokens":[21,22]})" "\n";
+  const std::string kept_only =
+      R"([{"input_ids":[21,22,0,0],"labels":[22,-100,-100,-100],"doc_spans":[{"doc_uid":"d1","start":0,"length":2,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("drop_absent.jsonl", TilingDump(policy, documents, {kept_only})),
+            std::vector<std::string>{});
+  const std::string truncated =
+      R"([{"input_ids":[11,12,13,14],"labels":[12,13,14,-100],"doc_spans":[{"doc_uid":"d0","start":0,"length":4,"doc_offset":0}]}])";
+  EXPECT_EQ(CoverageSentences("drop_truncated.jsonl", TilingDump(policy, documents, {kept_only, truncated})),
+            std::vector<std::string>{"document 'd0': tokens [0, 4) are packed, but the document has 6 tokens, more "
+                                     "than the row holds, and the policy says overflow: drop (it belongs in no row)"});
+  // Without document records verify checks nothing of the rows' content: it says so, never a violation.
+  EXPECT_NE(InputErrorOf(WriteDump("drop_no_documents.jsonl", TilingDump(policy, "", {kept_only, truncated})))
+                .find("no document records"),
+            std::string::npos);
+  // The same rows under overflow: truncate are whole: the policy, not the rows, says which reading holds.
+  EXPECT_EQ(CoverageSentences("drop_as_truncate.jsonl",
+                              TilingDump(R"({"preset":"reference","overflow":"truncate"})", documents,
+                                         {kept_only, truncated})),
+            std::vector<std::string>{});
+}
+
 // Under shift: document a document's last token is a label only: its pieces tile its other tokens, and a dump
 // whose rows hold them all is whole; one short of that is named.
 TEST(VerifyTiling, UnderThePerDocumentShiftTheLastTokenIsInNoRow) {

@@ -179,6 +179,7 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
     std::int64_t n = InputTokens(policy, docs[d].size());
     if (n == 0) continue;  // an empty document (or one token under shift: document) occupies no slot
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
+    if (DroppedDocument(policy, row_length, n)) continue;  // overflow: drop: in no row
     if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     if (policy.overflow == Overflow::kSplit) {
       // Fill the current row to its end, carry the rest of the document on (split_across_pack).
@@ -211,6 +212,7 @@ Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& poli
     std::int64_t n = InputTokens(policy, docs[d].size());
     if (n == 0) continue;  // an empty document (or one token under shift: document) occupies no slot
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
+    if (DroppedDocument(policy, row_length, n)) continue;  // overflow: drop: in no row
     if (policy.overflow == Overflow::kTruncate) n = Truncated(n, policy, row_length);
     std::size_t r = 0;
     while (r < content.size() && content[r] + n > capacity) ++r;
@@ -233,6 +235,7 @@ Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& p
     const std::int64_t n = InputTokens(policy, docs[d].size());
     if (n == 0) continue;
     if (n > row_length && policy.overflow == Overflow::kError) Overlong(docs[d], d, n, row_length);
+    if (DroppedDocument(policy, row_length, n)) continue;  // overflow: drop: in no row
     const std::int64_t keep = policy.overflow == Overflow::kTruncate ? Truncated(n, policy, row_length) : n;
     for (std::int64_t offset = 0; offset < keep; offset += row_length) {
       RowLayout row;

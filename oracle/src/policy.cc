@@ -48,8 +48,11 @@ constexpr std::array<Named<RowEndTarget>, 3> kRowEndTarget{{{RowEndTarget::kNone
                                                              {RowEndTarget::kNextInDoc, "next_in_doc"}}};
 constexpr std::array<Named<Padding>, 3> kPadding{
     {{Padding::kNone, "none"}, {Padding::kRight, "right"}, {Padding::kLeft, "left"}}};
-constexpr std::array<Named<Overflow>, 3> kOverflow{
-    {{Overflow::kError, "error"}, {Overflow::kTruncate, "truncate"}, {Overflow::kSplit, "split"}}};
+// drop: a value added after version 1 (a version-1 policy never has it, so what version 1 wrote is unchanged).
+constexpr std::array<Named<Overflow>, 4> kOverflow{{{Overflow::kError, "error"},
+                                                    {Overflow::kTruncate, "truncate"},
+                                                    {Overflow::kSplit, "split"},
+                                                    {Overflow::kDrop, "drop"}}};
 constexpr std::array<Named<Denominator>, 5> kDenominator{{{Denominator::kGlobalTargets, "global_targets"},
                                                            {Denominator::kRankMean, "rank_mean"},
                                                            {Denominator::kMicrobatchMean, "microbatch_mean"},

@@ -33,6 +33,13 @@ DocumentTiling TileDocument(std::int64_t effective_size, const std::vector<Tilin
   // Under shift: document the last token is a label only: the pieces tile the inputs.
   const std::int64_t size = InputTokens(policy, effective_size);
   DocumentTiling out;
+  if (DroppedDocument(policy, context.row_length, size)) {
+    // overflow: drop: the document belongs in no row; every piece a row holds is a finding, its absence none.
+    for (const TilingPiece& p : pieces)
+      out.findings.push_back({TilingFault::kPlacedDropped, p.offset, p.offset + p.length, 0, p.offset, p.index});
+    if (pieces.empty()) out.tail_exemption = TailExemption::kDropped;
+    return out;
+  }
   std::int64_t next = 0;  // the first token no piece walked so far reaches
   for (const TilingPiece& p : pieces) {
     // Stride L+1: the token before this piece was a window's row-end target, never an input.

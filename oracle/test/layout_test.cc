@@ -56,6 +56,28 @@ TEST(Layout, TruncationAtThePaddingMultipleKeepsFloorLOverKTimesKTokens) {
   EXPECT_THROW(SequentialLayout(docs, policy, 10), InputError);
 }
 
+// overflow: drop (axolotl's excess_length_strategy: drop): a document longer than the row is in no row, the
+// others are laid out as if it were not there; exactly L tokens still fit. PolicyDemandsRefusal never asks
+// for a refusal.
+TEST(Layout, DropLeavesADocumentLongerThanTheRowOutOfEveryRow) {
+  Policy policy = FindPreset("reference").policy;
+  policy.overflow = Overflow::kDrop;
+  const auto docs = MakeDocuments({{1, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {12}, {4, 5, 6, 7, 8, 9, 10, 11}});
+  for (const auto& layout : {SequentialLayout(docs, policy, 8), FirstFitLayout(docs, policy, 8)}) {
+    ASSERT_EQ(layout.rows.size(), 2u);
+    EXPECT_EQ(Pieces(layout, 0), (std::vector<Piece>{{0, 0, 0, 3}, {2, 0, 3, 1}}));
+    EXPECT_EQ(Pieces(layout, 1), (std::vector<Piece>{{3, 0, 0, 8}}));
+  }
+  const auto alone = OneDocumentPerRow(docs, policy, 8);
+  ASSERT_EQ(alone.rows.size(), 3u);
+  EXPECT_EQ(Pieces(alone, 2), (std::vector<Piece>{{3, 0, 0, 8}}));
+  EXPECT_FALSE(PolicyDemandsRefusal(policy, 8, {3, 9, 1, 8}));
+  EXPECT_TRUE(DroppedDocument(policy, 8, 9));
+  EXPECT_FALSE(DroppedDocument(policy, 8, 8));
+  policy.shift = Shift::kDocument;  // 9 tokens are 8 inputs: kept
+  EXPECT_EQ(SequentialLayout(docs, policy, 8).rows.size(), 3u);
+}
+
 TEST(Layout, OneDocumentPerRowSplitCutsChunks) {
   Policy policy = FindPreset("hf-padded").policy;
   policy.overflow = Overflow::kSplit;

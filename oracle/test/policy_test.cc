@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "packoracle/interchange/policy_json.h"
 #include "packoracle/oracle.h"
 
@@ -166,6 +168,28 @@ TEST(Policy, TruncationAtThePaddingMultipleNeedsTruncateAndAMultiple) {
   unpadded.truncate_to = TruncateTo::kPadMultiple;
   ASSERT_EQ(PolicyProblems(unpadded).size(), 1u);
   EXPECT_NE(PolicyProblems(unpadded)[0].find("but padding is none"), std::string::npos);
+}
+
+// overflow: drop, a value added after version 1: read and written as "drop" (no version-1 policy has it, so
+// the JSON of every earlier policy is unchanged), listed in the key's domain (which_policy walks it), never a
+// refusal, and as incoherent as truncate where documents are carried into the next row.
+TEST(Policy, OverflowDropIsAValueOfTheOverflowKeyThatNeverRefuses) {
+  Policy p;
+  SetPolicyKey(p, "overflow", std::string("drop"));
+  EXPECT_EQ(p.overflow, Overflow::kDrop);
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  EXPECT_EQ(PolicyToJson(p).at("overflow"), "drop");
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(PolicyToJson(p).dump()), "roundtrip"), p);
+  EXPECT_FALSE(PolicyDemandsRefusal(p, 4, {5, 9}));
+  const auto& domains = PolicyKeyDomains();
+  const auto overflow = std::find_if(domains.begin(), domains.end(), [](const auto& d) { return d.key == "overflow"; });
+  ASSERT_NE(overflow, domains.end());
+  EXPECT_EQ(overflow->values.back(), PolicyValue(std::string("drop")));
+  EXPECT_NE(overflow->takes.find("drop"), std::string::npos);
+  Policy carried = p;
+  carried.row_end_target = RowEndTarget::kNextInDoc;
+  ASSERT_EQ(PolicyProblems(carried).size(), 1u);
+  EXPECT_NE(PolicyProblems(carried)[0].find("overflow is drop"), std::string::npos);
 }
 
 // segment_encodings: rows (DESIGN §3): cu_seqlens, seq_lens and doc_ids name rows; legal only under row_causal

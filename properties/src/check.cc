@@ -532,6 +532,15 @@ bool Checker::CheckCoverage() {
     }
     const TilingContext context{request_.row_length, static_cast<std::int64_t>(d) == last_doc, false};
     const DocumentTiling tiling = TileDocument(doc.size(), pieces[d], policy_, context);
+    if (!tiling.findings.empty() && tiling.findings.front().fault == TilingFault::kPlacedDropped) {
+      const TilingFinding& f = tiling.findings.front();  // a row holds a document the policy drops
+      Add(Invariant::kCoverage, "document '" + doc.uid + "' has " + std::to_string(InputTokens(policy_, doc.size())) +
+                                    " input tokens, more than the row length " + std::to_string(request_.row_length) +
+                                    ", and the policy says overflow: drop, but its tokens [" + std::to_string(f.begin) +
+                                    ", " + std::to_string(f.end) + ") are packed",
+          -1, -1, "in no row", "packed");
+      return false;
+    }
     if (!tiling.findings.empty() && tiling.findings.front().fault != TilingFault::kMissingTail) {
       const TilingFinding& f = tiling.findings.front();  // the first piece out of order stops the check
       Add(Invariant::kCoverage, "document '" + doc.uid + "': a piece starts at token " +

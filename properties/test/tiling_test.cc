@@ -14,12 +14,15 @@ namespace {
 
 // Per token of the document: how many times it is repeated, whether it is dropped inside the document (a gap)
 // or in the missing tail; and why a missing tail is excused.
+// `placed`: under overflow: drop, how many pieces hold each token of a document the policy drops.
 struct TokenVerdicts {
   std::vector<int> repeats;
   std::vector<bool> dropped, tail;
   TailExemption exemption = TailExemption::kNone;
+  std::vector<int> placed;
   bool operator==(const TokenVerdicts& o) const {
-    return repeats == o.repeats && dropped == o.dropped && tail == o.tail && exemption == o.exemption;
+    return repeats == o.repeats && dropped == o.dropped && tail == o.tail && exemption == o.exemption &&
+           placed == o.placed;
   }
 };
 
@@ -42,7 +45,15 @@ TokenVerdicts BruteForce(std::int64_t size, const std::vector<TilingPiece>& piec
   std::vector<int> count(n, 0);
   for (const auto& p : pieces)
     for (std::int64_t t = p.offset; t < p.offset + p.length; ++t) ++count[static_cast<std::size_t>(t)];
-  TokenVerdicts v{std::vector<int>(n, 0), std::vector<bool>(n, false), std::vector<bool>(n, false), {}};
+  TokenVerdicts v{std::vector<int>(n, 0), std::vector<bool>(n, false), std::vector<bool>(n, false), {},
+                  std::vector<int>(n, 0)};
+  // overflow: drop and more tokens than the row: nothing of the document belongs in a row; every token a
+  // piece holds is placed that many times, and a document in no piece is excused.
+  if (policy.overflow == Overflow::kDrop && size > context.row_length) {
+    v.placed = count;
+    if (pieces.empty()) v.exemption = TailExemption::kDropped;
+    return v;
+  }
   for (std::size_t t = 0; t < n; ++t) v.repeats[t] = std::max(0, count[t] - 1);
   const bool l_plus_1 = policy.stream_stride == StreamStride::kLPlus1;
   for (std::size_t a = 0; a < n;) {
@@ -77,7 +88,7 @@ TokenVerdicts BruteForce(std::int64_t size, const std::vector<TilingPiece>& piec
 TokenVerdicts FromFindings(std::int64_t size, const DocumentTiling& tiling) {
   const auto n = static_cast<std::size_t>(size);
   TokenVerdicts v{std::vector<int>(n, 0), std::vector<bool>(n, false), std::vector<bool>(n, false),
-                  tiling.tail_exemption};
+                  tiling.tail_exemption, std::vector<int>(n, 0)};
   for (const auto& f : tiling.findings) {
     RC_ASSERT(0 <= f.begin);
     RC_ASSERT(f.begin < f.end);
@@ -86,6 +97,7 @@ TokenVerdicts FromFindings(std::int64_t size, const DocumentTiling& tiling) {
       if (f.fault == TilingFault::kOverlap) ++v.repeats[t];
       if (f.fault == TilingFault::kGap) v.dropped[t] = true;
       if (f.fault == TilingFault::kMissingTail) v.tail[t] = true;
+      if (f.fault == TilingFault::kPlacedDropped) ++v.placed[t];
     }
   }
   return v;
@@ -122,7 +134,7 @@ std::vector<TilingPiece> NearTiling(std::int64_t size) {
 
 Policy TilingPolicy() {
   Policy p;
-  p.overflow = *rc::gen::element(Overflow::kError, Overflow::kTruncate, Overflow::kSplit);
+  p.overflow = *rc::gen::element(Overflow::kError, Overflow::kTruncate, Overflow::kSplit, Overflow::kDrop);
   p.stream_stride = *rc::gen::element(StreamStride::kNone, StreamStride::kL, StreamStride::kLPlus1);
   p.padding = *rc::gen::element(Padding::kNone, Padding::kRight);
   p.row_end_target = *rc::gen::element(RowEndTarget::kNone, RowEndTarget::kNextInStream, RowEndTarget::kNextInDoc);
@@ -152,6 +164,7 @@ RC_GTEST_PROP(Tiling, EveryTokenAsTheBruteForceCountSays, ()) {
     const auto& named = pieces[*f.piece - 100];
     const bool names_its_piece =
         f.fault == TilingFault::kMissingTail ? *f.piece == pieces.back().index : named.offset == f.piece_offset;
+    if (f.fault == TilingFault::kPlacedDropped) RC_ASSERT(named.offset == f.begin && named.length == f.end - f.begin);
     RC_ASSERT(names_its_piece);
   }
 }
@@ -193,6 +206,29 @@ TEST(Tiling, TruncationAtThePaddingMultipleExcusesTheTailPastFloorLOverKTimesK) 
   EXPECT_TRUE(TileDocument(9, {{0, 8, 0}}, policy, {10, false, false}).findings.empty());  // 9 ≤ L, cut at 8
   policy.truncate_to = TruncateTo::kRowLen;
   EXPECT_EQ(TileDocument(12, {{0, 8, 0}}, policy, {10, false, false}).findings.size(), 1u);
+}
+
+// overflow: drop (axolotl's excess_length_strategy: drop): a document of 9 tokens in rows of 8 belongs in no
+// row: absent, it is excused; its first 8 tokens in a row (a packer that truncates instead) are a finding; a
+// document of exactly 8 tokens is kept and tiled as under error.
+TEST(Tiling, DropExcusesALongDocumentInNoRowAndFindsEveryPieceOfIt) {
+  Policy policy;
+  policy.overflow = Overflow::kDrop;
+  const auto absent = TileDocument(9, {}, policy, {8, false, false});
+  EXPECT_TRUE(absent.findings.empty());
+  EXPECT_EQ(absent.tail_exemption, TailExemption::kDropped);
+  const auto truncated = TileDocument(9, {{0, 8, 3}}, policy, {8, false, false});
+  ASSERT_EQ(truncated.findings.size(), 1u);
+  EXPECT_EQ(truncated.findings[0].fault, TilingFault::kPlacedDropped);
+  EXPECT_EQ(truncated.findings[0].end, 8);
+  EXPECT_EQ(truncated.findings[0].piece, 3u);
+  EXPECT_EQ(TileDocument(9, {{0, 5, 0}, {5, 4, 1}}, policy, {8, false, false}).findings.size(), 2u);
+  EXPECT_TRUE(TileDocument(8, {{0, 8, 0}}, policy, {8, false, false}).findings.empty());
+  const auto missing = TileDocument(8, {}, policy, {8, false, false});  // kept, so its absence is a finding
+  ASSERT_EQ(missing.findings.size(), 1u);
+  EXPECT_EQ(missing.findings[0].fault, TilingFault::kMissingTail);
+  policy.shift = Shift::kDocument;  // 9 tokens are 8 inputs: kept
+  EXPECT_TRUE(TileDocument(9, {{0, 8, 0}}, policy, {8, false, false}).findings.empty());
 }
 
 TEST(Tiling, NextInStreamExcusesTheLastTokenOfTheStreamsLastDocumentOnly) {

@@ -170,8 +170,8 @@ def serve(pack, totals=reference_totals, stdin=None, stdout=None):
 def greedy_rows(docs, L, overflow):
     """Pieces per row, documents in the given order: a document goes into the current row if it fits in the space
     left, else a new row starts. overflow error refuses a document longer than L, truncate keeps its first L
-    tokens, split fills every row to the end and carries the rest into the next row. Empty documents are
-    skipped. Returns [[(doc, first offset, length), ...], ...]."""
+    tokens, split fills every row to the end and carries the rest into the next row, drop leaves it out (axolotl's
+    excess_length_strategy: drop). Empty documents are skipped. Returns [[(doc, first offset, length), ...], ...]."""
     rows, cur, used = [], [], 0
     for doc in docs:
         n = len(doc["tokens"])
@@ -180,6 +180,8 @@ def greedy_rows(docs, L, overflow):
         if n > L and overflow == "error":
             raise Refuse(f"overflow: error and document '{doc['uid']}' has {n} tokens (delimiters included), "
                          f"more than the row length {L}")
+        if n > L and overflow == "drop":
+            continue
         if overflow == "split":
             k = 0
             while k < n:

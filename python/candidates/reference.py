@@ -6,7 +6,7 @@
 # prediction into the next document excluded, unless the policy includes boundary targets); positions reset per
 # document; doc_ids per piece (-1 on padding); producer totals under the declared denominator (global_targets:
 # every micro-batch divides by the step's count of valid targets). Refuses a document longer than the row
-# under overflow: error (truncate and split are honoured). Mimics no bug.
+# under overflow: error (truncate, split and drop are honoured). Mimics no bug.
 import os
 import sys
 

@@ -172,6 +172,42 @@ def test_every_entry_point_gives_verifys_verdict_on_left_padded_cases(preset, tm
         assert seen[("reference", True)] >= 10, seen
 
 
+# overflow: drop (axolotl's excess_length_strategy: drop, LLaMA-Factory's packed SFT): a document longer than the
+# row is in no row. The presets whose correct candidate honours it (greedy_rows leaves such a document out); the
+# other packers truncate it or refuse, which every entry point must find as verify does, or say "not checked"
+# where only the documents could tell.
+DROPPING = ("reference", "hf-flatten")
+
+
+@pytest.mark.parametrize("preset", DROPPING)
+def test_every_entry_point_gives_verifys_verdict_on_cases_that_drop_long_documents(preset, tmp_path):
+    seen = _one_verdict_on_generated_cases({"preset": preset, "overflow": "drop"}, preset, _packers(preset), tmp_path)
+    assert seen[(CORRECT[preset], True)] >= 10, seen
+
+
+def test_a_document_longer_than_the_row_is_clean_in_no_row_and_named_in_one_under_drop(tmp_path):
+    """The rule itself, not only one verdict: d1 (9 tokens, rows of 8) left out is clean in verify and in every entry
+    point; its first 8 tokens in a row (the reference packer told to truncate) are a coverage finding of d1."""
+    import reference
+
+    policy = packoracle.Policy({"preset": "reference", "overflow": "drop"}).to_dict()
+    docs = [{"doc_uid": "d0", "tokens": [1, 2, 3], "supervised": [1, 1, 1]},
+            {"doc_uid": "d1", "tokens": list(range(11, 20)), "supervised": [1] * 9}]
+    request = {"record": "request", "id": 0, "row_length": 8, "micro_batch_rows": 1, "dp_world_size": 1,
+               "policy": policy, "documents": docs, "target_losses": {}}
+    for name, packed_as, clean in (("dropped", policy, True), ("truncated", dict(policy, overflow="truncate"), False)):
+        records = [r for r in answer(dict(request, policy=packed_as), reference.pack) if r["record"] == "microbatch"]
+        path = str(tmp_path / f"{name}.jsonl")
+        _dump(path, request, records)
+        report = packoracle.verify(path, max_violations=100)
+        named = [v.message for v in report.violations if v.invariant == "coverage"]
+        assert (named == []) == clean, named
+        assert clean or any("'d1'" in m and "overflow: drop" in m for m in named), named
+        differs = {e: why for e, (v, why) in one_verdict.compare(path, list(one_verdict.ENTRY_POINTS)).items()
+                   if v == "differs"}
+        assert not differs, differs
+
+
 def test_documents_with_or_without_their_delimiters_give_one_verdict_and_say_which(realpack_dumps):
     """A user holds Megatron's documents with their EOD (as its dataset and the dump keep them) or without (as a
     tokenizer gives them): the guard reads both, says which, and gives one verdict (was a ValueError)."""

@@ -138,22 +138,28 @@ def test_a_corrupted_answer_from_a_family_venv_is_caught():
     assert caught.value.invariant == "positions"
 
 
-def test_axolotl_refuses_an_over_long_sample_and_packs_the_rest_in_its_environment():
-    """excess_length_strategy raise: the library's length filter raises for a sample longer than sequence_len,
-    the kit's refusal; the same documents within the row length come back as rows of exactly L slots."""
+def test_axolotl_drops_an_over_long_sample_and_packs_the_rest_in_its_environment():
+    """excess_length_strategy drop (axolotl's default, the policy's overflow: drop): the library's length filter
+    leaves a sample longer than sequence_len out of every row, neither refused nor cut, and keeps one of exactly
+    sequence_len tokens; the rows are of exactly L slots."""
     a = adapters.get("axolotl/multipack-ffd")
+    assert a.resolved_policy().to_dict()["overflow"] == "drop"
     remote = FamilyPacker(_envs.python_of(_envs.ensure("axolotl")), a.name)
     docs = [[11, 12, 13], [21, 22, 23, 24, 25], [31], [41, 42, 43, 44, 45, 46, 47], [51, 52]]
     request = {"id": 0, "row_length": 8, "micro_batch_rows": 1, "dp_world_size": 1,
                "policy": a.resolved_policy().to_dict(), "target_losses": {},
                "documents": [{"doc_uid": f"d{k}", "tokens": t, "supervised": [1] * len(t)} for k, t in enumerate(docs)]}
-    try:
+
+    def packed(row_length):
+        request["row_length"] = row_length
         rows = [r for mb in remote(request) for r in mb["rows"]]
-        assert [len(r["input_ids"]) for r in rows] == [8] * len(rows)
-        assert sorted(t for r in rows for t, d in zip(r["input_ids"], r["doc_ids"]) if d != -1) == sorted(sum(docs, []))
-        request["row_length"] = 6
-        with pytest.raises(packoracle.Refuse, match="d3"):
-            remote(request)
+        assert [len(r["input_ids"]) for r in rows] == [row_length] * len(rows)
+        return sorted(t for r in rows for t, d in zip(r["input_ids"], r["doc_ids"]) if d != -1)
+
+    try:
+        assert packed(8) == sorted(sum(docs, []))
+        assert packed(7) == sorted(sum(docs, []))  # d3 has exactly 7 tokens: kept
+        assert packed(6) == sorted(sum(docs[:3] + docs[4:], []))  # d3 dropped, no refusal
     finally:
         remote.close()
 

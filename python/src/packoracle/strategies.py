@@ -143,7 +143,7 @@ def requests(policy: Any = "reference", *, min_row_length: int = 1, max_row_leng
     - ``row_length`` between ``min_row_length`` and ``max_row_length``; up to ``max_documents`` documents;
     - document lengths: mostly at most half the row (so that rows hold several documents), sometimes up to the
       whole row (delimiters counted), and now and then longer than the row (``overlong``: always allowed under
-      ``overflow`` truncate or split, rare under ``error``, where the packer must refuse; ``overlong=False``
+      ``overflow`` truncate, split or drop, rare under ``error``, where the packer must refuse; ``overlong=False``
       never draws one, ``True`` as often as under truncate and split);
     - ``micro_batch_rows`` in 1..``max_micro_batch_rows``, ``dp_world_size`` in 1..``max_dp_world_size``;
     - ``target_losses`` as :func:`target_losses` draws them; ``vocab`` and ``prompt_masking`` as for

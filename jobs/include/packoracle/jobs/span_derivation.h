@@ -160,7 +160,9 @@ class SpanDerivation {
 
   std::vector<std::vector<Token>> owned_;     // the documents, where the derivation holds them
   std::vector<std::span<const Token>> docs_;  // the documents read (into owned_ or the caller's storage)
-  bool cut_ = false;    // overflow split or truncate: a piece may end at the row's end, short of its document
+  bool cut_ = false;    // overflow split or truncate: a piece may end at the row's end, short of its document;
+                        // drop too: a packer that truncates what it should drop is read as it packed (the
+                        // checks then name the dropped document's piece, as verify does from the spans)
   bool split_ = false;  // overflow split: the cut document continues at the next row's start
   std::optional<Token> pad_id_;
   std::vector<bool> all_pad_;  // documents made only of the pad id

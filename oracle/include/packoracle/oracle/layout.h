@@ -57,9 +57,9 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
 // Sequential greedy: documents in order, each into the current row if it fits in the space left, else into a
 // new row; a row holds MergeCapacity tokens (L, or ⌊L/k⌋·k under pad_to multiple_of:k). A document longer
 // than L: overflow error → InputError; truncate → its first TruncationLength tokens (L, or ⌊L/k⌋·k under
-// truncate_to: pad_multiple). Under split every row is filled to the end: any document that does not fit in
-// the space left (not only one longer than L) is cut there and continues in the next row (torchtune
-// split_across_pack).
+// truncate_to: pad_multiple); drop → in no row (DroppedDocument). Under split every row is filled to the
+// end: any document that does not fit in the space left (not only one longer than L) is cut there and
+// continues in the next row (torchtune split_across_pack).
 Layout SequentialLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // First fit: documents in order, each into the first row whose content leaves room for it within
@@ -68,8 +68,8 @@ Layout SequentialLayout(const std::vector<Document>& documents, const Policy& po
 // No two rows could be merged: a row is opened only for a document that no earlier row could take.
 Layout FirstFitLayout(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
-// One document per row (HF padded batches). Overflow: error, truncate to TruncationLength, or split into
-// chunks of L.
+// One document per row (HF padded batches). Overflow: error, truncate to TruncationLength, split into
+// chunks of L, or drop (no row).
 Layout OneDocumentPerRow(const std::vector<Document>& documents, const Policy& policy, std::int64_t row_length);
 
 // Stream windows: the effective documents concatenated into one stream of N tokens; row r holds stream

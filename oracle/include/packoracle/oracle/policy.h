@@ -88,8 +88,10 @@ struct PadTo {
   bool operator==(const PadTo& o) const { return kind == o.kind && multiple == o.multiple; }
 };
 
-// A document longer than a row: refused, cut to the row length, or continued in the next row.
-enum class Overflow { kError, kTruncate, kSplit };
+// A document longer than a row: refused, cut to the row length, continued in the next row, or (drop, a value
+// added after version 1: a version-1 policy never has it) left out of every row, neither refused nor cut
+// (axolotl's default excess_length_strategy: drop, LLaMA-Factory's cutoff_len filter): DroppedDocument.
+enum class Overflow { kError, kTruncate, kSplit, kDrop };
 
 // The normalisation the producer declares (conventions.md §4 gives each formula; denominator.h computes).
 enum class Denominator { kGlobalTargets, kRankMean, kMicrobatchMean, kSequenceMean, kAllPositions };
@@ -178,6 +180,14 @@ inline bool PadsBeyondTheRow(const Policy& p, std::int64_t row_length) {
 inline std::int64_t InputTokens(const Policy& p, std::int64_t n) {
   if (p.shift == Shift::kDocument) return n > 1 ? n - 1 : 0;
   return n;
+}
+
+// overflow: drop: a document of more than L inputs (InputTokens) sits in no row and so has no target; every
+// denominator counts the documents kept. Not a refusal (PolicyDemandsRefusal). Stated once: the reference
+// layouts place no piece of it, TileDocument (the oracle's and the fast verifier's coverage, verify) finds any
+// piece of it that a row holds.
+inline bool DroppedDocument(const Policy& p, std::int64_t row_length, std::int64_t inputs) {
+  return p.overflow == Overflow::kDrop && inputs > row_length;
 }
 
 // A stream from which no row can be cut (`total` effective tokens, delimiters included): the first window

@@ -19,6 +19,9 @@
 //   row_end_target            the stream's last token, a row-end target only (next_k = n - 1, and the
 //     next_in_stream          document ends the stream)
 //   the input may stop early  the tail (verify --partial: a dump cut mid-run)
+// and one rule before them all: under overflow drop a document of N > L inputs (DroppedDocument) belongs in no
+// row: it has no gap, overlap nor tail; each of its pieces is a finding (placed though dropped: tokens
+// [o_i, o_i + l_i)), and with none it is exempt (kDropped).
 // Walked in offset order (pieces sorted by o_i), every token t of the document covered c(t) times has
 // max(0, c(t) − 1) overlaps and, when c(t) = 0, lies in exactly one gap or the missing tail unless exempt:
 // tiling_test.cc pins this against that brute-force count. In the order a step's rows give, a piece that
@@ -43,12 +46,14 @@ struct TilingPiece {
 
 // What only the caller knows about the document.
 struct TilingContext {
-  std::int64_t row_length = 0;  // L: a truncated document keeps its first TruncationLength(policy, L) tokens
+  std::int64_t row_length = 0;  // L: a truncated document keeps its first TruncationLength(policy, L) tokens;
+                                // a document of more than L inputs is dropped under overflow: drop
   bool ends_stream = false;     // the document is the stream's last non-empty one (next_in_stream)
   bool may_stop_early = false;  // the input may end before every document is packed (verify --partial)
 };
 
-enum class TilingFault { kGap, kOverlap, kMissingTail };
+// kPlacedDropped: a piece of a document that overflow: drop leaves out of every row.
+enum class TilingFault { kGap, kOverlap, kMissingTail, kPlacedDropped };
 
 struct TilingFinding {
   TilingFault fault = TilingFault::kGap;
@@ -60,7 +65,9 @@ struct TilingFinding {
 };
 
 // Why a missing tail is no finding (kNone: nothing is missing, or the tail is a finding).
-enum class TailExemption { kNone, kWindowRowEndTarget, kTruncated, kStreamRemainder, kStreamEnd, kStoppedEarly };
+// kDropped: overflow: drop, a document longer than the row in no row (nothing of it is expected).
+enum class TailExemption {
+  kNone, kWindowRowEndTarget, kTruncated, kStreamRemainder, kStreamEnd, kStoppedEarly, kDropped };
 
 struct DocumentTiling {
   std::vector<TilingFinding> findings;  // in the order the walk met them, the missing tail last

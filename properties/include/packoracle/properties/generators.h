@@ -300,6 +300,16 @@ inline void ShiftPerDocument(Policy& p) {
   if (p.boundary_source == BoundarySource::kEodCloses) p.boundary_source = BoundarySource::kSpans;
 }
 
+// overflow: drop on a coherent policy, with the keys it contradicts repaired (PolicyProblems): no stream windows
+// (a stream splits documents; the row end they give, next_in_stream, goes with them), no row end carried into
+// the next row (next_in_doc), truncation cut where it always was (truncate_to: row_len).
+inline void DropOverlong(Policy& p) {
+  p.overflow = Overflow::kDrop;
+  if (p.stream_stride != StreamStride::kNone) p.stream_stride = StreamStride::kNone;
+  if (p.row_end_target != RowEndTarget::kNone) p.row_end_target = RowEndTarget::kNone;
+  p.truncate_to = TruncateTo::kRowLen;
+}
+
 // Random valid combinations of policy keys: a preset with some keys redrawn, contradictions repaired (never
 // discarded): the repair sets the key the contradiction names to a value that makes the policy coherent.
 inline rc::Gen<Policy> MixedPolicy() {
@@ -360,6 +370,12 @@ inline rc::Gen<Policy> MixedPolicy() {
       p.padding = Padding::kLeft;
       if (p.pad_keys == PadKeys::kVisible) p.pad_keys = PadKeys::kMasked;
     }
+    // overflow: drop (axolotl's default excess_length_strategy, LLaMA-Factory's cutoff_len filter), a value
+    // added after version 1, drawn last for the same reason, where documents are never carried into the next
+    // row (no stream windows, no next_in_doc) and truncation has no cut to state (truncate_to: row_len).
+    if (p.stream_stride == StreamStride::kNone && p.row_end_target != RowEndTarget::kNextInDoc &&
+        p.truncate_to == TruncateTo::kRowLen && *rc::gen::inRange(0, 5) == 0)
+      p.overflow = Overflow::kDrop;
     return p;
   });
 }

@@ -13,10 +13,10 @@ The family environment ``axolotl`` (requirements/axolotl.lock; axolotl pins tran
 
 The configuration, as ``core/trainers/base.py`` and ``core/builders/causal.py`` build it for ``micro_batch_size:
 1``, ``sequence_len: L``, ``pad_to_sequence_len: true``, ``pad_to_multiple_of: L``, ``excess_length_strategy:
-raise``, ``min_sample_len: 1``, ``dataset_num_proc: 1`` (``multipack_real_batches`` off): the sampler's
-``batch_size`` 1 and ``batch_max_len`` = 1 × L, the collator's ``pad_to_multiple_of`` = L·⌈L/L⌉ = L, so every bin
-is one row of exactly L slots. ``raise`` makes an over-long sample a ValueError of the library's filter, the
-kit's refusal (``overflow: error``; the default ``drop`` drops it, which the policy cannot state).
+drop`` (the default), ``min_sample_len: 1``, ``dataset_num_proc: 1`` (``multipack_real_batches`` off): the
+sampler's ``batch_size`` 1 and ``batch_max_len`` = 1 × L, the collator's ``pad_to_multiple_of`` = L·⌈L/L⌉ = L, so
+every bin is one row of exactly L slots. ``drop`` leaves a sample longer than L out of the dataset (the
+library's filter returns False for it; one of exactly L tokens is kept): the policy's ``overflow: drop``.
 
 The adapter's part: each document is one tokenized sample ``{input_ids, attention_mask, labels}`` (labels: the
 token where supervised, -100 elsewhere, as a prompt strategy writes them); the rows are dealt into micro-batches
@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from .._fuzz import Refuse
 from ._base import Adapter, Packer, assign, documents_of
 
 WRITTEN_FOR = "0.19.0"
@@ -51,20 +50,15 @@ def _tokenizer(pad_id: int) -> Any:
 
 
 def _samples(docs: list[dict], row_length: int, ignore: int) -> list[dict]:
-    """The tokenized samples after the dataset preparation: the library's length filter (raising for an
-    over-long one, dropping an empty one) and its position ids."""
+    """The tokenized samples after the dataset preparation: the library's length filter (excess_length_strategy
+    drop: dropping an over-long one, and an empty one) and its position ids."""
     from axolotl.utils.trainer import add_position_ids, filter_sequences_by_length
 
     samples = []
     for d in docs:
         sample = {"input_ids": list(d["tokens"]), "attention_mask": [1] * len(d["tokens"]),
                   "labels": [t if s else ignore for t, s in zip(d["tokens"], d["supervised"])]}
-        try:
-            keep = filter_sequences_by_length(sample, sequence_len=row_length, min_sequence_len=1,
-                                              raise_on_drop=True)
-        except ValueError as e:  # excess_length_strategy: raise
-            raise Refuse(f"axolotl: document '{d['doc_uid']}': {e}") from None
-        if keep:
+        if filter_sequences_by_length(sample, sequence_len=row_length, min_sequence_len=1, raise_on_drop=False):
             samples.append(dict(add_position_ids(sample), doc_uid=d["doc_uid"]))
     return samples
 
@@ -115,13 +109,14 @@ def multipack_packer(sequential: bool) -> Packer:
 
 
 # Labels as given (the model shifts; a supervised first token is the previous sample's last prediction's target),
-# documents by the sample index in attention_mask, positions reset per sample, padding positions 0, 1, 2, ...
+# documents by the sample index in attention_mask, positions reset per sample, padding positions 0, 1, 2, ...;
+# a sample longer than sequence_len dropped (excess_length_strategy: drop, the default).
 POLICY = {"preset": "hf-flatten", "boundary_source": "doc_ids", "padding": "right", "pad_keys": "masked",
-          "pad_positions": "any", "boundary_target": "included", "overflow": "error"}
+          "pad_positions": "any", "boundary_target": "included", "overflow": "drop"}
 
 _CALL = ("MultipackBatchSampler(SequentialSampler, batch_size=1, batch_max_len=L, lengths, bin_size=200, "
          "sequential={seq}, drop_last=True); V2BatchSamplerDataCollatorForSeq2Seq(tokenizer, padding=True, "
-         "pad_to_multiple_of=L); samples filtered by filter_sequences_by_length(raise_on_drop=True), "
+         "pad_to_multiple_of=L); samples filtered by filter_sequences_by_length(raise_on_drop=False), "
          "add_position_ids")
 
 
@@ -132,8 +127,8 @@ def _adapter(name: str, sequential: bool) -> Adapter:
                             "axolotl.utils.trainer"),
                    make_packer=lambda: multipack_packer(sequential), family="axolotl",
                    notes="sample_packing with micro_batch_size 1, pad_to_sequence_len and pad_to_multiple_of L, "
-                         "excess_length_strategy raise (the default, drop, is not stateable); the filter of "
-                         "samples without a trainable token is not applied")
+                         "excess_length_strategy drop (the default: a sample longer than sequence_len is left "
+                         "out, overflow: drop); the filter of samples without a trainable token is not applied")
 
 
 ADAPTERS = (_adapter("multipack-ffd", False), _adapter("multipack-sequential", True))

@@ -20,7 +20,8 @@ it (only the multimodal plugins do).
 The adapter's part: the tokenizer/template step (``_encode_data_example``) is replaced
 by one that returns each document's tokens and its labels (the token where supervised, -100 elsewhere), since
 the kit's documents are already token ids; everything after it is the library's. The kit's row length L is the
-most tokens a row holds: the processor gets ``cutoff_len = L + 1``. Each row goes to its own collator call
+most tokens a row holds: the processor gets ``cutoff_len = L + 1`` (decremented to L), so an example of more than
+L tokens is dropped with a warning and one of exactly L is kept: the policy's ``overflow: drop``. Each row goes to its own collator call
 (neat packing with flash-attention 2 trains one row per device batch; the collator asserts it); ``assign``
 deals the rows into micro-batches. The tokenizer the collator pads with is a ``PreTrainedTokenizerFast`` over
 an in-memory word-level vocabulary whose pad id is the policy's, with the ``empty`` template.
@@ -103,7 +104,9 @@ def neat_packer() -> Packer:
 # Labels as encoded (the model shifts), documents found where position_ids reset, no padding left after the
 # collator's unpadding. The labels are left as encoded: a supervised first token of a document is the target
 # of the previous document's last slot (in LLaMA-Factory's templates the first token is a prompt's, masked).
-POLICY = {"preset": "hf-flatten", "boundary_source": "position_reset", "boundary_target": "included"}
+# An example longer than the row is dropped with a warning (the processor's cutoff_len filter).
+POLICY = {"preset": "hf-flatten", "boundary_source": "position_reset", "boundary_target": "included",
+          "overflow": "drop"}
 
 _UNPAD = Finding(
     "shape", "bug",
@@ -111,9 +114,8 @@ _UNPAD = Finding(
     "collator.py) from input_ids, labels and attention_mask, but cuts position_ids only when their length equals "
     "the padded one: pad_to_multiple_of=8 (train/sft/workflow.py) pads the tokenizer's fields to a multiple of 8 "
     "and leaves position_ids at the row's length, so for a cutoff_len that is not a multiple of 8 the model gets "
-    "more position ids than tokens (d0=[11], cutoff_len 2: input_ids [[11]], position_ids [[0, 0]]). Behind it, "
-    "not stateable by the policy: an example longer than cutoff_len - 1 is dropped with a warning, neither "
-    "refused nor truncated.", report="docs/upstream/llamafactory-unpad-position-ids.md")
+    "more position ids than tokens (d0=[11], cutoff_len 2: input_ids [[11]], position_ids [[0, 0]]).",
+    report="docs/upstream/llamafactory-unpad-position-ids.md")
 
 ADAPTERS = (
     Adapter(name="llamafactory/neat-packing-fa2", system="llamafactory", distribution="llamafactory",
@@ -125,8 +127,8 @@ ADAPTERS = (
                                     "llamafactory.data.processor.supervised", "llamafactory.data.collator"),
             make_packer=neat_packer, family="llamafactory", findings={"pack": _UNPAD},
             notes="the tokenizer/template step replaced by the kit's documents (labels: the token where supervised);"
-                  " cutoff_len = L + 1 (a packed row keeps one pad slot); the collator's flash-attention path "
-                  "drops the padding"),
+                  " cutoff_len = L + 1 (a packed row keeps one pad slot; an example of more than L tokens is "
+                  "dropped, overflow: drop); the collator's flash-attention path drops the padding"),
 )
 
 
