@@ -125,6 +125,14 @@ def test_the_issues_greedy_padded_packer_is_one_key_from_reference():
     assert "label_alignment: reference says 'pre_shifted', the packer does 'aligned'" in str(fit)
 
 
+def test_a_collator_padding_to_the_longest_row_is_one_key_from_hf_padded():
+    """pad_to: longest is among the values the search walks (the core's key table): a collator that pads every
+    row to the batch's longest, not to L, is hf-padded with that one key changed."""
+    packer, options = USER_PACKERS["padded_sft_longest"]
+    fit = packoracle.which_policy(packer, cases=CASES, **options)
+    assert fit.holds == () and fit.policy == {"preset": "hf-padded", "pad_to": "longest"}, str(fit)
+
+
 def test_without_search_nothing_is_found():
     packer, options = USER_PACKERS["greedy_padded_pad_zero"]
     fit = packoracle.which_policy(packer, cases=20, search=False, **options)
