@@ -146,6 +146,34 @@ std::int32_t FastStepChecker::Impl::ShapeRow(const RowView& row) const {
   return found;
 }
 
+// Checker::CheckShape under pad_to longest: the micro-batch's width, the most slots the spans of one of its rows
+// cover (-1 under any other pad_to: no width to meet). The oracle marks slot by slot; here each row's spans,
+// clipped to the row, are sorted and their union measured.
+std::int64_t FastStepChecker::Impl::LongestCovered(std::span<const RowView> rows) {
+  if (policy().padding == Padding::kNone || policy().pad_to.kind != PadTo::Kind::kLongest) return -1;
+  std::int64_t width = 0;
+  for (const RowView& row : rows) {
+    const auto n = static_cast<std::int64_t>(row.input_ids.size());
+    intervals.clear();
+    for (const DocSpan& span : row.doc_spans) {
+      // [start, start + length) ∩ [0, n), written without a sum that could overflow (hostile spans)
+      if (span.length <= 0 || span.start >= n || (span.start < 0 && span.start <= -span.length)) continue;
+      const std::int64_t lo = std::max<std::int64_t>(0, span.start);
+      const std::int64_t hi = span.start >= 0 && span.length > n - span.start ? n : std::min(n, span.start + span.length);
+      intervals.emplace_back(lo, hi);
+    }
+    std::sort(intervals.begin(), intervals.end());
+    std::int64_t union_slots = 0, reach = 0;  // reach: the end of the union so far
+    for (const auto& [lo, hi] : intervals) {
+      if (hi <= reach) continue;
+      union_slots += hi - std::max(lo, reach);
+      reach = hi;
+    }
+    width = std::max(width, union_slots);
+  }
+  return width;
+}
+
 // Checker::CheckShape, the findings of a row of n slots against L.
 std::int32_t FastStepChecker::Impl::ShapeWithLength(std::int64_t n) const {
   const std::int64_t L = RowLength();
@@ -326,13 +354,14 @@ void FastStepChecker::Impl::Add(const CandidateMicrobatch& mb, std::span<const R
   if (info.producer) info.producer->gradient.reset();
   mbs.push_back(std::move(info));
   mb_loss.push_back(0.0);
+  const std::int64_t width = LongestCovered(rows);
   for (const RowView& row : rows) {
     const auto R = static_cast<std::int64_t>(sums.size());
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
     sums.push_back({});
     sums.back().length = n;
     row_microbatch.push_back(static_cast<std::int32_t>(m));
-    row_shape.push_back(ShapeRow(row));
+    row_shape.push_back(ShapeRow(row) + (width >= 0 && n != width ? 1 : 0));
     longest = std::max(longest, n);
     if (row_shape.back() == 0 && coverage.empty() && CleanRow(mb, row, R, m)) {
       ++v.clean_rows;

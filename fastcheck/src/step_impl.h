@@ -128,6 +128,8 @@ struct FastStepChecker::Impl {
   void EnsureDocument(std::int64_t d);
   std::int32_t ShapeRow(const RowView& row) const;  // the findings that do not need L
   std::int32_t ShapeWithLength(std::int64_t n) const;   // those that do
+  std::int64_t LongestCovered(std::span<const RowView> rows);  // pad_to longest: the micro-batch's width
+  std::vector<std::pair<std::int64_t, std::int64_t>> intervals;  // LongestCovered's spans of a row, reused
   bool CoverageRow(const RowView& row, std::int64_t R);
   void LayoutRow(const CandidateMicrobatch& mb, std::int64_t R);
   void FillSlots(const RowView& row);

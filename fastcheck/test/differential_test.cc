@@ -493,6 +493,46 @@ TEST(DropAgreement, FastVerifierAgreesWithCheckCaseUnderOverflowDrop) {
   EXPECT_GE(dropping, 10);  // the generator draws documents longer than the row where the policy takes them
 }
 
+// pad_to: longest in every case (MixedPolicy draws it in one padded mixed policy of five): the reference's rows;
+// rows of the same layout padded otherwise, every row to L (what a collator padding to max_length gives) or each
+// row to its own content (no common width), each a shape finding of the rows whose width is not their
+// micro-batch's longest; and the reference corrupted (a row one slot shorter, a span moved or dropped: the width
+// its spans cover changes). Both paths measure a micro-batch's width, the oracle slot by slot, the fast verifier
+// by the union of sorted spans.
+PackResult PaddedAs(const PackRequest& request, PadTo pad_to, Padding padding) {
+  PackRequest as = request;
+  as.policy.pad_to = pad_to;
+  as.policy.padding = padding;
+  Candidate reference = ReferenceCandidate();
+  return PackCatching(reference, as);
+}
+
+TEST(LongestAgreement, FastVerifierAgreesWithCheckCaseUnderPadToLongest) {
+  Candidate reference = ReferenceCandidate();
+  Tally tally;
+  int shape = 0;
+  EXPECT_TRUE(rc::check("pad_to longest", [&] {
+    Policy policy = *gen::MixedPolicy();
+    if (policy.padding == Padding::kNone) policy.padding = Padding::kRight;
+    policy.pad_to = PadTo{PadTo::Kind::kLongest, 0};
+    if (policy.truncate_to == TruncateTo::kPadMultiple) policy.truncate_to = TruncateTo::kRowLen;
+    const PackRequest request = *RequestFor({policy});
+    const int how = *rc::gen::inRange(0, 4);
+    PackResult out = how == 1   ? PaddedAs(request, PadTo{}, policy.padding)
+                     : how == 2 ? PaddedAs(request, PadTo{PadTo::Kind::kMultipleOf, 1}, policy.padding)
+                                : PackCatching(reference, request);
+    if (how == 3)
+      Corrupt(out, *rc::gen::element(8, 10, 11, 0), *rc::gen::inRange<std::size_t>(0, 1000),
+              *rc::gen::inRange<std::int64_t>(-2, 30));
+    const int before = tally.violated;
+    BothModes(request, out, tally);
+    if (how == 1 || how == 2) shape += tally.violated > before ? 1 : 0;
+  }));
+  ExpectMostlyDecided(tally);
+  EXPECT_GT(tally.violated, 0);
+  EXPECT_GT(shape, 0) << "rows padded to L or to their own content never broke the micro-batch's width";
+}
+
 // CheckCaseFast, the entry point fuzz uses, gives CheckCase's verdict and headline for every bundled packer.
 TEST(CheckCaseFast, SameVerdictAsCheckCase) {
   FastCaseCounters counters;

@@ -1,6 +1,8 @@
 #include "packoracle/oracle/layout.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <string>
 
 #include "packoracle/oracle/error.h"
@@ -30,9 +32,10 @@ void RequirePositiveRowLength(std::int64_t row_length) {
 }
 
 // The slots of a row of `content` tokens under the policy's padding and pad_to: the content under padding
-// none, L under pad_to row_len, the content rounded up to a multiple of k under multiple_of:k.
+// none, L under pad_to row_len, the content rounded up to a multiple of k under multiple_of:k. Under longest
+// the row keeps its content here; FitToLongest then widens it to its micro-batch's longest.
 void SizeRow(RowLayout& row, std::int64_t content, std::int64_t row_length, const Policy& policy) {
-  if (policy.padding == Padding::kNone) {
+  if (policy.padding == Padding::kNone || policy.pad_to.kind == PadTo::Kind::kLongest) {
     row.length = content;
   } else if (policy.pad_to.kind == PadTo::Kind::kRowLen) {
     row.length = row_length;
@@ -59,6 +62,19 @@ void ApplyPadding(Layout& layout, const Policy& policy) {
       for (auto& piece : row.pieces) piece.start += row.length - content;
     }
   }
+  FitToLongest(layout, policy);  // pad_to longest: every row is still in micro-batch 0 of rank 0
+}
+
+// The slots a row's content takes: from slot 0 to its last token under padding right (and none), from its first
+// token to the row's end under padding left (a row without pieces takes none).
+std::int64_t ContentOf(const RowLayout& row, const Policy& policy) {
+  if (row.pieces.empty()) return 0;
+  std::int64_t first = row.length, end = 0;
+  for (const auto& piece : row.pieces) {
+    first = std::min(first, piece.start);
+    end = std::max(end, piece.start + piece.length);
+  }
+  return policy.padding == Padding::kLeft ? row.length - first : end;
 }
 
 // Each document's input tokens (InputTokens: under shift: document its last token is no input).
@@ -295,6 +311,28 @@ Layout DefaultLayout(const std::vector<Document>& documents, const Policy& polic
   if (policy.boundary_source == BoundarySource::kNone) return OneDocumentPerRow(documents, policy, row_length);
   if (policy.efficiency == Efficiency::kNoMergeableRows) return FirstFitLayout(documents, policy, row_length);
   return SequentialLayout(documents, policy, row_length);
+}
+
+void FitToLongest(Layout& layout, const Policy& policy) {
+  if (policy.padding == Padding::kNone || policy.pad_to.kind != PadTo::Kind::kLongest) return;
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> longest;  // (micro_step, rank) → its widest content
+  for (const auto& row : layout.rows) {
+    std::int64_t& width = longest[{row.micro_step, row.rank}];
+    width = std::max(width, ContentOf(row, policy));
+  }
+  for (auto& row : layout.rows) {
+    const std::int64_t width = longest[{row.micro_step, row.rank}];
+    // Under padding left the content ends at the row's last slot: it moves with the row's end.
+    if (policy.padding == Padding::kLeft)
+      for (auto& piece : row.pieces) piece.start += width - row.length;
+    row.length = width;
+  }
+}
+
+void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size,
+                        const Policy& policy) {
+  AssignMicrobatches(layout, rows_per_microbatch, dp_world_size);
+  FitToLongest(layout, policy);
 }
 
 void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size) {

@@ -244,18 +244,23 @@ KeyDescriptor StreamStrideKey() {
           }};
 }
 
+// pad_to: "row_len", "longest" (added after version 1: a policy that never uses it writes what version 1 wrote),
+// or the open set "multiple_of:k".
 KeyDescriptor PadToKey() {
-  static const char* kTakes = "\"row_len\" | \"multiple_of:k\" with k a positive integer";
-  return {{"pad_to", {Str("row_len")}, true, kTakes, false},
+  static const char* kTakes = "\"row_len\" | \"longest\" | \"multiple_of:k\" with k a positive integer";
+  return {{"pad_to", {Str("row_len"), Str("longest")}, true, kTakes, false},
           [](const Policy& p) {
-            return p.pad_to.kind == PadTo::Kind::kRowLen ? Str("row_len")
-                                                          : PolicyValue("multiple_of:" + std::to_string(p.pad_to.multiple));
+            if (p.pad_to.kind == PadTo::Kind::kRowLen) return Str("row_len");
+            if (p.pad_to.kind == PadTo::Kind::kLongest) return Str("longest");
+            return PolicyValue("multiple_of:" + std::to_string(p.pad_to.multiple));
           },
           [](Policy& p, const PolicyValue& v) {
             const auto* s = std::get_if<std::string>(&v);
             const std::string prefix = "multiple_of:";
             if (s != nullptr && *s == "row_len") {
               p.pad_to = PadTo{};
+            } else if (s != nullptr && *s == "longest") {
+              p.pad_to = PadTo{PadTo::Kind::kLongest, 0};
             } else if (s != nullptr && s->rfind(prefix, 0) == 0 && s->size() > prefix.size() &&
                        std::all_of(s->begin() + static_cast<std::ptrdiff_t>(prefix.size()), s->end(),
                                    [](char c) { return c >= '0' && c <= '9'; }) &&
@@ -466,6 +471,9 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
     problems.push_back("pad_to: multiple_of:" + std::to_string(p.pad_to.multiple) +
                        " asks for padding, but padding is none");
   }
+  if (p.padding == Padding::kNone && p.pad_to.kind == PadTo::Kind::kLongest) {
+    problems.push_back("pad_to: longest asks for padding, but padding is none");
+  }
   // no_mergeable_rows compares rows of whole documents: a split row ends where the row does, not where a
   // document does (stream_stride needs split, so stream windows land here too), and without boundaries a row
   // holds one document, as padded batches do.
@@ -488,7 +496,9 @@ std::vector<std::string> PolicyProblems(const Policy& p) {
       (p.padding == Padding::kNone || p.pad_to.kind != PadTo::Kind::kMultipleOf)) {
     problems.push_back(std::string("truncate_to: pad_multiple keeps floor(L/k)*k tokens of pad_to multiple_of:k, "
                                    "but ") + (p.padding == Padding::kNone ? "padding is none"
-                                                                          : "pad_to is row_len") +
+                                                                          : p.pad_to.kind == PadTo::Kind::kLongest
+                                                                                ? "pad_to is longest"
+                                                                                : "pad_to is row_len") +
                        " (use truncate_to: row_len)");
   }
   // segment_encodings: rows makes each row one sequence for a backend: attention over the whole row.

@@ -114,6 +114,36 @@ TEST(Layout, MicrobatchesAreDealtRoundRobinOverRanks) {
   EXPECT_EQ(got, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {0, 0}, {1, 0}, {1, 0}, {0, 1}}));
 }
 
+// pad_to: longest (LitGPT's get_sft_collate_fn): every row of a micro-batch as wide as its widest content. One
+// document per row of 3, 5 and 1 tokens (L = 8): all in micro-batch 0, 5 slots each; two rows a micro-batch,
+// rows 0 and 1 keep 5 and row 2, alone in its micro-batch, 1. Under padding left the content moves with the end.
+TEST(Layout, PadToLongestPadsEveryRowToItsMicrobatchsWidestContent) {
+  Policy policy = FindPreset("hf-padded").policy;
+  policy.pad_to = PadTo{PadTo::Kind::kLongest, 0};
+  const auto docs = MakeDocuments({{11, 12, 13}, {21, 22, 23, 24, 25}, {31}});
+  Layout layout = OneDocumentPerRow(docs, policy, 8);
+  ASSERT_EQ(layout.rows.size(), 3u);
+  for (const auto& row : layout.rows) EXPECT_EQ(row.length, 5);
+  AssignMicrobatches(layout, 2, 1, policy);
+  EXPECT_EQ(layout.rows[0].length, 5);
+  EXPECT_EQ(layout.rows[1].length, 5);
+  EXPECT_EQ(layout.rows[2].length, 1);
+  policy.padding = Padding::kLeft;
+  Layout left = OneDocumentPerRow(docs, policy, 8);
+  EXPECT_EQ(Pieces(left, 0), (std::vector<Piece>{{0, 0, 2, 3}}));  // [pad pad 11 12 13]
+  AssignMicrobatches(left, 1, 2, policy);                          // each row its own micro-batch
+  EXPECT_EQ(left.rows[0].length, 3);
+  EXPECT_EQ(Pieces(left, 0), (std::vector<Piece>{{0, 0, 0, 3}}));
+  EXPECT_EQ(Pieces(left, 2), (std::vector<Piece>{{2, 0, 0, 1}}));
+  // The rows of a micro-batch are as long as its longest content, never L: the three in one micro-batch of
+  // sequential rows of 8 hold 3 + 5 (row 0) and 1 (row 1): 8 and 8.
+  policy.padding = Padding::kRight;
+  policy.boundary_source = BoundarySource::kSpans;
+  const Layout packed = SequentialLayout(docs, policy, 8);
+  ASSERT_EQ(packed.rows.size(), 2u);
+  EXPECT_EQ(packed.rows[1].length, 8);
+}
+
 TEST(Layout, EmptyDocumentsOccupyNoSlot) {
   const auto layout = SequentialLayout(MakeDocuments({{}, {1, 2}, {}}), Policy{}, 4);
   ASSERT_EQ(layout.rows.size(), 1u);

@@ -285,6 +285,40 @@ TEST(Policy, ThePerDocumentShiftCountsInputsAndNeverCrossesADocument) {
             "skipped input would be lost (use \"L\")");
 }
 
+// pad_to: longest, a value added after version 1 (LitGPT get_sft_collate_fn, HF padding="longest"): read and
+// written as "longest", in the key's named values (which_policy's search walks them), a contradiction without
+// padding; a policy that does not use it writes what version 1 wrote.
+TEST(Policy, PadToLongestIsAValueOfPadTo) {
+  Policy p = FindPreset("hf-padded").policy;
+  const std::string before = PolicyToJson(p).dump();
+  SetPolicyKey(p, "pad_to", std::string("longest"));
+  EXPECT_EQ(p.pad_to, (PadTo{PadTo::Kind::kLongest, 0}));
+  EXPECT_EQ(PolicyToJson(p).at("pad_to"), "longest");
+  EXPECT_EQ(PolicyFromJson(nlohmann::json::parse(PolicyToJson(p).dump()), "roundtrip"), p);
+  EXPECT_TRUE(PolicyProblems(p).empty());
+  SetPolicyKey(p, "pad_to", std::string("row_len"));
+  EXPECT_EQ(PolicyToJson(p).dump(), before);
+  const auto& domains = PolicyKeyDomains();
+  const auto pad_to = std::find_if(domains.begin(), domains.end(), [](const auto& d) { return d.key == "pad_to"; });
+  ASSERT_NE(pad_to, domains.end());
+  EXPECT_NE(std::find(pad_to->values.begin(), pad_to->values.end(), PolicyValue(std::string("longest"))),
+            pad_to->values.end());
+  EXPECT_NE(pad_to->takes.find("\"longest\""), std::string::npos);
+  Policy none = FindPreset("reference").policy;
+  none.padding = Padding::kNone;
+  none.pad_to = PadTo{PadTo::Kind::kLongest, 0};
+  ASSERT_EQ(PolicyProblems(none).size(), 1u);
+  EXPECT_EQ(PolicyProblems(none)[0], "pad_to: longest asks for padding, but padding is none");
+  Policy truncated = FindPreset("reference").policy;
+  truncated.overflow = Overflow::kTruncate;
+  truncated.truncate_to = TruncateTo::kPadMultiple;
+  truncated.pad_to = PadTo{PadTo::Kind::kLongest, 0};
+  ASSERT_EQ(PolicyProblems(truncated).size(), 1u);
+  EXPECT_NE(PolicyProblems(truncated)[0].find("but pad_to is longest"), std::string::npos);
+  EXPECT_EQ(MergeCapacity(truncated, 10), 10);
+  EXPECT_THROW(SetPolicyKey(p, "pad_to", std::string("longest:8")), InputError);
+}
+
 TEST(Policy, AFileMayStartFromAPresetAndOverrideKeys) {
   const auto policy = PolicyFromJson(
       {{"overflow", "split"}, {"preset", "torchtune-packed"}, {"row_end_target", "next_in_doc"}, {"pad_to", "multiple_of:8"}},

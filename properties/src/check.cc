@@ -205,7 +205,7 @@ void Checker::Run() {
     } catch (const InputError&) {
       return;  // the policy refuses this input: nothing for a reducer or consumer to see
     }
-    AssignMicrobatches(layout_, request_.micro_batch_rows, request_.dp_world_size);
+    AssignMicrobatches(layout_, request_.micro_batch_rows, request_.dp_world_size, policy_);
     result_.oracle = Materialize(request_.documents, layout_, policy_);
     microbatches_ = ReferenceMicrobatches(*result_.oracle, request_);
     for (auto& mb : microbatches_) mb.producer.reset();
@@ -378,8 +378,25 @@ void Checker::CheckNoMergeableRows() {
   }
 }
 
+// pad_to longest: the slots of row r its spans cover, slot by slot (spans clipped to the row: a span outside
+// it is coverage's finding), which for a row whose spans coverage accepts is its content, delimiters included.
+std::int64_t SlotsCovered(const CandidateRow& row) {
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  std::vector<std::uint8_t> covered(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (const DocSpan& span : row.doc_spans)
+      if (span.length > 0 && i >= span.start &&
+          (span.start < 0 ? i < span.start + span.length : i - span.start < span.length))  // no sum overflows
+        covered[static_cast<std::size_t>(i)] = 1;
+  return std::count(covered.begin(), covered.end(), 1);
+}
+
 bool Checker::CheckShape() {
   const std::size_t before = result_.found();
+  // pad_to longest: each micro-batch's width, the most slots any of its rows' spans cover (DESIGN §3).
+  std::vector<std::int64_t> longest(microbatches_.size(), 0);
+  if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kLongest)
+    for (const RowRef& ref : rows_) longest[ref.microbatch] = std::max(longest[ref.microbatch], SlotsCovered(*ref.row));
   for (std::size_t r = 0; r < rows_.size(); ++r) {
     const CandidateRow& row = *rows_[r].row;
     const auto n = static_cast<std::int64_t>(row.input_ids.size());
@@ -410,6 +427,14 @@ bool Checker::CheckShape() {
         n % policy_.pad_to.multiple != 0) {
       Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, not a multiple of " +
                                  std::to_string(policy_.pad_to.multiple), static_cast<std::int64_t>(r));
+    }
+    if (policy_.padding != Padding::kNone && policy_.pad_to.kind == PadTo::Kind::kLongest &&
+        n != longest[rows_[r].microbatch]) {
+      Add(Invariant::kShape, At(r) + ": " + std::to_string(n) + " slots, but the policy pads every row of a "
+                                 "micro-batch to its longest, " + std::to_string(longest[rows_[r].microbatch]) +
+                                 " slots (the most its spans cover in a row of micro-batch " +
+                                 std::to_string(rows_[r].microbatch) + ")",
+          static_cast<std::int64_t>(r), -1, std::to_string(longest[rows_[r].microbatch]), std::to_string(n));
     }
     if (row.cu_seqlens) {
       const auto& cu = *row.cu_seqlens;

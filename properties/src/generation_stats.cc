@@ -45,7 +45,7 @@ namespace {
 std::optional<OracleBatch> ReferenceBatch(const PackRequest& r) {
   try {
     Layout layout = DefaultLayout(r.documents, r.policy, r.row_length);
-    AssignMicrobatches(layout, r.micro_batch_rows, r.dp_world_size);
+    AssignMicrobatches(layout, r.micro_batch_rows, r.dp_world_size, r.policy);
     return Materialize(r.documents, layout, r.policy, r.delimiters);
   } catch (const InputError&) {
     return std::nullopt;

@@ -159,7 +159,7 @@ struct ReferencePacker {
 
 PackResult PackWithLayout(const PackRequest& request, Layout layout) {
   try {
-    AssignMicrobatches(layout, request.micro_batch_rows, request.dp_world_size);
+    AssignMicrobatches(layout, request.micro_batch_rows, request.dp_world_size, request.policy);
     const OracleBatch batch = Materialize(request.documents, layout, request.policy, request.delimiters);
     PackResult result;
     result.microbatches = ReferenceMicrobatches(batch, request);

@@ -161,7 +161,7 @@ RC_GTEST_PROP(OracleProperties, GlobalObjectiveDoesNotDependOnTheSplitIntoMicrob
   RC_PRE(layout.has_value());
   const auto one = Materialize(w.documents, *layout, w.policy);
   const auto losses = *gen::ExactLosses(Sizes(one));
-  AssignMicrobatches(*layout, *rc::gen::inRange<std::int64_t>(1, 4), *rc::gen::inRange<std::int64_t>(1, 4));
+  AssignMicrobatches(*layout, *rc::gen::inRange<std::int64_t>(1, 4), *rc::gen::inRange<std::int64_t>(1, 4), w.policy);
   const auto split = Materialize(w.documents, *layout, w.policy);
   const auto a = Objective(one, losses, Denominator::kGlobalTargets);
   const auto b = Objective(split, losses, Denominator::kGlobalTargets);

@@ -21,7 +21,7 @@ VALUES = {**{d["key"]: st.sampled_from(d["values"] + ["bogus"]) for d in fmt.SCH
           "bos_id": st.one_of(st.none(), st.integers(0, 5)),
           "loss_mask": st.one_of(st.booleans(), st.just(1)),
           "stream_stride": st.sampled_from([None, "L", "L+1", "L+2"]),
-          "pad_to": st.sampled_from(["row_len", "multiple_of:8", "multiple_of:0", "multiple_of:x", "rows"]),
+          "pad_to": st.sampled_from(["row_len", "longest", "multiple_of:8", "multiple_of:0", "multiple_of:x", "rows"]),
           "unknown_key": st.just(1)}
 POLICIES = st.dictionaries(st.sampled_from(sorted(VALUES)), st.none(), min_size=1, max_size=5).flatmap(
     lambda keys: st.fixed_dictionaries({key: VALUES[key] for key in keys}))

@@ -125,6 +125,17 @@ def test_the_issues_greedy_padded_packer_is_one_key_from_reference():
     assert "label_alignment: reference says 'pre_shifted', the packer does 'aligned'" in str(fit)
 
 
+def test_a_collator_padding_to_the_longest_row_is_found_with_pad_to_longest():
+    """pad_to: longest is among the values the search walks (the core's key table): a collator that pads every
+    row to the batch's longest, not to L, holds under no preset, and the policy found pads to the longest
+    (from trl-padding-free at this seed: padding right, its pad id, pad_to longest). Before the value the
+    search had only row_len and a multiple_of:k read off the widths where their gcd is above 1."""
+    packer, options = USER_PACKERS["padded_sft_longest"]
+    fit = packoracle.which_policy(packer, cases=CASES, **options)
+    assert fit.holds == () and fit.found and fit.policy["pad_to"] == "longest", str(fit)
+    assert ("pad_to", "row_len", "longest") in fit.changed, str(fit)
+
+
 def test_without_search_nothing_is_found():
     packer, options = USER_PACKERS["greedy_padded_pad_zero"]
     fit = packoracle.which_policy(packer, cases=20, search=False, **options)

@@ -90,6 +90,17 @@ def padded_sft_one_per_row(request):
     return [{"input_ids": ids, "labels": labels, "attention_mask": mask}] if kept else []
 
 
+def padded_sft_longest(request):
+    """The same collator padding to the longest row of its batch instead of L (HF DataCollatorWithPadding's
+    padding="longest", LitGPT's get_sft_collate_fn): every row as wide as the widest document, at most L."""
+    batches = padded_sft_one_per_row(request)
+    for batch in batches:
+        width = int(batch["attention_mask"].sum(axis=1).max())
+        for name in ("input_ids", "labels", "attention_mask"):
+            batch[name] = batch[name][:, :width]
+    return batches
+
+
 def flatten_with_seq_idx(request):
     """A token-budget sampler feeding a flattening collator that writes seq_idx (mamba's and FLA's varlen key)
     instead of cu_seqlens: one flattened row per micro-batch, labels aligned (-100 at each first token),
@@ -284,6 +295,7 @@ USER_PACKERS = {
     "greedy_padded_aligned": (greedy_padded_aligned, {}),
     "greedy_padded_pad_zero": (greedy_padded_pad_zero, {"sft_masks": False}),
     "padded_sft_one_per_row": (padded_sft_one_per_row, {}),
+    "padded_sft_longest": (padded_sft_longest, {}),
     "flatten_with_seq_idx": (flatten_with_seq_idx, {}),
     "flatten_with_cu_seqlens": (flatten_with_cu_seqlens, {}),
     "group_texts": (group_texts, {"sft_masks": False}),

@@ -50,7 +50,8 @@ void ValidateLayout(const std::vector<EffectiveDocument>& documents, const Layou
 
 // ---- Reference layouts: what simple packers produce from the documents alone ---------------------------
 // Each uses the policy's delimiters (documents are made Effective first), overflow and padding, and puts
-// every row in micro-batch 0 of rank 0; AssignMicrobatches spreads them. Each places a document's input
+// every row in micro-batch 0 of rank 0 (pad_to longest: every row as wide as the widest); AssignMicrobatches
+// (with the policy) spreads them. Each places a document's input
 // tokens (InputTokens: all of them, or all but the last under shift: document), and every length below
 // (longer than L, truncated, the stream's N) counts those.
 
@@ -89,5 +90,15 @@ Layout DefaultLayout(const std::vector<Document>& documents, const Policy& polic
 // Row k goes to micro-batch m = k / rows_per_microbatch, which goes to rank m % dp_world_size as its
 // micro_step m / dp_world_size (round-robin over ranks, as a distributed sampler deals batches).
 void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size);
+
+// Under pad_to longest (with padding right or left): every row of a micro-batch (micro_step, rank) gets as many
+// slots as the widest content of that micro-batch, its padding on the declared side (under left the pieces move
+// with the row's end). Nothing under any other pad_to. The reference layouts call it with every row in
+// micro-batch 0; a layout spread over micro-batches needs it again, which the overload below does.
+void FitToLongest(Layout& layout, const Policy& policy);
+
+// AssignMicrobatches, then FitToLongest: the rows of each micro-batch padded to its longest under pad_to longest.
+void AssignMicrobatches(Layout& layout, std::int64_t rows_per_microbatch, std::int64_t dp_world_size,
+                        const Policy& policy);
 
 }  // namespace packoracle

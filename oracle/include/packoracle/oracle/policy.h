@@ -80,9 +80,11 @@ inline bool PaddingOutOfPlace(Padding padding, bool is_pad, bool seen_pad, bool 
   return false;
 }
 
-// Rows padded to the row length L, or to the next multiple of k.
+// Rows padded to the row length L, or to the next multiple of k, or (longest, a value added after version 1)
+// every row of a micro-batch to the most slots any row of that micro-batch needs, at most L (LitGPT's
+// get_sft_collate_fn, HF DataCollatorWithPadding(padding="longest")).
 struct PadTo {
-  enum class Kind { kRowLen, kMultipleOf };
+  enum class Kind { kRowLen, kMultipleOf, kLongest };
   Kind kind = Kind::kRowLen;
   std::int64_t multiple = 0;  // k, for kMultipleOf
   bool operator==(const PadTo& o) const { return kind == o.kind && multiple == o.multiple; }
@@ -242,8 +244,8 @@ using PolicyValue = std::variant<std::nullptr_t, bool, std::int64_t, std::string
 const std::vector<std::string>& PolicyKeys();
 
 // What one policy key takes: its closed set of `values` (every value, for an enum, a boolean or stream_stride;
-// the values named ahead of an open set otherwise: null for eos_id, "row_len" for pad_to), whether other values
-// are `open` to it too (any integer; "multiple_of:k"), `takes` as an error message says it, and whether it
+// the values named ahead of an open set otherwise: null for eos_id, "row_len" and "longest" for pad_to), whether
+// other values are `open` to it too (any integer; "multiple_of:k"), `takes` as an error message says it, and whether it
 // came `after_version_one` (a resolved policy's JSON leaves it out at its `default_value`). Read off the same table as
 // SetPolicyKey and PolicyKeyValues: which_policy's search walks these values.
 struct PolicyKeyDomain {

@@ -376,6 +376,11 @@ inline rc::Gen<Policy> MixedPolicy() {
     if (p.stream_stride == StreamStride::kNone && p.row_end_target != RowEndTarget::kNextInDoc &&
         p.truncate_to == TruncateTo::kRowLen && *rc::gen::inRange(0, 5) == 0)
       p.overflow = Overflow::kDrop;
+    // pad_to: longest (LitGPT's get_sft_collate_fn, HF padding="longest": every row of a micro-batch as wide as
+    // its widest content), drawn last for the same reason, on a padded policy padded to the row length (a
+    // multiple of k stays: truncate_to pad_multiple needs it); it contradicts no other key.
+    if (p.padding != Padding::kNone && p.pad_to.kind == PadTo::Kind::kRowLen && *rc::gen::inRange(0, 5) == 0)
+      p.pad_to = PadTo{PadTo::Kind::kLongest, 0};
     return p;
   });
 }

@@ -1,7 +1,7 @@
 """Lightning-AI/litgpt 0.5.13: the SFT data path of ``litgpt finetune`` (``SFTDataset`` samples collated by
 ``litgpt.data.base.get_sft_collate_fn``) and its loss, ``litgpt.utils.chunked_cross_entropy``, as
 ``finetune/full.py`` calls it. LitGPT has no document packer: one sample per row, right-padded to the longest
-sample of the batch with ``pad_id``, labels with ``ignore_index``, cut to ``max_seq_length``. The family
+sample of the batch with ``pad_id`` (``pad_to: longest``), labels with ``ignore_index``, cut to ``max_seq_length``. The family
 environment ``litgpt`` (requirements/litgpt.lock; no transformers).
 
 Each document is one sample ``{"input_ids": tokens, "labels": tokens with -100 where not supervised,
@@ -14,7 +14,7 @@ what it returns is a row. The training loop shifts (``logits[..., :-1]`` against
 
 from __future__ import annotations
 
-from ._base import Adapter, Finding, Packer, assign, documents_of
+from ._base import Adapter, Packer, assign, documents_of
 
 WRITTEN_FOR = "0.5.13"
 
@@ -44,21 +44,16 @@ def sft_packer() -> Packer:
     return pack
 
 
-# One sample per row, truncated to max_seq_length, right padding with pad_id, the loop's shift.
-POLICY = {"preset": "hf-padded", "overflow": "truncate"}
-
-_LONGEST = Finding(
-    "shape", "allowed",
-    "get_sft_collate_fn pads every sample to the longest sample of its batch (max_seq_length only cuts), not to "
-    "max_seq_length: a batch of short samples gives rows shorter than the row length. The policy cannot state "
-    "padding to the longest row of a micro-batch (pad_to is row_len or multiple_of:k); declared row_len.")
+# One sample per row, truncated to max_seq_length, right padding with pad_id to the longest sample of the batch
+# (pad_to: longest: every row of a micro-batch as wide as its widest, at most L), the loop's shift.
+POLICY = {"preset": "hf-padded", "overflow": "truncate", "pad_to": "longest"}
 
 
 ADAPTERS = (
     Adapter(name="litgpt/sft-collate", system="litgpt", distribution="litgpt", written_for=WRITTEN_FOR,
             configuration="get_sft_collate_fn(max_seq_length=L, pad_id=0, ignore_index=-100)(samples of "
                           "SFTDataset)", policy=POLICY, imports=("litgpt.data.base", "torch"),
-            make_packer=sft_packer, family="litgpt", findings={"pack": _LONGEST},
-            notes="no document packer in LitGPT: one sample per row, padded to the batch's longest sample; the "
-                  "training loop shifts (aligned labels)"),
+            make_packer=sft_packer, family="litgpt",
+            notes="no document packer in LitGPT: one sample per row, padded to the batch's longest sample "
+                  "(pad_to: longest); the training loop shifts (aligned labels)"),
 )
