@@ -5,9 +5,12 @@ a refusal keeps the worker; a venv is keyed by its lock and rebuilt when a build
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import sys
 import textwrap
+import zipfile
 
 import pytest
 
@@ -210,3 +213,45 @@ def test_every_family_has_adapters_and_every_adapter_s_family_is_registered():
     assert not unregistered, f"adapters name families without a lock entry: {sorted(unregistered)}"
     consumers_only = {"fla"}  # its naive ops run as consumers inside the venv (tests_adapters/test_families.py)
     assert set(_envs.FAMILIES) - families == consumers_only, set(_envs.FAMILIES) - families
+
+
+def _wheel_declaring_a_newer_python(folder) -> None:
+    """fake 1.0, a pure wheel whose Requires-Python excludes every interpreter there is (as megatron-core 0.19.2's
+    >= 3.12 excludes 3.11), written in `folder`."""
+    files = {"fake/__init__.py": "VALUE = 1\n",
+             "fake-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: fake\nVersion: 1.0\nRequires-Python: >=99\n",
+             "fake-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                         "Tag: py3-none-any\n"}
+    files["fake-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + "fake-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(folder / "fake-1.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+
+
+def test_ignore_requires_python_installs_a_release_that_declares_a_newer_python(empty_family, tmp_path, monkeypatch):
+    """Family.ignore_requires_python: the lock is installed with --ignore-requires-python (without it pip refuses
+    the release); the flag is not in the repr (every other family's key is that repr, unchanged) and joins the
+    key only where set."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel_declaring_a_newer_python(wheels)
+    empty_family.write_text(f"--no-index\n--find-links {wheels}\nfake==1.0\n")
+    plain = _envs.Family("empty", torch=False)
+    with pytest.raises(_envs.EnvironmentUnavailable, match="building the empty environment failed"):
+        _envs.ensure("empty")
+    flagged = _envs.Family("empty", torch=False, ignore_requires_python=True)
+    assert repr(flagged) == repr(plain) == "Family(name='empty', torch=False, no_build_isolation=False)"
+    lines = [line.split("#")[0].strip() for line in empty_family.read_text().splitlines()]
+    key = "\0".join(["\n".join(line for line in lines if line), repr(plain), _envs.RECIPE, sys.version.split()[0]])
+    assert _envs.venv_dir(plain).endswith("empty-" + hashlib.sha256(key.encode()).hexdigest()[:16])
+    assert _envs.venv_dir(flagged) != _envs.venv_dir(plain)
+    monkeypatch.setitem(_envs.FAMILIES, "empty", flagged)
+    venv = _envs.ensure("empty")
+    out = subprocess.run([_envs.python_of(venv), "-c", "import fake; print(fake.VALUE)"], capture_output=True,
+                         text=True)
+    assert out.stdout.strip() == "1", out.stderr
+
+
+def test_the_megatron_family_is_the_only_one_that_ignores_requires_python():
+    """megatron-core 0.19.2 declares Python >= 3.12 and runs on 3.11 (requirements/megatron.lock's header)."""
+    assert [n for n, f in _envs.FAMILIES.items() if f.ignore_requires_python] == ["megatron"]

@@ -18,7 +18,8 @@ from packoracle.conformance import _envs, run
 from packoracle.conformance._remote import FamilyPacker
 
 ONE_PER_FAMILY = ["grain/first-fit", "litgpt/sft-collate", "areal/packed-mb", "verl/agg-loss-token-mean",
-                  "openrlhf/aggregate-loss-token", "axolotl/multipack-ffd", "llamafactory/neat-packing-fa2"]
+                  "openrlhf/aggregate-loss-token", "axolotl/multipack-ffd", "llamafactory/neat-packing-fa2",
+                  "megatron-core/gpt-inter-document-masking"]
 
 
 @pytest.mark.parametrize("name", ONE_PER_FAMILY)
@@ -254,3 +255,118 @@ def test_llamafactory_s_4d_mask_is_document_causal_in_its_environment():
                              timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "neat: holds" in out.stdout and "plain: attention" in out.stdout, out.stdout
+
+
+def _request(adapter, docs, row_length):
+    return {"id": 0, "row_length": row_length, "micro_batch_rows": 1, "dp_world_size": 1,
+            "policy": adapter.resolved_policy().to_dict(), "target_losses": {},
+            "documents": [{"doc_uid": f"d{k}", "tokens": t, "supervised": [1] * len(t)} for k, t in enumerate(docs)]}
+
+
+def test_megatron_0_19_inter_document_masking_runs_on_this_python_in_its_environment():
+    """megatron-core 0.19.2 (Requires-Python >= 3.12) installed with --ignore-requires-python runs on 3.11: its
+    GPTDataset with inter_document_masking gives each sample cu_seqlens padded to sequence_length + 1 with
+    trailing sequence_length, and positions reset per document (conventions.md's example, EOD appended)."""
+    a = adapters.get("megatron-core/gpt-inter-document-masking")
+    remote = FamilyPacker(_envs.python_of(_envs.ensure("megatron")), a.name)
+    request = _request(a, [[11, 12, 13], [21, 22], [31, 32, 33, 34]], 5)
+    eod = request["policy"]["eos_id"]
+    try:
+        assert remote.ready() == {"version": "0.19.2", "unavailable": None}
+        rows = [r for mb in remote(request) for r in mb["rows"]]
+    finally:
+        remote.close()
+    assert [r["input_ids"] for r in rows] == [[11, 12, 13, eod, 21], [22, eod, 31, 32, 33]]
+    assert [r["cu_seqlens"] for r in rows] == [[0, 4, 5, 5, 5, 5], [0, 2, 5, 5, 5, 5]]
+    assert [r["position_ids"] for r in rows] == [[0, 1, 2, 3, 0], [0, 1, 0, 1, 2]]
+
+
+def test_megatron_inter_document_rows_without_their_boundaries_are_caught():
+    """The 0.19.2 rows with each sample's cu_seqlens cut to one sequence (as 0.16.1 without the flag attends):
+    the boundaries cu_seqlens states disagree with the documents' layout, the `segments` invariant."""
+    a = adapters.get("megatron-core/gpt-inter-document-masking")
+    remote = FamilyPacker(_envs.python_of(_envs.ensure("megatron")), a.name)
+
+    def one_sequence(request):
+        answer = remote(request)
+        for mb in answer:
+            for row in mb["rows"]:
+                row["cu_seqlens"] = [0] + [row["cu_seqlens"][-1]] * (len(row["cu_seqlens"]) - 1)
+        return answer
+
+    try:
+        with pytest.raises(packoracle.Counterexample) as caught:
+            packoracle.fuzz(one_sequence, a.resolved_policy(), cases=60, seed=3, max_row_length=16, max_documents=8,
+                            timeout=600)
+    finally:
+        remote.close()
+    assert caught.value.invariant == "segments", caught.value.report
+
+
+def test_areal_refuses_an_over_long_sample_in_its_environment_and_packs_the_rest():
+    """seqpack.ffd_allocate's RuntimeError "Values [...] is larger than capacity N" is the kit's refusal (an
+    `error` record: the worker stays); the same documents within the row length pack."""
+    a = adapters.get("areal/packed-mb")
+    remote = FamilyPacker(_envs.python_of(_envs.ensure("areal")), a.name)
+    request = _request(a, [[11, 12, 13], [21, 22, 23, 24, 25], [31]], 5)
+    try:
+        rows = [r for mb in remote(request) for r in mb["rows"]]
+        assert sorted(t for r in rows for t in r["input_ids"]) == [11, 12, 13, 21, 22, 23, 24, 25, 31]
+        worker = remote.pid
+        request["row_length"] = 4
+        with pytest.raises(packoracle.Refuse, match=r"is larger than capacity 4"):
+            remote(request)
+        assert remote.pid == worker  # a refusal, not a crash: the worker waits for the next request
+    finally:
+        remote.close()
+
+
+def test_areal_s_other_runtime_errors_stay_crashes():
+    """Only the over-capacity message is a refusal: the allocator's other RuntimeError (and any other) is raised."""
+    from packoracle.adapters.areal_pack import _refusing_over_long
+
+    def raising(message):
+        def split(batch, spec):
+            raise RuntimeError(message)
+        return split
+
+    with pytest.raises(packoracle.Refuse, match="larger than capacity 4"):
+        _refusing_over_long(raising("Values [ 3  5  1] is larger than capacity 4"), {}, None)
+    other = "Cannot allocate values [3 5 1] that satisfies capacity 8, min_groups 4 and n_groups_divisor 1."
+    with pytest.raises(RuntimeError, match="Cannot allocate"):
+        _refusing_over_long(raising(other), {}, None)
+    with pytest.raises(RuntimeError, match="is larger than capacity 4 and"):  # not the whole message
+        _refusing_over_long(raising("Values [5] is larger than capacity 4 and more"), {}, None)
+
+
+def test_axolotl_s_boundary_builders_as_exec_consumers_of_the_matrix():
+    """get_unpad_data holds on the multipack mask; get_cu_seqlens_from_pos_ids leaks on a row that ends in
+    one-token documents, the examined finding (explained)."""
+    from packoracle.adapters.axolotl_masks import BUILDERS
+    from packoracle.conformance._consumers import run_builders
+
+    cells = {c.consumer.name: c for c in run_builders(60, 20261201, lambda name: name.startswith("axolotl/"))}
+    assert sorted(cells) == sorted(b.name for b in BUILDERS)
+    unpad, positions = cells["axolotl/get-unpad-data"], cells["axolotl/cu-seqlens-from-pos-ids"]
+    assert unpad.verdict == "holds" and unpad.cases == 60, (unpad.verdict, unpad.detail, unpad.counterexample)
+    assert positions.verdict == "leaks" and positions.explanation == "explained", positions.counterexample
+
+
+def test_axolotl_s_get_unpad_data_fed_a_plain_padding_mask_is_caught(tmp_path):
+    """get_unpad_data handed an all-ones mask (a padding mask, not multipack's 1..k): each row one sequence, served
+    in the axolotl venv; the exec consumer's answer shows documents attending each other (`attention`)."""
+    from packoracle.adapters.axolotl_pack import POLICY
+    from packoracle.conformance._remote import packoracle_shim
+
+    (tmp_path / "axolotl_plain.py").write_text(
+        "import numpy as np\nfrom packoracle.adapters import axolotl_masks as m\n"
+        "def plain(mb, policy):\n"
+        "    rows = [dict(r, doc_ids=np.where(np.asarray(r['doc_ids']) < 0, -1, 0)) for r in mb['rows']]\n"
+        "    return m.unpad_data({'rows': rows}, policy)\n")
+    python = _envs.python_of(_envs.ensure("axolotl"))
+    command = (f"env -u VIRTUAL_ENV PYTHONNOUSERSITE=1 PYTHONPATH={packoracle_shim()}:{tmp_path} {python} "
+               f"-m packoracle.exec_server --microbatch-consumer axolotl_plain:plain")
+    with pytest.raises(packoracle.Counterexample) as caught:
+        packoracle.fuzz(None, dict(POLICY), exec_consumer=command, cases=60, seed=1, max_row_length=16,
+                        max_documents=8, timeout=600)
+    assert caught.value.invariant == "attention", caught.value.report

@@ -19,11 +19,13 @@ micro-batches' order is the library's (``forward_indices``), which also says whe
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import numpy as np
 
+from .._fuzz import Refuse
 from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
 
 WRITTEN_FOR = "1.0.4"
@@ -45,6 +47,24 @@ def _padded_batch(docs: list[dict], pad_id: int) -> dict:
             "loss_mask": torch.roll(supervised, -1, dims=-1)}  # lm_engine.py:29
 
 
+# seqpack.ffd_allocate's guard (utils/seqpack.py:239): ``if any(v > capacity for v in values): raise
+# RuntimeError(f"Values {values} is larger than capacity {capacity}")`` (values: a numpy array of the samples'
+# token counts), checked before it packs anything. It is the library's refusal of a sample longer than
+# max_tokens_per_mb (the kit's overflow: error); any other RuntimeError (the allocator's "Cannot allocate values
+# ...", a torch error) is not one and stays a crash.
+_OVER_CAPACITY = re.compile(r"^Values \[[\d,\s]*\] is larger than capacity \d+$")
+
+
+def _refusing_over_long(split: Callable[..., Any], batch: dict, spec: Any) -> Any:
+    """split(batch, spec), with AReaL's over-capacity RuntimeError answered as the kit's refusal."""
+    try:
+        return split(batch, spec)
+    except RuntimeError as e:
+        if not _OVER_CAPACITY.match(str(e)):
+            raise
+        raise Refuse(f"areal seqpack.ffd_allocate refuses the batch: {e}") from None
+
+
 def packed_packer() -> Packer:
     import torch
     from areal.api.cli_args import MicroBatchSpec
@@ -55,7 +75,8 @@ def packed_packer() -> Packer:
         if not docs:
             return []
         batch = amend_position_ids(_padded_batch(docs, request["policy"]["pad_id"]))  # fsdp_engine.py:1853
-        mbl = split_padded_tensor_dict_into_mb_list(batch, MicroBatchSpec(max_tokens_per_mb=request["row_length"]))
+        mbl = _refusing_over_long(split_padded_tensor_dict_into_mb_list, batch,
+                                  MicroBatchSpec(max_tokens_per_mb=request["row_length"]))
         order = iter(mbl.forward_indices or range(len(docs)))
         rows = []
         for mb in mbl.mbs:
@@ -173,5 +194,8 @@ ADAPTERS = (
             notes="installed with --no-deps (areal 1.0.4 pins torch<2.11 and ~280 packages); samples padded as "
                   "the engine's batch, the loss mask rolled as lm_engine.py does, labels rolled over the packed "
                   "stream as fsdp_engine.py does; lm_engine.py (compute_packed_sft_loss) is loaded from its file, "
-                  "as the package areal.trainer imports datasets, which the SFT loss does not need"),
+                  "as the package areal.trainer imports datasets, which the SFT loss does not need; a sample "
+                  "longer than max_tokens_per_mb: seqpack.ffd_allocate's RuntimeError \"Values [...] is larger "
+                  "than capacity N\", the library's refusal (overflow: error), answered as the kit's refusal "
+                  "(any other exception stays a crash)"),
 )

@@ -2,9 +2,13 @@
 combinations of reset_position_ids / reset_attention_mask / eod_mask_loss, and the per-micro-batch loss
 arithmetic of pipeline_parallel.schedules.forward_step_calc_loss for calculate_per_token_loss False / True.
 
-0.16.1 is the newest megatron-core that installs on this Python (3.11): 0.17.0 to 0.19.2 declare
+0.16.1 is the newest megatron-core that pip installs on this Python (3.11) by itself: 0.17.0 to 0.19.2 declare
 Requires-Python >= 3.12. It has no ``GPTDatasetConfig.inter_document_masking`` (cu_seqlens from the sample's
-document lengths came later, PR #5298): that configuration is an adapter that cannot run here.
+document lengths came with PR #5298, in 0.19). That configuration runs in the family environment ``megatron``
+(requirements/megatron.lock): megatron-core 0.19.2 installed with --ignore-requires-python. The declaration is
+all that asks for 3.12: the wheel is built for cp311 (helpers_cpp.cpython-311), its 542 modules compile under
+3.11 (no PEP 695/701 syntax), and what the adapter imports (datasets, pipeline_parallel.schedules,
+TransformerConfig) imports and runs there.
 
 What the adapter decides, as a user's data preparation and loader would:
 - each document (the policy's EOD appended, as ``preprocess_data.py --append-eod`` does) is one document of
@@ -57,6 +61,7 @@ from .._fuzz import Refuse
 from ._base import Adapter, Finding, Packer, Reducer, assign, documents_of
 
 WRITTEN_FOR = "0.16.1"
+WRITTEN_FOR_INTER_DOCUMENT = "0.19.2"  # the megatron family environment's release (inter_document_masking)
 RANDOM_SEED = 1234  # GPTDatasetConfig.random_seed (pretrain_gpt.py's --seed default)
 
 
@@ -227,8 +232,8 @@ class _MissingInThisVersion(Adapter):
 
         if "inter_document_masking" not in {f.name for f in fields(GPTDatasetConfig)}:
             return (f"megatron-core {self.installed_version()} has no GPTDatasetConfig.inter_document_masking "
-                    "(cu_seqlens per sample came with PR #5298 in 0.19; megatron-core >= 0.17 requires Python "
-                    ">= 3.12, this environment has 3.11)")
+                    "(cu_seqlens per sample came with PR #5298 in 0.19; the megatron family environment "
+                    f"installs {WRITTEN_FOR_INTER_DOCUMENT})")
         return None
 
 
@@ -246,12 +251,13 @@ def _config_text(flags: Flags, per_token: bool) -> str:
 
 
 def _adapter(config_id: str, flags: Flags, policy: dict, notes: str, per_token: bool = False,
-             findings: Optional[dict] = None, cls: type[Adapter] = Adapter) -> Adapter:
+             findings: Optional[dict] = None, cls: type[Adapter] = Adapter, written_for: str = WRITTEN_FOR,
+             family: str = "") -> Adapter:
     return cls(name=f"megatron-core/{config_id}", system="megatron-core", distribution="megatron-core",
-               written_for=WRITTEN_FOR, configuration=_config_text(flags, per_token), policy=policy,
+               written_for=written_for, configuration=_config_text(flags, per_token), policy=policy,
                imports=_IMPORTS, make_packer=lambda: gpt_packer(flags),
                make_reducer=lambda: schedules_loss(per_token), dump=dump_gpt, notes=notes,
-               findings=findings or {}, sft_masks=False)
+               findings=findings or {}, sft_masks=False, family=family)
 
 
 # GPTDataset is a pretraining dataset: the IndexedDataset holds token ids only and __getitem__ sets loss_mask
@@ -289,6 +295,7 @@ ADAPTERS = (
              dict({"preset": "megatron-gpt-docmask", "boundary_source": "cu_seqlens", "boundary_target": "included"},
                   **_TRAIN),
              "cu_seqlens per sample (padded to sequence_length + 1 with trailing sequence_length), positions "
-             "reset per document; written from the 0.19 description (libraries.md §2.4), never run here",
-             findings={}, cls=_MissingInThisVersion),
+             "reset per document; megatron-core 0.19.2 in its family environment, installed with "
+             "--ignore-requires-python (it declares Python >= 3.12 and runs on 3.11)",
+             findings={}, cls=_MissingInThisVersion, written_for=WRITTEN_FOR_INTER_DOCUMENT, family="megatron"),
 )

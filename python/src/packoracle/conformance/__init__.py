@@ -313,14 +313,16 @@ from ._render import counterexamples_page, matrix_table, splice_readme, to_json,
 
 def findings() -> list[tuple[str, _adapters.Finding]]:
     """Every examined finding the matrix states, with where: each adapter's per role ("<adapter> (<role>)"), the
-    consumer column's ("consumer F1", ...) and the mask builders'. A bug's ``report`` names its upstream-ready
-    report in docs/upstream/ (python/tests/test_upstream_reports.py checks each exists, with its script)."""
+    consumer column's ("consumer F1", ...) and the mask builders' (family environments' included). A bug's
+    ``report`` names its upstream-ready report in docs/upstream/ (python/tests/test_upstream_reports.py checks
+    each exists, with its script)."""
     from ..adapters.mask_builders import BUILDERS
     from ..adapters.transformers_models import FINDINGS
+    from ._consumers import family_builders
 
     out = [(f"{a.name} ({role})", f) for a in _adapters.all_adapters() for role, f in a.findings.items()]
     out += [(f"consumer F{k}", f) for k, f in enumerate(FINDINGS, 1)]
-    out += [(b.name, b.finding) for b in BUILDERS if b.finding is not None]
+    out += [(b.name, b.finding) for b in BUILDERS + family_builders() if b.finding is not None]
     return out
 
 

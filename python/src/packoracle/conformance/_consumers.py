@@ -22,13 +22,14 @@ from ._render import report_link
 
 if TYPE_CHECKING:
     from ..adapters._base import Finding
+    from ..adapters.axolotl_masks import AxolotlBuilder
     from ..adapters.fla_consumers import FlaConsumer
     from ..adapters.mask_builders import MaskBuilder
     from ..adapters.transformers_models import ModelConsumer
 
-Consumer = Union["ModelConsumer", "MaskBuilder", "FlaConsumer"]
+Consumer = Union["ModelConsumer", "MaskBuilder", "FlaConsumer", "AxolotlBuilder"]
 """A cell's consumer: a model of the consumer column, another library's mask builder, or a family library's
-consumer (an fla naive op)."""
+consumer (an fla naive op, an axolotl boundary builder)."""
 
 DEFAULT_CONSUMER_CASES = 100
 POLICY = "reference"
@@ -130,11 +131,12 @@ def run_consumers(cases: int, seed: int, selected: Callable[[str], bool] = lambd
     return cells
 
 
-def run_family_cell(consumer: FlaConsumer, cases: int, seed: int, reproduce: Optional[str] = None) -> Cell:
-    """A consumer whose library lives in a family environment (the fla naive ops): served there by
-    packoracle.exec_server (_served, _remote.served_command) and fuzzed from here as fuzz's exec_consumer, so
-    its answers are read by the exec protocol's consumer role. With ``reproduce``, that one case, its
-    Counterexample raised."""
+def run_family_cell(consumer: Union[FlaConsumer, AxolotlBuilder], cases: int, seed: int,
+                    reproduce: Optional[str] = None) -> Cell:
+    """A consumer whose library lives in a family environment (the fla naive ops, axolotl's boundary builders):
+    served there by packoracle.exec_server (_served, _remote.served_command) and fuzzed from here as fuzz's
+    exec_consumer, so its answers are read by the exec protocol's consumer role. With ``reproduce``, that one case,
+    its Counterexample raised."""
     from . import FAMILY_TIMEOUT
     from ._envs import EnvironmentUnavailable, ensure, python_of
     from ._remote import served_command, without_machine
@@ -158,9 +160,10 @@ def run_family_cell(consumer: FlaConsumer, cases: int, seed: int, reproduce: Opt
 
 def family_builders() -> tuple:
     """The mask builders' section's consumers that run in a family environment (run_family_cell)."""
+    from ..adapters.axolotl_masks import BUILDERS as AXOLOTL
     from ..adapters.fla_consumers import CONSUMERS
 
-    return CONSUMERS
+    return CONSUMERS + AXOLOTL
 
 
 def replay_consumer(name: str, reproduce: str) -> None:
@@ -177,7 +180,7 @@ def replay_consumer(name: str, reproduce: str) -> None:
 def run_builders(cases: int, seed: int, selected: Callable[[str], bool] = lambda name: True,
                  progress: Optional[Callable[[str], None]] = None) -> list[Cell]:
     """The other libraries' mask builders (packoracle.adapters.mask_builders), each under its declared policy,
-    then the consumers of family environments (the fla naive ops, run_family_cell)."""
+    then the consumers of family environments (the fla naive ops, axolotl's boundary builders: run_family_cell)."""
     from ..adapters.mask_builders import BUILDERS
 
     cells = []

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 # Bumped when the steps of _build change: every cached venv is then built afresh.
@@ -36,11 +36,17 @@ TORCH = "torch==2.13.0"
 @dataclass(frozen=True)
 class Family:
     """One environment: its lock (``requirements/<name>.lock``), whether torch goes first, and whether the lock
-    holds an sdist whose build imports torch (deepspeed), which then builds in the venv itself."""
+    holds an sdist whose build imports torch (deepspeed), which then builds in the venv itself.
+
+    ``ignore_requires_python``: the lock holds a release whose Requires-Python excludes this interpreter although
+    the code runs on it (megatron-core >= 0.17 declares 3.12 and ships cp311 wheels); pip then installs the lock
+    with --ignore-requires-python. It is left out of the repr (the cache key of every other family is that repr,
+    unchanged) and joins the key only where it is set (venv_dir)."""
 
     name: str
     torch: bool = True
     no_build_isolation: bool = False
+    ignore_requires_python: bool = field(default=False, repr=False)
 
     @property
     def lock(self) -> str:
@@ -56,6 +62,7 @@ FAMILIES = {f.name: f for f in (
     Family("fla"),
     Family("axolotl"),
     Family("llamafactory"),
+    Family("megatron", ignore_requires_python=True),
 )}
 
 
@@ -90,7 +97,10 @@ def venv_dir(family: Family) -> str:
     with open(lock_path(family)) as f:
         lines = [line.split("#")[0].strip() for line in f]
     lock = "\n".join(line for line in lines if line)
-    key = hashlib.sha256("\0".join([lock, repr(family), RECIPE, sys.version.split()[0]]).encode()).hexdigest()[:16]
+    parts = [lock, repr(family), RECIPE, sys.version.split()[0]]
+    if family.ignore_requires_python:  # only where set: the other families' keys stay what they were
+        parts.append("--ignore-requires-python")
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     return os.path.join(cache_root(), f"{family.name}-{key}")
 
 
@@ -152,7 +162,7 @@ def _build(family: Family, venv: str) -> None:
     if family.no_build_isolation:
         _run(pip + ["setuptools", "wheel"])
     _run(pip + ["--no-deps"] + (["--no-build-isolation"] if family.no_build_isolation else []) +
-         ["-r", lock_path(family)])
+         (["--ignore-requires-python"] if family.ignore_requires_python else []) + ["-r", lock_path(family)])
 
 
 def _run(command: list) -> None:

@@ -6,7 +6,8 @@
 
 An attribute of this module is the role of what it names: an adapter's loss reducer (``adapter.reducer()``, the
 real library's call, built when the server starts, so the library is imported before the first request) or a
-flash-linear-attention naive op's micro-batch consumer (``fla_consumers.consumer(op)``). The conformance runner
+flash-linear-attention naive op's micro-batch consumer (``fla_consumers.consumer(op)``) or an axolotl boundary
+builder's (``axolotl_masks.BUILDERS``). The conformance runner
 drives them from the main venv with ``packoracle.fuzz(..., exec_reducer=..., exec_consumer=...)``
 (``_remote.served_command``). Needs what exec_server needs (numpy, packoracle's Python sources) and the library.
 """
@@ -17,14 +18,17 @@ from typing import Any, Callable
 
 
 def role_of(name: str) -> Callable[..., Any]:
-    """The reducer of adapter ``name``, or the consumer of the fla naive op called ``name``; AttributeError (what
-    ``getattr`` raises) for a name that is neither, naming it."""
+    """The reducer of adapter ``name``, or the consumer of the fla naive op or axolotl boundary builder called
+    ``name``; AttributeError (what ``getattr`` raises) for a name that is none of these, naming it."""
     from .. import adapters
-    from ..adapters import fla_consumers
+    from ..adapters import axolotl_masks, fla_consumers
 
     for consumer in fla_consumers.CONSUMERS:
         if consumer.name == name:
             return fla_consumers.consumer(consumer.op)
+    for builder in axolotl_masks.BUILDERS:
+        if builder.name == name:
+            return builder.build
     try:
         adapter = adapters.get(name)
     except KeyError:
