@@ -6,8 +6,12 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-from packers import reduce_own_count_as_global, reduce_token_mean  # noqa: E402,F401 (served by name)
+if __package__:  # imported in-process (tests.exec_role_callables): no top-level `packers` in sys.modules, which
+    # would shadow the copy a pytester run of test_pytest_plugin.py writes and imports by that name
+    from .packers import reduce_own_count_as_global, reduce_token_mean  # noqa: F401 (served by name)
+else:  # served by name from another interpreter (packoracle.exec_server)
+    sys.path.insert(0, os.path.dirname(__file__))
+    from packers import reduce_own_count_as_global, reduce_token_mean  # noqa: E402,F401
 
 
 def reduce_hang_on_two(request):
