@@ -48,7 +48,8 @@ export PACKORACLE_BIN="$PWD/$venv/bin/packoracle"
 # goes with the venv, built afresh each run.
 stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file pyproject.toml \
   --cache-dir "$venv/mypy-cache" -p packoracle
-stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+# --durations: the slowest tests of each run in its log, where the stage's time goes (docs/hardening.md).
+stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 python/tests
 if ((full)); then
   # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla, axolotl,
   # llamafactory), built once and
@@ -57,7 +58,8 @@ if ((full)); then
   # conformance stage drive their rows there.
   stage "family environments (requirements/<family>.lock, cached in ~/.cache/packoracle/envs)" \
     "$venv/bin/packoracle-conformance" --envs
-  stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests_adapters
+  stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 \
+    python/tests_adapters
   stage "conformance matrix (compared with docs/conformance.md)" \
     "$venv/bin/packoracle" conformance --check docs/conformance.md --readme README.md --readme docs/libraries.md
 fi

@@ -146,6 +146,10 @@ class Checker {
   void CheckPacker();
   bool CheckShape();
   bool CheckCoverage();
+  void CheckRowSpans(std::size_t r, const std::map<std::string, std::size_t>& index, std::vector<int>& covered,
+                     std::vector<std::vector<TilingPiece>>& pieces);
+  void CheckRowPadding(std::size_t r, const std::vector<int>& covered);
+  bool CheckDocumentTiling(const std::vector<std::vector<TilingPiece>>& pieces);
   void CheckNoMergeableRows();
   void CheckSegments();
   void CheckPositions();
@@ -467,77 +471,95 @@ bool Checker::CheckCoverage() {
   for (std::size_t d = 0; d < docs_.size(); ++d) index[docs_[d].uid] = d;
   std::vector<std::vector<TilingPiece>> pieces(docs_.size());  // each document's, rows in order (index: the row)
   for (std::size_t r = 0; r < rows_.size(); ++r) {
-    const CandidateRow& row = *rows_[r].row;
-    const auto n = static_cast<std::int64_t>(row.input_ids.size());
-    std::vector<int> covered(static_cast<std::size_t>(n), 0);
-    for (const DocSpan& span : row.doc_spans) {
-      auto it = index.find(span.doc_uid);
-      if (it == index.end()) {
-        Add(Invariant::kCoverage, At(r) + ": a span names document '" + span.doc_uid + "', which is not in the input",
-            static_cast<std::int64_t>(r));
-        continue;
-      }
-      const EffectiveDocument& doc = docs_[it->second];
-      const std::int64_t inputs = InputTokens(policy_, doc.size());  // shift: document: the last token is no input
-      if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
-          span.doc_offset > inputs - span.length) {  // written without sums: no overflow
-        Add(Invariant::kCoverage, At(r) + ": span of '" + doc.uid + "' (start " + std::to_string(span.start) +
-                                      ", length " + std::to_string(span.length) + ", doc_offset " +
-                                      std::to_string(span.doc_offset) + ") lies outside its row or its document" +
-                                      (inputs < doc.size() && span.doc_offset + span.length == doc.size()
-                                           ? " (under shift: document its last token, " +
-                                                 std::to_string(doc.tokens.back()) + ", is a label only, never an input)"
-                                           : ""),
-            static_cast<std::int64_t>(r));
-        continue;
-      }
-      for (std::int64_t t = 0; t < span.length; ++t) {
-        const auto slot = static_cast<std::size_t>(span.start + t);
-        if (covered[slot]++) {
-          Add(Invariant::kCoverage, At(r, span.start + t) + " is claimed by two spans", static_cast<std::int64_t>(r),
-              span.start + t);
-        }
-        const Token want = doc.tokens[static_cast<std::size_t>(span.doc_offset + t)];
-        if (row.input_ids[slot] != want) {
-          Add(Invariant::kCoverage,
-              At(r, span.start + t) + " holds " + std::to_string(row.input_ids[slot]) + " but its span says token " +
-                  std::to_string(span.doc_offset + t) + " of '" + doc.uid + "', which is " + std::to_string(want),
-              static_cast<std::int64_t>(r), span.start + t, std::to_string(want), std::to_string(row.input_ids[slot]));
-        }
-      }
-      pieces[it->second].push_back({span.doc_offset, span.length, r});
-    }
-    // Slots outside the spans are padding: the pad id, under right padding only after the row's last token,
-    // under left padding only before its first (PaddingOutOfPlace).
-    bool seen_pad = false, seen_token = false;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto slot = static_cast<std::size_t>(i);
-      if (PaddingOutOfPlace(policy_.padding, !covered[slot], seen_pad, seen_token)) {
-        Add(Invariant::kCoverage, At(r, i) + (covered[slot] ? " holds a document token after padding (right padding only)"
-                                                             : " is padding after a document token (left padding only)"),
-            static_cast<std::int64_t>(r), i);
-      }
-      if (!covered[slot]) {
-        seen_pad = true;
-        if (row.input_ids[slot] != policy_.pad_id) {
-          Add(Invariant::kCoverage, At(r, i) + " holds " + std::to_string(row.input_ids[slot]) +
-                                        ", which is neither a document token (no span covers it) nor the pad id " +
-                                        std::to_string(policy_.pad_id),
-              static_cast<std::int64_t>(r), i);
-        }
-        if (policy_.padding == Padding::kNone) {
-          Add(Invariant::kCoverage, At(r, i) + " is padding, but the policy has padding: none",
-              static_cast<std::int64_t>(r), i);
-        }
-      } else {
-        seen_token = true;
-      }
-    }
+    std::vector<int> covered(rows_[r].row->input_ids.size(), 0);
+    CheckRowSpans(r, index, covered, pieces);
+    CheckRowPadding(r, covered);
   }
   if (result_.found() != before) return false;
+  return CheckDocumentTiling(pieces) && result_.found() == before;
+}
 
-  // Every document, piece by piece in row order, tiles its tokens exactly once, as TileDocument (tiling.h)
-  // states with the policy's exemptions; only split policies cut a document into several pieces.
+// Each span of row r names a document of the input, lies inside its row and its document's inputs, claims its
+// slots once and holds the document's tokens there; covered counts the spans per slot, pieces gathers each
+// document's pieces in row order.
+void Checker::CheckRowSpans(std::size_t r, const std::map<std::string, std::size_t>& index, std::vector<int>& covered,
+                            std::vector<std::vector<TilingPiece>>& pieces) {
+  const CandidateRow& row = *rows_[r].row;
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  for (const DocSpan& span : row.doc_spans) {
+    auto it = index.find(span.doc_uid);
+    if (it == index.end()) {
+      Add(Invariant::kCoverage, At(r) + ": a span names document '" + span.doc_uid + "', which is not in the input",
+          static_cast<std::int64_t>(r));
+      continue;
+    }
+    const EffectiveDocument& doc = docs_[it->second];
+    const std::int64_t inputs = InputTokens(policy_, doc.size());  // shift: document: the last token is no input
+    if (span.length <= 0 || span.start < 0 || span.start > n - span.length || span.doc_offset < 0 ||
+        span.doc_offset > inputs - span.length) {  // written without sums: no overflow
+      Add(Invariant::kCoverage, At(r) + ": span of '" + doc.uid + "' (start " + std::to_string(span.start) +
+                                    ", length " + std::to_string(span.length) + ", doc_offset " +
+                                    std::to_string(span.doc_offset) + ") lies outside its row or its document" +
+                                    (inputs < doc.size() && span.doc_offset + span.length == doc.size()
+                                         ? " (under shift: document its last token, " +
+                                               std::to_string(doc.tokens.back()) + ", is a label only, never an input)"
+                                         : ""),
+          static_cast<std::int64_t>(r));
+      continue;
+    }
+    for (std::int64_t t = 0; t < span.length; ++t) {
+      const auto slot = static_cast<std::size_t>(span.start + t);
+      if (covered[slot]++) {
+        Add(Invariant::kCoverage, At(r, span.start + t) + " is claimed by two spans", static_cast<std::int64_t>(r),
+            span.start + t);
+      }
+      const Token want = doc.tokens[static_cast<std::size_t>(span.doc_offset + t)];
+      if (row.input_ids[slot] != want) {
+        Add(Invariant::kCoverage,
+            At(r, span.start + t) + " holds " + std::to_string(row.input_ids[slot]) + " but its span says token " +
+                std::to_string(span.doc_offset + t) + " of '" + doc.uid + "', which is " + std::to_string(want),
+            static_cast<std::int64_t>(r), span.start + t, std::to_string(want), std::to_string(row.input_ids[slot]));
+      }
+    }
+    pieces[it->second].push_back({span.doc_offset, span.length, r});
+  }
+}
+
+// Slots outside the spans are padding: the pad id, under right padding only after the row's last token,
+// under left padding only before its first (PaddingOutOfPlace).
+void Checker::CheckRowPadding(std::size_t r, const std::vector<int>& covered) {
+  const CandidateRow& row = *rows_[r].row;
+  const auto n = static_cast<std::int64_t>(row.input_ids.size());
+  bool seen_pad = false, seen_token = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto slot = static_cast<std::size_t>(i);
+    if (PaddingOutOfPlace(policy_.padding, !covered[slot], seen_pad, seen_token)) {
+      Add(Invariant::kCoverage, At(r, i) + (covered[slot] ? " holds a document token after padding (right padding only)"
+                                                           : " is padding after a document token (left padding only)"),
+          static_cast<std::int64_t>(r), i);
+    }
+    if (!covered[slot]) {
+      seen_pad = true;
+      if (row.input_ids[slot] != policy_.pad_id) {
+        Add(Invariant::kCoverage, At(r, i) + " holds " + std::to_string(row.input_ids[slot]) +
+                                      ", which is neither a document token (no span covers it) nor the pad id " +
+                                      std::to_string(policy_.pad_id),
+            static_cast<std::int64_t>(r), i);
+      }
+      if (policy_.padding == Padding::kNone) {
+        Add(Invariant::kCoverage, At(r, i) + " is padding, but the policy has padding: none",
+            static_cast<std::int64_t>(r), i);
+      }
+    } else {
+      seen_token = true;
+    }
+  }
+}
+
+// Every document, piece by piece in row order, tiles its tokens exactly once, as TileDocument (tiling.h)
+// states with the policy's exemptions; only split policies cut a document into several pieces. False when a
+// piece out of order (or a dropped document packed) stopped the check.
+bool Checker::CheckDocumentTiling(const std::vector<std::vector<TilingPiece>>& pieces) {
   std::int64_t last_doc = -1;  // the stream's last document with an input
   for (std::size_t d = 0; d < docs_.size(); ++d)
     if (InputTokens(policy_, docs_[d].size()) > 0) last_doc = static_cast<std::int64_t>(d);
@@ -583,7 +605,7 @@ bool Checker::CheckCoverage() {
                                   " tokens are packed",
         -1, -1, std::to_string(tail.end), std::to_string(tail.begin));
   }
-  return result_.found() == before;
+  return true;
 }
 
 // Segment starts at non-padding slots: every encoding must put them exactly where documents start. (How

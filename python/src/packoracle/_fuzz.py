@@ -386,14 +386,7 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                else None,
                _timed(consumer_driver, "attention consumer", deadline) if consumer_driver is not None else None)
 
-    options = {"cases": a.cases, "seed": DEFAULT_SEED if a.seed is None else a.seed, "time": a.time,
-               "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
-               "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
-               "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
-               "exec_packer": a.exec_packer or "", "exec_value_consumer": a.exec_value_consumer or "",
-               "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction,
-               # the exec roles' deadline (jobs::kFuzzOptions maps it to exec_timeout): no deadline is the longest
-               "timeout": MAX_TIMEOUT if a.timeout is None else a.timeout}
+    options = _core_options(a)
     call = _the_call(packer, reducer, consumer, policy, resolved, options, microbatch_consumer, a.gradient,
                      value_consumer, a.value_tolerance, a.step_view)
     replay = _replay_line(call)
@@ -409,6 +402,23 @@ def fuzz(packer: Optional[Callable[[dict], Any]], policy: PolicyLike, *, cases: 
                         **values)
     if not result["passed"]:
         raise _counterexample(result, replay.replace("{}", result["reproduce"]))
+    return _fuzz_result(result)
+
+
+def _core_options(a: _fuzz_args.FuzzArgs) -> dict:
+    """The options _core.fuzz reads (jobs::kFuzzOptions), from fuzz()'s checked arguments."""
+    return {"cases": a.cases, "seed": DEFAULT_SEED if a.seed is None else a.seed, "time": a.time,
+            "reproduce": a.reproduce, "max_row_length": a.max_row_length, "max_documents": a.max_documents,
+            "decoder": a.decoder, "save_regressions": a.save_regressions, "sft_masks": a.sft_masks,
+            "stats": a.stats, "exec_reducer": a.exec_reducer or "", "exec_consumer": a.exec_consumer or "",
+            "exec_packer": a.exec_packer or "", "exec_value_consumer": a.exec_value_consumer or "",
+            "optimizer_steps": a.optimizer_steps, "select_top_fraction": a.select_top_fraction,
+            # the exec roles' deadline (jobs::kFuzzOptions maps it to exec_timeout): no deadline is the longest
+            "timeout": MAX_TIMEOUT if a.timeout is None else a.timeout}
+
+
+def _fuzz_result(result: dict) -> FuzzResult:
+    """The FuzzResult of a passing run (_core.fuzz's result)."""
     checked = tuple(result["checked"])
     return FuzzResult(cases=result["cases"], seconds=result["seconds"], checked=checked,
                       not_applicable=tuple(i for i in _core.invariants() if i not in checked),

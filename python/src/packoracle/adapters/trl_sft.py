@@ -352,17 +352,16 @@ ADAPTERS = (
              {"strategy": "bfd", "padding_free": False},
              {"preset": "trl-padding-free", "boundary_source": "none", "attention": "row_causal",
               "positions": "row_continuous", "boundary_target": "included", "pad_keys": "masked",
-              "padding": "right", "pad_to": "multiple_of:1"},
+              "padding": "right", "pad_to": "longest"},
              "the collator driven by hand (SFTTrainer forces padding_free for bfd): an attention_mask of ones and "
              "no position_ids (the model's default 0..T-1), so a packed row attends across its documents and "
-             "trains the boundary targets; rows padded to the longest of their micro-batch, which no pad_to value "
-             "says (multiple_of:1 accepts any right padding)"),
+             "trains the boundary targets; rows padded to the longest of their micro-batch (pad_to: longest)"),
     _adapter("wrapped",
              f"pack_dataset(ds, L, 'wrapped') + DataCollatorForLanguageModeling(0) + {_SFT}",
              {"strategy": "wrapped", "padding_free": False},
-             {"preset": "trl-wrapped", "pad_to": "multiple_of:1"},
+             {"preset": "trl-wrapped", "pad_to": "longest"},
              "SFTTrainer(packing=True, packing_strategy='wrapped'), where padding_free stays False; the last, "
-             "shorter row is padded to the longest of its micro-batch (multiple_of:1: any right padding)"),
+             "shorter row is padded to the longest of its micro-batch (pad_to: longest)"),
     _adapter("wrapped-padding-free",
              f"pack_dataset(ds, L, 'wrapped') + DataCollatorForLanguageModeling(0, padding_free=True) + {_SFT}",
              {"strategy": "wrapped", "padding_free": True},
