@@ -52,9 +52,9 @@ stage "types (mypy on the public API)" "$venv/bin/python" -m mypy --config-file 
 stage "python tests" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 python/tests
 if ((full)); then
   # The families' own venvs (requirements/<family>.lock: grain, litgpt, verl, openrlhf, areal, fla, axolotl,
-  # llamafactory, megatron), built once and then found in ~/.cache/packoracle/envs/ (keyed by each lock; pip's cache keeps the downloads): seconds when
-  # cached, the cold cost in docs/hardening.md. The adapter tests and the
-  # conformance stage drive their rows there.
+  # llamafactory, megatron), built once and then found in ~/.cache/packoracle/envs/ (keyed by each lock; pip's
+  # cache keeps the downloads): seconds when cached, the cold cost in docs/hardening.md. The adapter tests and
+  # the conformance stage drive their rows there.
   stage "family environments (requirements/<family>.lock, cached in ~/.cache/packoracle/envs)" \
     "$venv/bin/packoracle-conformance" --envs
   stage "adapter tests (real libraries)" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=15 \
